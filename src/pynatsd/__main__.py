@@ -1,0 +1,5 @@
+import sys
+
+from pynatsd.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""HTTP monitoring: the real server's endpoints (/varz, /connz, /subsz, /healthz, ...)."""

@@ -1,0 +1,399 @@
+"""Monitoring endpoints as data: /varz, /connz, /subsz, /healthz and friends.
+
+Corresponds to nats-server's `server/monitor.go`; key names and order follow the real server's
+JSON so that tools written for it (prometheus-nats-exporter, nats-top) work unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pynatsd.server.server import COMPAT_VERSION, PROTO_VERSION
+
+if TYPE_CHECKING:
+    from pynatsd.server.client import Client
+    from pynatsd.server.server import Server
+
+
+class BadRequest(ValueError):
+    """A query value the endpoint cannot use: answered with HTTP 400 and this text."""
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def go_uptime(seconds: float) -> str:
+    """nats-server's `myUptime`: `1y2d3h4m5s`, leading zero units left out."""
+    tsecs = int(seconds)
+    tmins, thrs = tsecs // 60, tsecs // 3600
+    tdays = thrs // 24
+    tyrs = tdays // 365
+    if tyrs:
+        return f"{tyrs}y{tdays % 365}d{thrs % 24}h{tmins % 60}m{tsecs % 60}s"
+    if tdays:
+        return f"{tdays}d{thrs % 24}h{tmins % 60}m{tsecs % 60}s"
+    if thrs:
+        return f"{thrs}h{tmins % 60}m{tsecs % 60}s"
+    if tmins:
+        return f"{tmins}m{tsecs % 60}s"
+    return f"{tsecs}s"
+
+
+def go_duration(seconds: float) -> str:
+    """A short Go `time.Duration` string (`689µs`, `1.5ms`, `2s`), as /connz shows RTTs."""
+    if seconds <= 0:
+        return "0s"
+    ns = seconds * 1e9
+    if ns < 1e3:
+        return f"{ns:.0f}ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.3f}".rstrip("0").rstrip(".") + "µs"
+    if ns < 1e9:
+        return f"{ns / 1e6:.3f}".rstrip("0").rstrip(".") + "ms"
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+
+
+def _int_arg(query: Mapping[str, str], name: str, default: int) -> int:
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadRequest(
+            f"Error decoding int for '{name}': strconv.Atoi: parsing \"{raw}\": invalid syntax"
+        ) from None
+
+
+def _bool_arg(query: Mapping[str, str], name: str) -> bool:
+    raw = query.get(name, "")
+    if raw in ("", "0", "false", "False", "f", "F", "FALSE"):
+        return False
+    if raw in ("1", "true", "True", "t", "T", "TRUE"):
+        return True
+    raise BadRequest(
+        f"Error decoding boolean for '{name}': strconv.ParseBool: parsing \"{raw}\": "
+        "invalid syntax"
+    )
+
+
+def varz(server: Server) -> dict[str, Any]:
+    opts = server.options
+    now = time.time()
+    in_msgs = server.closed_in_msgs
+    in_bytes = server.closed_in_bytes
+    out_msgs = server.closed_out_msgs
+    out_bytes = server.closed_out_bytes
+    for c in server.clients.values():
+        in_msgs += c.in_msgs
+        in_bytes += c.in_bytes
+        out_msgs += c.out_msgs
+        out_bytes += c.out_bytes
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime
+    elapsed = max(now - server.start_time, 1e-9)
+    zero_kinds = {"clients": 0, "routes": 0, "gateways": 0, "leafs": 0}
+    out = {
+        "server_id": server.server_id,
+        "server_name": server.server_name,
+        "version": COMPAT_VERSION,
+        "proto": PROTO_VERSION,
+        "git_commit": server._info_base.get("git_commit", ""),
+        "go": server._info_base.get("go", ""),
+        "host": opts.host,
+        "port": server.port,
+        "auth_required": True if server.auth_required else None,
+        "max_connections": opts.max_connections,
+        "ping_interval": int(opts.ping_interval * 1e9),
+        "ping_max": opts.ping_max,
+        "http_host": opts.http_host or opts.host,
+        "http_port": server.http_port,
+        "http_base_path": opts.http_base_path,
+        "https_port": 0,
+        "auth_timeout": opts.auth_timeout,
+        "max_control_line": opts.max_control_line,
+        "max_payload": opts.max_payload,
+        "max_pending": opts.max_pending,
+        "cluster": {},
+        "gateway": {},
+        "leaf": {},
+        "mqtt": {},
+        "websocket": {},
+        "jetstream": {},
+        "tls_timeout": 2,
+        "write_deadline": int(opts.write_deadline * 1e9),
+        "start": rfc3339(server.start_time),
+        "now": rfc3339(now),
+        "uptime": go_uptime(now - server.start_time),
+        "mem": usage.ru_maxrss * 1024,
+        "cores": os.cpu_count() or 1,
+        "gomaxprocs": 1,
+        "cpu": round(100.0 * cpu / elapsed, 2),
+        "connections": len(server.clients),
+        "total_connections": server.total_connections,
+        "routes": 0,
+        "remotes": 0,
+        "leafnodes": 0,
+        "in_msgs": in_msgs,
+        "in_bytes": in_bytes,
+        "in_client_msgs": in_msgs,
+        "in_client_bytes": in_bytes,
+        "out_msgs": out_msgs,
+        "out_bytes": out_bytes,
+        "out_client_msgs": out_msgs,
+        "out_client_bytes": out_bytes,
+        "slow_consumers": server.slow_consumers,
+        "stale_connections": server.stale_connections,
+        "stalled_clients": 0,
+        "subscriptions": server.num_subscriptions(),
+        "http_req_stats": dict(server.http_req_stats),
+        "config_load_time": rfc3339(server.config_load_time),
+        "config_digest": "",
+        "system_account": "$SYS",
+        "slow_consumer_stats": {**zero_kinds, "clients": server.slow_consumers},
+        "stale_connection_stats": {**zero_kinds, "clients": server.stale_connections},
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _connection_info(
+    client: Client, now: float, subs: str, auth: bool, closed: bool = False
+) -> dict[str, Any]:
+    opts = client.connect_opts
+    info: dict[str, Any] = {
+        "cid": client.cid,
+        "kind": "Client",
+        "type": "nats",
+        "ip": client.host,
+        "port": client.port,
+        "start": rfc3339(client.start),
+        "last_activity": rfc3339(client.last_activity),
+    }
+    if closed:
+        info["stop"] = rfc3339(client.stop)
+        info["reason"] = client.close_reason
+    info["rtt"] = go_duration(client.rtt)
+    end = client.stop if closed else now
+    info["uptime"] = go_uptime(end - client.start)
+    info["idle"] = go_uptime(end - client.last_activity)
+    info["pending_bytes"] = 0 if closed else client.pending_bytes
+    info["in_msgs"] = client.in_msgs
+    info["out_msgs"] = client.out_msgs
+    info["in_bytes"] = client.in_bytes
+    info["out_bytes"] = client.out_bytes
+    info["subscriptions"] = len(client.subs)
+    for key in ("name", "lang", "version"):
+        if opts.get(key):
+            info[key] = opts[key]
+    if auth:
+        if client.auth_user:
+            info["authorized_user"] = client.auth_user
+        info["account"] = client.account.name
+    if subs == "detail":
+        info["subscriptions_list_detail"] = [
+            {
+                "subject": s.subject,
+                **({"qgroup": s.queue} if s.queue else {}),
+                "sid": s.sid.decode(errors="replace"),
+                "msgs": s.delivered,
+                **({"max": s.max_msgs} if s.max_msgs else {}),
+                "cid": client.cid,
+            }
+            for s in client.subs.values()
+        ]
+    elif subs and client.subs:
+        info["subscriptions_list"] = [s.subject for s in client.subs.values()]
+    return info
+
+
+def closed_connection_info(server: Server, client: Client) -> dict[str, Any]:
+    """Snapshot of a connection as it closes, for the closed-connections ring."""
+    record = _connection_info(client, client.stop or time.time(), "detail", True, closed=True)
+    record["_subjects"] = [s.subject for s in client.subs.values()]
+    return record
+
+
+_SORT_KEYS: dict[str, Any] = {
+    "cid": lambda c: c["cid"],
+    "start": lambda c: c["start"],
+    "subs": lambda c: -c["subscriptions"],
+    "pending": lambda c: -c["pending_bytes"],
+    "msgs_to": lambda c: -c["out_msgs"],
+    "msgs_from": lambda c: -c["in_msgs"],
+    "bytes_to": lambda c: -c["out_bytes"],
+    "bytes_from": lambda c: -c["in_bytes"],
+    "last": lambda c: c["last_activity"],
+    "idle": lambda c: c["last_activity"],
+    "uptime": lambda c: c["start"],
+    "stop": lambda c: c.get("stop", ""),
+    "reason": lambda c: c.get("reason", ""),
+    "rtt": lambda c: c["rtt"],
+}
+
+
+def connz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
+    now = time.time()
+    offset = max(_int_arg(query, "offset", 0), 0)
+    limit = _int_arg(query, "limit", 1024)
+    if limit <= 0:
+        limit = 1024
+    subs_raw = query.get("subs", "")
+    subs = "detail" if subs_raw == "detail" else ("1" if _bool_arg(query, "subs") else "")
+    auth = _bool_arg(query, "auth")
+    sort = query.get("sort", "cid") or "cid"
+    if sort not in _SORT_KEYS:
+        raise BadRequest(f"Invalid sorting option: {sort}")
+    state = query.get("state", "open") or "open"
+    if state not in ("open", "closed", "any", "all"):
+        raise BadRequest(f"Error decoding state: {state}")
+    cid_filter = _int_arg(query, "cid", 0)
+    user = query.get("user", "")
+    acc = query.get("acc", "")
+    conns: list[dict[str, Any]] = []
+    if state in ("open", "any", "all"):
+        conns.extend(
+            _connection_info(c, now, subs, auth) for c in server.clients.values() if c.connected
+        )
+    if state in ("closed", "any", "all"):
+        for rec in server.closed_clients:
+            item = {k: v for k, v in rec.items() if not k.startswith("_")}
+            if subs == "detail":
+                pass
+            elif subs:
+                item.pop("subscriptions_list_detail", None)
+                if rec["_subjects"]:
+                    item["subscriptions_list"] = rec["_subjects"]
+            else:
+                item.pop("subscriptions_list_detail", None)
+            if not auth:
+                item.pop("authorized_user", None)
+                item.pop("account", None)
+            conns.append(item)
+    if cid_filter:
+        conns = [c for c in conns if c["cid"] == cid_filter]
+    if user:
+        conns = [c for c in conns if c.get("authorized_user") == user]
+    if acc:
+        conns = [c for c in conns if c.get("account", "$G") == acc]
+    conns.sort(key=_SORT_KEYS[sort])
+    total = len(conns)
+    page = conns[offset : offset + limit]
+    return {
+        "server_id": server.server_id,
+        "now": rfc3339(now),
+        "num_connections": len(page),
+        "total": total,
+        "offset": offset,
+        "limit": limit,
+        "connections": page,
+    }
+
+
+def subsz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
+    now = time.time()
+    detail = _bool_arg(query, "subs")
+    offset = max(_int_arg(query, "offset", 0), 0)
+    limit = _int_arg(query, "limit", 1024)
+    if limit <= 0:
+        limit = 1024
+    test = query.get("test", "")
+    acc_name = query.get("acc", "")
+    accounts = [a for a in server.accounts.values() if not acc_name or a.name == acc_name]
+    num_subs = num_cache = num_inserts = num_removes = num_matches = 0
+    max_fanout = 0
+    fanouts = 0.0
+    hit_weighted = 0.0
+    for account in accounts:
+        st = account.sublist.stats()
+        num_subs += st.num_subs
+        num_cache += st.num_cache
+        num_inserts += st.num_inserts
+        num_removes += st.num_removes
+        num_matches += st.num_matches
+        max_fanout = max(max_fanout, st.max_fanout)
+        fanouts += st.avg_fanout * st.num_cache
+        hit_weighted += st.cache_hit_rate * st.num_matches
+    out: dict[str, Any] = {
+        "server_id": server.server_id,
+        "now": rfc3339(now),
+        "num_subscriptions": num_subs,
+        "num_cache": num_cache,
+        "num_inserts": num_inserts,
+        "num_removes": num_removes,
+        "num_matches": num_matches,
+        "cache_hit_rate": hit_weighted / num_matches if num_matches else 0,
+        "max_fanout": max_fanout,
+        "avg_fanout": fanouts / num_cache if num_cache else 0,
+    }
+    if detail or test:
+        items: list[dict[str, Any]] = []
+        for account in accounts:
+            if test:
+                res = account.sublist.match(test)
+                subs = list(res.psubs) + [s for g in res.qsubs for s in g]
+            else:
+                subs = account.sublist.all()
+            for s in subs:
+                item: dict[str, Any] = {"account": account.name, "subject": s.subject}
+                if s.queue:
+                    item["qgroup"] = s.queue
+                item["sid"] = s.sid.decode(errors="replace")
+                item["msgs"] = s.delivered
+                if s.max_msgs:
+                    item["max"] = s.max_msgs
+                item["cid"] = s.client.cid
+                items.append(item)
+        out["total"] = len(items)
+        out["offset"] = offset
+        out["limit"] = limit
+        if items[offset : offset + limit]:
+            out["subscriptions_list"] = items[offset : offset + limit]
+    else:
+        out["total"] = 0
+        out["offset"] = offset
+        out["limit"] = limit
+    return out
+
+
+def healthz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+    js_enabled_only = _bool_arg(query, "js-enabled-only")
+    _bool_arg(query, "js-server-only")
+    _bool_arg(query, "details")
+    if not server.running or server.lame_duck:
+        return 503, {"status": "unavailable", "status_code": 503, "error": "server not ready"}
+    if js_enabled_only and not server.options.jetstream:
+        return 503, {
+            "status": "unavailable",
+            "status_code": 503,
+            "error": "JetStream not enabled",
+        }
+    return 200, {"status": "ok"}
+
+
+def empty_routez(server: Server) -> dict[str, Any]:
+    return {
+        "server_id": server.server_id,
+        "server_name": server.server_name,
+        "now": rfc3339(time.time()),
+        "num_routes": 0,
+        "routes": [],
+    }
+
+
+def empty_gatewayz(server: Server) -> dict[str, Any]:
+    return {
+        "server_id": server.server_id,
+        "now": rfc3339(time.time()),
+        "outbound_gateways": {},
+        "inbound_gateways": {},
+    }
+
+
+def empty_leafz(server: Server) -> dict[str, Any]:
+    return {"server_id": server.server_id, "now": rfc3339(time.time()), "leafnodes": 0, "leafs": []}

@@ -1,0 +1,140 @@
+"""A small HTTP/1.1 listener for the monitoring endpoints (GET only, JSON out).
+
+nats-server's monitor port serves a handful of GET endpoints with no authentication; a full web
+framework would cost start-up time (servers are restarted often in tests) for nothing we use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+from pynatsd.logger import log
+from pynatsd.monitor import endpoints
+from pynatsd.monitor.endpoints import BadRequest
+
+if TYPE_CHECKING:
+    from pynatsd.server.server import Server
+
+_MAX_REQUEST = 64 * 1024
+_ROOT_PAGE = """<html lang="en">
+<head><title>pynatsd monitoring</title></head>
+<body>
+<h1>pynatsd</h1>
+<p>A NATS server in Python, wire-compatible with nats-server {version}.</p>
+<ul>
+{links}
+</ul>
+</body>
+</html>
+"""
+
+
+def go_json(data: Any) -> bytes:
+    """JSON as Go's encoder writes it for the monitor: 2-space indent, `<>&` escaped."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return text.encode()
+
+
+class MonitorServer:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self._listener: asyncio.AbstractServer | None = None
+        base = server.options.http_base_path.rstrip("/")
+        self.base = base
+        routes: dict[str, Callable[[dict[str, str]], tuple[int, Any]]] = {
+            "/varz": lambda q: (200, endpoints.varz(server)),
+            "/connz": lambda q: (200, endpoints.connz(server, q)),
+            "/subsz": lambda q: (200, endpoints.subsz(server, q)),
+            "/subscriptionsz": lambda q: (200, endpoints.subsz(server, q)),
+            "/healthz": lambda q: endpoints.healthz(server, q),
+            "/routez": lambda q: (200, endpoints.empty_routez(server)),
+            "/gatewayz": lambda q: (200, endpoints.empty_gatewayz(server)),
+            "/leafz": lambda q: (200, endpoints.empty_leafz(server)),
+        }
+        self.routes = {base + path: handler for path, handler in routes.items()}
+
+    async def start(self, host: str, port: int) -> int:
+        loop = asyncio.get_running_loop()
+        self._listener = await asyncio.start_server(
+            self._handle, host, 0 if port == -1 else port, reuse_address=True
+        )
+        sockets = self._listener.sockets
+        return int(sockets[0].getsockname()[1]) if sockets else port
+        del loop
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                    return
+                if len(head) > _MAX_REQUEST:
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                parts = lines[0].split(" ")
+                if len(parts) != 3:
+                    return
+                method, target, _version = parts
+                keep_alive = not any(
+                    line.lower().startswith("connection:") and "close" in line.lower()
+                    for line in lines[1:]
+                )
+                status, ctype, body = self._respond(method, target)
+                reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}.get(status, "OK")
+                headers = (
+                    f"HTTP/1.1 {status} {reason}\r\n"
+                    f"Content-Type: {ctype}\r\n"
+                    "Access-Control-Allow-Origin: *\r\n"
+                    f"Content-Length: {len(body)}\r\n"
+                    + ("" if keep_alive else "Connection: close\r\n")
+                    + "\r\n"
+                )
+                writer.write(headers.encode() + (body if method != "HEAD" else b""))
+                await writer.drain()
+                if not keep_alive:
+                    return
+        except (ConnectionError, OSError):
+            return
+        finally:
+            writer.close()
+
+    def _respond(self, method: str, target: str) -> tuple[int, str, bytes]:
+        if method not in ("GET", "HEAD"):
+            return 405, "text/plain; charset=utf-8", b"Method Not Allowed\n"
+        url = urlsplit(target)
+        path = url.path.rstrip("/") or "/"
+        query = dict(parse_qsl(url.query, keep_blank_values=True))
+        stats = self.server.http_req_stats
+        handler = self.routes.get(path)
+        if handler is None:
+            if path in ("/", self.base or "/"):
+                stats["/"] = stats.get("/", 0) + 1
+                links = "\n".join(
+                    f'<li><a href="{p}">{p}</a></li>' for p in self.routes
+                )
+                from pynatsd.server.server import COMPAT_VERSION
+
+                page = _ROOT_PAGE.format(version=COMPAT_VERSION, links=links)
+                return 200, "text/html; charset=utf-8", page.encode()
+            return 404, "text/plain; charset=utf-8", b"404 page not found\n"
+        key = path[len(self.base) :] if self.base else path
+        stats[key] = stats.get(key, 0) + 1
+        try:
+            status, data = handler(query)
+        except BadRequest as e:
+            return 400, "text/plain; charset=utf-8", str(e).encode()
+        except Exception:  # a monitoring bug must never take the server down
+            log.exception("monitoring endpoint %s failed", path)
+            return 500, "text/plain; charset=utf-8", b"internal error\n"
+        return status, "application/json", go_json(data)

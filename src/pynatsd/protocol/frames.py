@@ -1,0 +1,55 @@
+"""Frame builders: protocol operations the server sends, as bytes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PING_FRAME = b"PING\r\n"
+PONG_FRAME = b"PONG\r\n"
+OK_FRAME = b"+OK\r\n"
+CRLF = b"\r\n"
+
+
+def info_frame(info: dict[str, Any]) -> bytes:
+    # nats-server writes a space before the CRLF; clients and byte-for-byte tests expect it.
+    return b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n"
+
+
+def err_frame(text: str) -> bytes:
+    return b"-ERR '" + text.encode() + b"'\r\n"
+
+
+def msg_frame(subject: bytes, sid: bytes, reply: bytes, payload: bytes) -> bytes:
+    if reply:
+        return b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(payload), payload)
+    return b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(payload), payload)
+
+
+def hmsg_frame(subject: bytes, sid: bytes, reply: bytes, header_size: int, payload: bytes) -> bytes:
+    """`payload` holds the header block followed by the body."""
+    if reply:
+        return b"HMSG %s %s %s %d %d\r\n%s\r\n" % (
+            subject,
+            sid,
+            reply,
+            header_size,
+            len(payload),
+            payload,
+        )
+    return b"HMSG %s %s %d %d\r\n%s\r\n" % (subject, sid, header_size, len(payload), payload)
+
+
+def status_header(code: int, description: str = "", headers: dict[str, str] | None = None) -> bytes:
+    """A header block carrying a status, e.g. `NATS/1.0 503`, with optional header lines."""
+    line = f"NATS/1.0 {code}" + (f" {description}" if description else "")
+    parts = [line]
+    if headers:
+        parts.extend(f"{k}: {v}" for k, v in headers.items())
+    return ("\r\n".join(parts) + "\r\n\r\n").encode()
+
+
+def no_responders_frame(reply: bytes, sid: bytes, subject: bytes) -> bytes:
+    """The 503 status nats-server sends to a requester when nobody is listening."""
+    header = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
+    return hmsg_frame(reply, sid, b"", len(header), header)

@@ -1,0 +1,390 @@
+"""Sans-IO parser for the client side of the NATS protocol: `feed(bytes) -> list[Event]`.
+
+It follows nats-server's `server/parser.go` byte for byte in what it accepts and rejects, but works
+a line at a time with `bytes.find` instead of a per-byte state machine, which is what makes it fast
+in Python.
+
+Complexity promise: work is O(bytes received). A control line split over many reads is kept as a
+partial line bounded by `max_control_line` (longer partial lines are an error), and a payload split
+over many reads is collected as a list of chunks joined once when complete, so a payload sent one
+byte at a time never costs quadratic time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pynatsd.protocol import errors
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.events import (
+    OK,
+    PING,
+    PONG,
+    Connect,
+    Err,
+    Event,
+    Info,
+    ProtocolError,
+    Pub,
+    Sub,
+    Unsub,
+)
+
+_SPACE_TAB = b" \t"
+# Sizes longer than 9 digits are refused, as nats-server's parseSize does.
+_MAX_SIZE_DIGITS = 9
+
+# Op names and what may follow them: "arg" ops need a space or tab, "any" ops take anything up
+# to the end of the line, "json" ops skip spaces and start their argument at any other byte.
+_OPS: tuple[tuple[bytes, str], ...] = (
+    (b"PUB", "arg"),
+    (b"HPUB", "arg"),
+    (b"SUB", "arg"),
+    (b"UNSUB", "arg"),
+    (b"PING", "any"),
+    (b"PONG", "any"),
+    (b"CONNECT", "json"),
+    (b"INFO", "json"),
+    (b"+OK", "any"),
+    (b"-ERR", "arg"),
+)
+
+
+def parse_size(data: bytes) -> int:
+    """A payload size or max-msgs count; -1 when it is not 1 to 9 ASCII digits."""
+    if not data or len(data) > _MAX_SIZE_DIGITS or not data.isdigit():
+        return -1
+    return int(data)
+
+
+def _classify(head: bytes) -> tuple[bytes, str] | None | bool:
+    """Match the start of a line (upper-cased) against the op names.
+
+    Returns the (op, kind) when `head` holds a complete op name with a valid next byte, True when
+    `head` could still become one (a partial line), and None when it can never be one.
+    """
+    partial = False
+    for name, kind in _OPS:
+        if head.startswith(name):
+            if len(head) == len(name):
+                # The byte after the name has not arrived (partial line) or is the line end.
+                return (name, kind) if kind != "arg" else True
+            if kind == "arg" and head[len(name)] not in _SPACE_TAB:
+                continue
+            return name, kind
+        if name.startswith(head):
+            partial = True
+    return True if partial else None
+
+
+class Parser:
+    """Turns the bytes a client sends into events.
+
+    `max_payload` and `max_control_line` may be changed between feeds (config reload).
+    `expect_connect` makes any first op other than CONNECT an authorization violation (set when
+    the server requires authentication); it is cleared by the parser once it yields a CONNECT.
+    After a `ProtocolError` event the parser is dead and every further feed returns nothing.
+    """
+
+    __slots__ = (
+        "_chunks",
+        "_chunks_len",
+        "_dead",
+        "_partial",
+        "_pending_pub",
+        "_skip_line",
+        "expect_connect",
+        "max_control_line",
+        "max_payload",
+    )
+
+    def __init__(
+        self,
+        max_payload: int = 1024 * 1024,
+        max_control_line: int = 4096,
+        expect_connect: bool = False,
+    ) -> None:
+        self.max_payload = max_payload
+        self.max_control_line = max_control_line
+        self.expect_connect = expect_connect
+        self._partial = b""  # an incomplete control line
+        self._skip_line: Event | None = None  # PING/PONG/+OK whose line end has not arrived
+        self._pending_pub: tuple[bytes, bytes, int, int] | None = None  # waiting for payload
+        self._chunks: list[bytes] = []
+        self._chunks_len = 0
+        self._dead = False
+
+    @property
+    def dead(self) -> bool:
+        return self._dead
+
+    def feed(self, data: bytes) -> list[Event]:
+        events: list[Event] = []
+        if self._dead or not data:
+            return events
+        if self._pending_pub is not None:
+            data = self._continue_payload(data, events)
+            if not data:
+                return events
+        elif self._skip_line is not None:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return events
+            events.append(self._skip_line)
+            self._skip_line = None
+            data = data[nl + 1 :]
+        elif self._partial:
+            data = self._partial + data
+            self._partial = b""
+        self._parse(data, 0, events)
+        return events
+
+    # -- payloads split over reads -------------------------------------------------------------
+
+    def _continue_payload(self, data: bytes, events: list[Event]) -> bytes:
+        """Collect payload bytes; returns what follows the payload's CRLF once complete."""
+        assert self._pending_pub is not None
+        subject, reply, size, header_size = self._pending_pub
+        self._chunks.append(data)
+        self._chunks_len += len(data)
+        need = size + 2
+        if self._chunks_len < need:
+            if self._chunks_len > size and self._chunks_len - len(data) <= size:
+                # The byte after the payload has arrived: it must be the CR.
+                cr = data[size - (self._chunks_len - len(data))]
+                if cr != 0x0D:
+                    self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
+            return b""
+        buf = b"".join(self._chunks)
+        self._chunks = []
+        self._chunks_len = 0
+        self._pending_pub = None
+        if buf[size : size + 2] != b"\r\n":
+            self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not followed by CRLF")
+            return b""
+        events.append(Pub(subject, reply, buf[:size], header_size))
+        return buf[need:]
+
+    # -- the main loop ---------------------------------------------------------------------------
+
+    def _fail(self, events: list[Event], reply: str | None, detail: str, reason: str = "") -> None:
+        events.append(ProtocolError(reply, reason or CloseReason.PARSE_ERROR, detail))
+        self._dead = True
+
+    def _parse(self, buf: bytes, pos: int, events: list[Event]) -> None:
+        n = len(buf)
+        append = events.append
+        mcl = self.max_control_line
+        while pos < n:
+            if self.expect_connect and buf[pos] not in b"Cc":
+                self._fail(
+                    events,
+                    errors.AUTHORIZATION_VIOLATION,
+                    "expected CONNECT",
+                    CloseReason.AUTHENTICATION_VIOLATION,
+                )
+                return
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                self._keep_partial(buf[pos:], events)
+                return
+            # Fast path: an upper-case PUB, by far the most common line.
+            if buf.startswith(b"PUB ", pos):
+                arg = buf[pos + 4 : nl]
+                if arg[-1:] == b"\r" or b"\r" in arg:
+                    arg = arg[:-1]
+                if len(arg) > mcl and len(arg.lstrip(_SPACE_TAB)) > mcl:
+                    self._fail(
+                        events,
+                        errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
+                        "control line",
+                        CloseReason.MAX_CONTROL_LINE_EXCEEDED,
+                    )
+                    return
+                args = arg.split()
+                nargs = len(args)
+                if nargs == 2:
+                    subject, reply, size = args[0], b"", parse_size(args[1])
+                elif nargs == 3:
+                    subject, reply, size = args[0], args[1], parse_size(args[2])
+                else:
+                    self._fail(events, None, f"processPub Parse Error: {arg!r}")
+                    return
+                if size < 0:
+                    self._fail(events, None, f"processPub Bad or Missing Size: {arg!r}")
+                    return
+                if size > self.max_payload:
+                    self._fail(
+                        events,
+                        errors.MAXIMUM_PAYLOAD_VIOLATION,
+                        "max payload",
+                        CloseReason.MAX_PAYLOAD_EXCEEDED,
+                    )
+                    return
+                start = nl + 1
+                end = start + size
+                if end + 2 <= n:
+                    if buf[end] != 0x0D or buf[end + 1] != 0x0A:
+                        self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
+                        return
+                    append(Pub(subject, reply, buf[start:end], -1))
+                    pos = end + 2
+                    continue
+                self._wait_payload(buf, start, (subject, reply, size, -1), events)
+                return
+            pos = self._parse_line(buf, pos, nl, events)
+            if pos < 0:
+                return
+
+    def _wait_payload(
+        self, buf: bytes, start: int, pub: tuple[bytes, bytes, int, int], events: list[Event]
+    ) -> None:
+        rest = buf[start:]
+        size = pub[2]
+        if len(rest) > size and rest[size] != 0x0D:
+            self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
+            return
+        self._pending_pub = pub
+        self._chunks = [rest] if rest else []
+        self._chunks_len = len(rest)
+
+    def _keep_partial(self, partial: bytes, events: list[Event]) -> None:
+        """An incomplete line: reject it early when nats-server would, else keep it."""
+        head = partial[:8].upper()
+        found = _classify(head)
+        if found is None:
+            self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, f"unknown op {partial[:16]!r}")
+            return
+        if found is True:
+            self._partial = partial
+            return
+        assert isinstance(found, tuple)
+        name, kind = found
+        if kind == "any":
+            # PING/PONG/+OK ignore everything up to the line end: keep nothing.
+            self._skip_line = {b"PING": PING, b"PONG": PONG}.get(name, OK)
+            return
+        arg = partial[len(name) :].lstrip(_SPACE_TAB).replace(b"\r", b"")
+        if len(arg) > self.max_control_line:
+            self._fail(
+                events,
+                errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
+                "control line",
+                CloseReason.MAX_CONTROL_LINE_EXCEEDED,
+            )
+            return
+        self._partial = partial
+
+    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Event]) -> int:
+        """Handle one complete line other than the fast-path PUB. Returns the next position, or
+        -1 when parsing must stop (error, or waiting for a payload)."""
+        found = _classify(buf[pos : min(pos + 8, nl)].upper())
+        if not isinstance(found, tuple):
+            self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, f"unknown op {buf[pos:nl]!r}")
+            return -1
+        name, kind = found
+        if kind == "any":
+            events.append({b"PING": PING, b"PONG": PONG}.get(name, OK))
+            return nl + 1
+        arg = buf[pos + len(name) : nl].lstrip(_SPACE_TAB)
+        if b"\r" in arg:
+            arg = arg[:-1]
+        if len(arg) > self.max_control_line:
+            self._fail(
+                events,
+                errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
+                "control line",
+                CloseReason.MAX_CONTROL_LINE_EXCEEDED,
+            )
+            return -1
+        if name == b"PUB" or name == b"HPUB":
+            return self._parse_pub(buf, nl, arg, name == b"HPUB", events)
+        if name == b"SUB":
+            args = arg.split()
+            if len(args) == 2:
+                events.append(Sub(args[0], b"", args[1]))
+            elif len(args) == 3:
+                events.append(Sub(args[0], args[1], args[2]))
+            else:
+                self._fail(events, None, f"processSub Parse Error: {arg!r}")
+                return -1
+        elif name == b"UNSUB":
+            args = arg.split()
+            if len(args) == 1:
+                events.append(Unsub(args[0], -1))
+            elif len(args) == 2:
+                events.append(Unsub(args[0], parse_size(args[1])))
+            else:
+                self._fail(events, None, f"processUnsub Parse Error: {arg!r}")
+                return -1
+        elif name == b"CONNECT":
+            try:
+                options: Any = json.loads(arg)
+            except ValueError:
+                options = None
+            if not isinstance(options, dict):
+                self._fail(events, None, "invalid CONNECT JSON")
+                return -1
+            self.expect_connect = False
+            events.append(Connect(options, arg))
+        elif name == b"INFO":
+            try:
+                json.loads(arg)
+            except ValueError:
+                self._fail(events, None, "invalid INFO JSON")
+                return -1
+            events.append(Info(arg))
+        else:  # -ERR from the client
+            events.append(Err(arg))
+        return nl + 1
+
+    def _parse_pub(
+        self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event]
+    ) -> int:
+        args = arg.split()
+        nargs = len(args)
+        header_size = -1
+        if has_headers:
+            if nargs == 3:
+                subject, reply = args[0], b""
+            elif nargs == 4:
+                subject, reply = args[0], args[1]
+            else:
+                self._fail(events, None, f"processHeaderPub Parse Error: {arg!r}")
+                return -1
+            header_size = parse_size(args[-2])
+            size = parse_size(args[-1])
+            if header_size < 0 or size < 0 or header_size > size:
+                self._fail(events, None, f"processHeaderPub Bad Sizes: {arg!r}")
+                return -1
+        else:
+            if nargs == 2:
+                subject, reply = args[0], b""
+            elif nargs == 3:
+                subject, reply = args[0], args[1]
+            else:
+                self._fail(events, None, f"processPub Parse Error: {arg!r}")
+                return -1
+            size = parse_size(args[-1])
+            if size < 0:
+                self._fail(events, None, f"processPub Bad or Missing Size: {arg!r}")
+                return -1
+        if size > self.max_payload:
+            self._fail(
+                events,
+                errors.MAXIMUM_PAYLOAD_VIOLATION,
+                "max payload",
+                CloseReason.MAX_PAYLOAD_EXCEEDED,
+            )
+            return -1
+        start = nl + 1
+        end = start + size
+        if end + 2 <= len(buf):
+            if buf[end] != 0x0D or buf[end + 1] != 0x0A:
+                self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
+                return -1
+            events.append(Pub(subject, reply, buf[start:end], header_size))
+            return end + 2
+        self._wait_payload(buf, start, (subject, reply, size, header_size), events)
+        return -1

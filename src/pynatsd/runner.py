@@ -1,0 +1,90 @@
+"""Running the server as a process: event loop, signals, logging set-up, exit status."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from pynatsd import logger
+from pynatsd.logger import log
+from pynatsd.options import Options
+from pynatsd.server.server import Server
+
+
+def install_event_loop_policy() -> None:
+    """Use uvloop when installed: it roughly doubles throughput over the default loop."""
+    if sys.platform == "win32":
+        return
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def serve(opts: Options, warnings: list[str]) -> int:
+    server = Server(opts)
+    for w in warnings:
+        log.warning("%s", w)
+    try:
+        await server.start()
+    except OSError as e:
+        log.critical("Error listening on port: %s:%d, %s", opts.host, opts.port, e.strerror or e)
+        return 1
+    loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(coro: object) -> None:
+        task = loop.create_task(coro)  # type: ignore[arg-type]
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    def on_term(name: str) -> None:
+        log.info('Trapped "%s" signal', name)
+        spawn(server.shutdown())
+
+    loop.add_signal_handler(signal.SIGINT, on_term, "interrupt")
+    loop.add_signal_handler(signal.SIGTERM, on_term, "terminated")
+    loop.add_signal_handler(signal.SIGUSR2, lambda: spawn(server.lame_duck_mode()))
+    loop.add_signal_handler(signal.SIGUSR1, lambda: reopen_log(opts))
+    loop.add_signal_handler(signal.SIGHUP, lambda: reload_config(server))
+    await server.wait_for_shutdown()
+    return 0
+
+
+def reopen_log(opts: Options) -> None:
+    log.info("Trapped \"user defined signal 1\" signal")
+    configure_logging(opts)
+    log.info("File log re-opened")
+
+
+def reload_config(server: Server) -> None:
+    log.info('Trapped "hangup" signal')
+    try:
+        from pynatsd.reload import reload
+
+        reload(server)
+    except ImportError:
+        log.error("Failed to reload server configuration: reload not available")
+
+
+def configure_logging(opts: Options) -> None:
+    logger.configure(
+        debug=opts.debug,
+        trace=opts.trace,
+        logtime=opts.logtime,
+        utc=opts.logtime_utc,
+        log_file=opts.log_file,
+        size_limit=opts.log_size_limit,
+        max_num=opts.log_max_num,
+    )
+
+
+def run(opts: Options, warnings: list[str]) -> int:
+    configure_logging(opts)
+    install_event_loop_policy()
+    try:
+        return asyncio.run(serve(opts, warnings))
+    except KeyboardInterrupt:
+        return 0

