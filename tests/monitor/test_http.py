@@ -1,0 +1,110 @@
+"""Monitoring endpoints over HTTP, in nats-server's JSON shape."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import nats
+import pytest
+
+import pynatsd
+
+
+def _get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+async def fetch(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
+    return await asyncio.to_thread(_get, port, path)
+
+
+async def fetch_json(port: int, path: str) -> Any:
+    status, _, body = await fetch(port, path)
+    assert status == 200
+    return json.loads(body)
+
+
+@pytest.fixture
+async def monitored() -> Any:
+    async with pynatsd.Server(port=0, http_port=-1) as srv:
+        yield srv
+
+
+async def test_varz_shape_and_counters(monitored: pynatsd.Server) -> None:
+    nc = await nats.connect(monitored.client_url)
+    sub = await nc.subscribe("c")
+    await nc.publish("c", b"12345")
+    await sub.next_msg(timeout=2)
+    status, headers, body = await fetch(monitored.http_port, "/varz")
+    assert status == 200
+    assert headers["Content-Type"] == "application/json"
+    assert headers["Access-Control-Allow-Origin"] == "*"
+    assert body.startswith(b'{\n  "server_id": ')  # 2-space indent, like Go's encoder
+    varz = json.loads(body)
+    assert varz["connections"] == 1
+    assert varz["subscriptions"] == 1
+    assert (varz["in_msgs"], varz["in_bytes"]) == (1, 5)
+    assert (varz["out_msgs"], varz["out_bytes"]) == (1, 5)
+    assert varz["max_payload"] == 1048576
+    assert varz["http_req_stats"]["/varz"] == 1
+    await nc.close()
+
+
+async def test_connz_with_subs(monitored: pynatsd.Server) -> None:
+    nc = await nats.connect(monitored.client_url, name="watcher")
+    await nc.subscribe("foo.>", queue="q1")
+    await nc.subscribe("bar")
+    await nc.flush()
+    connz = await fetch_json(monitored.http_port, "/connz?subs=1")
+    assert connz["num_connections"] == 1
+    conn = connz["connections"][0]
+    assert conn["name"] == "watcher"
+    assert conn["lang"] == "python3"
+    assert sorted(conn["subscriptions_list"]) == ["bar", "foo.>"]
+    detail = await fetch_json(monitored.http_port, "/connz?subs=detail")
+    subs = detail["connections"][0]["subscriptions_list_detail"]
+    assert {"subject": "foo.>", "qgroup": "q1", "sid": "1", "msgs": 0, "cid": conn["cid"]} in subs
+    status, _, raw = await fetch(monitored.http_port, "/connz?subs=1")
+    assert b'"foo.\\u003e"' in raw  # Go escapes '>' in JSON strings
+    await nc.close()
+
+
+async def test_connz_closed_state(monitored: pynatsd.Server) -> None:
+    nc = await nats.connect(monitored.client_url, name="gone")
+    await nc.close()
+    await asyncio.sleep(0.1)
+    closed = await fetch_json(monitored.http_port, "/connz?state=closed")
+    assert [c["name"] for c in closed["connections"]] == ["gone"]
+    assert closed["connections"][0]["reason"] == "Client Closed"
+
+
+async def test_subsz_and_healthz(monitored: pynatsd.Server) -> None:
+    nc = await nats.connect(monitored.client_url)
+    await nc.subscribe("a.*")
+    await nc.flush()
+    subsz = await fetch_json(monitored.http_port, "/subsz?subs=1")
+    assert subsz["num_subscriptions"] == 1
+    assert subsz["subscriptions_list"][0]["subject"] == "a.*"
+    tested = await fetch_json(monitored.http_port, "/subsz?test=a.b")
+    assert tested["total"] == 1
+    assert await fetch_json(monitored.http_port, "/healthz") == {"status": "ok"}
+    await nc.close()
+
+
+async def test_bad_query_is_400(monitored: pynatsd.Server) -> None:
+    status, _, body = await fetch(monitored.http_port, "/connz?limit=abc")
+    assert status == 400
+    assert body == b"Error decoding int for 'limit': strconv.Atoi: parsing \"abc\": invalid syntax"
+
+
+async def test_unknown_path_is_404(monitored: pynatsd.Server) -> None:
+    status, _, _ = await fetch(monitored.http_port, "/nope")
+    assert status == 404

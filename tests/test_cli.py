@@ -1,0 +1,157 @@
+"""The command line: nats-server's flags and their meanings, run as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pynatsd.cli import UsageError, apply_flags, parse_flags
+from pynatsd.options import Options
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["-p", "4333"], {"port": 4333}),
+        (["--port", "4333"], {"port": 4333}),
+        (["-port=4333"], {"port": 4333}),
+        (["--port=4333"], {"port": 4333}),
+        (["-p", "-1"], {"port": -1}),
+        (["-a", "127.0.0.1"], {"host": "127.0.0.1"}),
+        (["--addr", "::1"], {"host": "::1"}),
+        (["-net", "10.0.0.1"], {"host": "10.0.0.1"}),
+        (["-n", "srv"], {"server_name": "srv"}),
+        (["--server_name", "srv"], {"server_name": "srv"}),
+        (["-m", "8222"], {"http_port": 8222}),
+        (["--user", "u", "--pass", "p"], {"username": "u", "password": "p"}),
+        (["--auth", "tok"], {"authorization": "tok"}),
+        (["-D"], {"debug": True}),
+        (["-V"], {"trace": True}),
+        (["-DV"], {"debug_trace": True}),
+        (["-D=false"], {"debug": False}),
+        (["-l", "/tmp/x.log"], {"log_file": "/tmp/x.log"}),
+        (["-P", "/tmp/x.pid"], {"pid_file": "/tmp/x.pid"}),
+        (["--ports_file_dir", "/tmp"], {"ports_file_dir": "/tmp"}),
+        (["-js", "-sd=/tmp/js"], {"jetstream": True, "store_dir": "/tmp/js"}),
+    ],
+)
+def test_parse_flags(argv: list[str], expected: dict[str, object]) -> None:
+    assert parse_flags(argv) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--bogus"], "flag provided but not defined: -bogus"),
+        (["-p", "abc"], 'invalid value "abc" for flag -p: parse error'),
+        (["-p"], "flag needs an argument: -p"),
+        (["-D=maybe"], 'invalid boolean value "maybe" for -D'),
+    ],
+)
+def test_bad_flags(argv: list[str], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_flags(argv)
+
+
+def test_debug_trace_sets_both() -> None:
+    opts = apply_flags(Options(), parse_flags(["-DV"]))
+    assert opts.debug and opts.trace
+
+
+def _run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pynatsd", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_unknown_flag_exits_1() -> None:
+    proc = _run("--bogus")
+    assert proc.returncode == 1
+    assert "flag provided but not defined: -bogus" in proc.stderr
+
+
+def test_version_and_help() -> None:
+    assert _run("-v").stdout.startswith("pynatsd: v")
+    helped = _run("--help")
+    assert helped.returncode == 0
+    assert "--ports_file_dir <dir>" in helped.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(predicate: object, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_process_pid_ports_file_monitor_and_sigterm(tmp_path: Path) -> None:
+    port, http_port = _free_port(), _free_port()
+    pid_file = tmp_path / "pynatsd.pid"
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "pynatsd", "-a", "127.0.0.1", "-p", str(port),
+            "-m", str(http_port), "-P", str(pid_file), "--ports_file_dir", str(tmp_path),
+        ],
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        ports_file = tmp_path / f"__main__.py_{proc.pid}.ports"
+        _wait_for(lambda: any(tmp_path.glob("*.ports")))
+        ports_file = next(tmp_path.glob("*.ports"))
+        assert json.loads(ports_file.read_text()) == {
+            "nats": [f"nats://127.0.0.1:{port}"],
+            "monitoring": [f"http://127.0.0.1:{http_port}"],
+        }
+        assert pid_file.read_text() == str(proc.pid)
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/varz", timeout=5) as r:
+            varz = json.load(r)
+        assert varz["port"] == port
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        assert not ports_file.exists()
+        assert not pid_file.exists()
+        assert proc.stderr is not None
+        log = proc.stderr.read()
+        assert "Server is ready" in log
+        assert "Server Exiting.." in log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_restart_on_same_port_after_sigkill() -> None:
+    """The nats.py suite SIGKILLs servers and restarts them on the same port at once."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "pynatsd", "-a", "127.0.0.1", "-p", str(port)]
+    for _ in range(2):
+        proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+        try:
+            def accepts() -> bool:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                        return s.recv(5) == b"INFO "
+                except OSError:
+                    return False
+
+            _wait_for(accepts)
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
