@@ -106,10 +106,22 @@ def test_process_pid_ports_file_monitor_and_sigterm(tmp_path: Path) -> None:
     pid_file = tmp_path / "pynatsd.pid"
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "pynatsd", "-a", "127.0.0.1", "-p", str(port),
-            "-m", str(http_port), "-P", str(pid_file), "--ports_file_dir", str(tmp_path),
+            sys.executable,
+            "-m",
+            "pynatsd",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-m",
+            str(http_port),
+            "-P",
+            str(pid_file),
+            "--ports_file_dir",
+            str(tmp_path),
         ],
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         ports_file = tmp_path / f"__main__.py_{proc.pid}.ports"
@@ -144,6 +156,7 @@ def test_restart_on_same_port_after_sigkill() -> None:
     for _ in range(2):
         proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
         try:
+
             def accepts() -> bool:
                 try:
                     with socket.create_connection(("127.0.0.1", port), timeout=1) as s:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from pynatsd.embedded import Server, ThreadedServer  # noqa: E402
-from pynatsd.options import Options  # noqa: E402
+from pynatsd.embedded import Server, ThreadedServer
+from pynatsd.options import Options
 
 __all__ = ["Options", "Server", "ThreadedServer", "__version__"]

@@ -6,7 +6,6 @@ flags take no separate value (`-D`, `-D=false`). The same flag set as `nats-serv
 
 from __future__ import annotations
 
-import asyncio
 import glob
 import os
 import signal
@@ -171,9 +170,7 @@ def parse_flags(argv: Sequence[str]) -> dict[str, Any]:
         if flag is None:
             raise UsageError(f"flag provided but not defined: -{name}")
         if flag.kind == "bool":
-            if value is None:
-                values[flag.dest] = True
-            elif value in _TRUE:
+            if value is None or value in _TRUE:
                 values[flag.dest] = True
             elif value in _FALSE:
                 values[flag.dest] = False
@@ -267,15 +264,14 @@ def _resolve_pids(target: str) -> list[int]:
             except OSError:
                 continue
             pid = int(status.split("/")[2])
-            if pid != os.getpid() and any(b"pynatsd" in part for part in cmd[:3]):
-                if b"--signal" not in cmd and b"-sl" not in cmd:
-                    pids.append(pid)
+            is_server = any(b"pynatsd" in part for part in cmd[:3])
+            is_signaller = b"--signal" in cmd or b"-sl" in cmd
+            if pid != os.getpid() and is_server and not is_signaller:
+                pids.append(pid)
         if not pids:
             raise UsageError("no pynatsd process running")
         if len(pids) > 1:
-            raise UsageError(
-                "multiple pynatsd processes running:\n" + "\n".join(map(str, pids))
-            )
+            raise UsageError("multiple pynatsd processes running:\n" + "\n".join(map(str, pids)))
         return pids
     if target.isdigit():
         return [int(target)]

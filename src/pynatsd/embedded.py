@@ -1,9 +1,9 @@
 """pynatsd inside a Python program or test: an async context manager and a threaded runner.
 
-    async with pynatsd.Server(port=0) as server:      # in the caller's event loop
-        ...
-    with pynatsd.ThreadedServer(port=0) as server:    # in a background thread with its own loop
-        ...
+async with pynatsd.Server(port=0) as server:      # in the caller's event loop
+    ...
+with pynatsd.ThreadedServer(port=0) as server:    # in a background thread with its own loop
+    ...
 """
 
 from __future__ import annotations

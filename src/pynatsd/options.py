@@ -26,6 +26,39 @@ MAX_CLOSED_CLIENTS = 10000
 FIRST_PING_INTERVAL = 2.0
 
 
+# allow_responses defaults (nats-server DEFAULT_ALLOW_RESPONSE_MAX_MSGS / _EXPIRATION).
+ALLOW_RESPONSE_MAX_MSGS = 1
+ALLOW_RESPONSE_EXPIRATION = 120.0
+CONNECT_ERROR_REPORTS = 3600
+RECONNECT_ERROR_REPORTS = 1
+JETSTREAM_SYNC_INTERVAL = 120.0
+
+
+@dataclass(slots=True)
+class SubjectPermission:
+    """Subjects a user may (allow) or may not (deny) use; None means "no list given"."""
+
+    allow: list[str] | None = None
+    deny: list[str] | None = None
+
+
+@dataclass(slots=True)
+class ResponsePermission:
+    """allow_responses: replies allowed to requests received, `max_msgs` within `expires` s."""
+
+    max_msgs: int = ALLOW_RESPONSE_MAX_MSGS
+    expires: float = ALLOW_RESPONSE_EXPIRATION
+
+
+@dataclass(slots=True)
+class Permissions:
+    """A user's publish/subscribe permissions, as in an `authorization` block."""
+
+    publish: SubjectPermission | None = None
+    subscribe: SubjectPermission | None = None
+    response: ResponsePermission | None = None
+
+
 @dataclass(slots=True)
 class User:
     """A user allowed to connect (username/password or nkey)."""
@@ -34,6 +67,9 @@ class User:
     password: str = ""
     nkey: str = ""
     account: str = "$G"
+    permissions: Permissions | None = None
+    # Upper-case connection types (STANDARD, WEBSOCKET, LEAFNODE, MQTT, ...); None allows all.
+    allowed_connection_types: set[str] | None = None
 
 
 @dataclass(slots=True)
@@ -93,6 +129,23 @@ class Options:
 
     jetstream: bool = False
     store_dir: str = ""
+
+    # Added for the configuration file (pynatsd.config); same defaults as nats-server.
+    trace_headers: bool = False
+    write_timeout: str = "default"  # policy on a write deadline: default, close or retry
+    system_account: str = ""  # empty: the server's default ($SYS)
+    no_system_account: bool = False
+    connect_error_reports: int = CONNECT_ERROR_REPORTS
+    reconnect_error_reports: int = RECONNECT_ERROR_REPORTS
+    server_metadata: dict[str, str] = field(default_factory=dict)
+    no_fast_producer_stall: bool = False
+    jetstream_max_memory: int = -1  # -1: not set, sized by the server as nats-server does
+    jetstream_max_store: int = -1
+    jetstream_domain: str = ""
+    jetstream_strict: bool = True
+    jetstream_sync_interval: float = JETSTREAM_SYNC_INTERVAL
+    jetstream_sync_always: bool = False
+    jetstream_unique_tag: str = ""
 
     def copy(self) -> Options:
         return dataclasses.replace(self)

@@ -1,6 +1,7 @@
 """pytest plugin (entry point `pytest11`): a `nats_server` fixture running pynatsd on a random
 loopback port in a background thread, so sync and async tests alike can connect to
-`nats_server.client_url`. Override options per test with `@pytest.mark.nats_server(max_payload=...)`.
+`nats_server.client_url`. Override options per test with
+`@pytest.mark.nats_server(max_payload=...)`.
 """
 
 from __future__ import annotations

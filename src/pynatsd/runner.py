@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from pynatsd import logger
 from pynatsd.logger import log
@@ -35,8 +37,8 @@ async def serve(opts: Options, warnings: list[str]) -> int:
     loop = asyncio.get_running_loop()
     tasks: set[asyncio.Task[None]] = set()
 
-    def spawn(coro: object) -> None:
-        task = loop.create_task(coro)  # type: ignore[arg-type]
+    def spawn(coro: Coroutine[Any, Any, None]) -> None:
+        task = loop.create_task(coro)
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -54,19 +56,16 @@ async def serve(opts: Options, warnings: list[str]) -> int:
 
 
 def reopen_log(opts: Options) -> None:
-    log.info("Trapped \"user defined signal 1\" signal")
+    log.info('Trapped "user defined signal 1" signal')
     configure_logging(opts)
     log.info("File log re-opened")
 
 
 def reload_config(server: Server) -> None:
     log.info('Trapped "hangup" signal')
-    try:
-        from pynatsd.reload import reload
+    from pynatsd.reload import reload
 
-        reload(server)
-    except ImportError:
-        log.error("Failed to reload server configuration: reload not available")
+    reload(server)
 
 
 def configure_logging(opts: Options) -> None:

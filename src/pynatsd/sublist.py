@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from pynatsd.subjects import is_valid_queue_name, is_valid_subject
+from pynatsd.subjects import is_valid_queue_name, is_valid_subject, split_valid_subject
 
 __all__ = [
     "CACHE_MAX",
@@ -43,9 +43,9 @@ CACHE_MAX = 1024
 CACHE_SWEEP_STEP = 4
 """Entries of the retired cache generation freed by each cache miss (see ``docs/sublist.md``)."""
 PLIST_MAX = 256
-"""A node with more plain subscribers than this keeps them also as a flat tuple."""
+"""A node with more plain subscribers than this keeps them in a dict plus a flat tuple."""
 PLIST_MIN = 128
-"""A flat node goes back to dict-only below this many plain subscribers (hysteresis)."""
+"""A high-fanout node goes back to a plain tuple below this many subscribers (hysteresis)."""
 
 
 class InvalidSubjectError(ValueError):
@@ -99,6 +99,15 @@ class SubListResult(Generic[S]):
 
 _set_psubs: Any = SubListResult.__dict__["psubs"].__set__
 _set_qsubs: Any = SubListResult.__dict__["qsubs"].__set__
+_new_object = object.__new__
+
+
+def _result(psubs: tuple[S, ...], qsubs: tuple[tuple[S, ...], ...] = ()) -> SubListResult[S]:
+    # SubListResult() without the Python-level __init__ call: this runs on every cache miss.
+    r: SubListResult[S] = _new_object(SubListResult)
+    _set_psubs(r, psubs)
+    _set_qsubs(r, qsubs)
+    return r
 
 EMPTY_RESULT: SubListResult[Any] = SubListResult()
 """The one result with no subscribers; ``match`` returns this very object for no interest."""
@@ -123,19 +132,21 @@ class SubListStats:
 
 
 class _Node(Generic[S]):
-    # psubs is a dict used as an insertion-ordered identity set: O(1) insert and remove, and
-    # list.extend() iterates it in C. It and qsubs are created on first use, because most nodes
-    # on a path are intermediate and hold no subscriber at all.
+    # Plain subscribers live in a tuple while there are at most PLIST_MAX of them: a tuple of
+    # one costs 56 bytes where a dict costs 184, and it *is* the result a match returns, shared
+    # and never copied. Adding or removing copies it, which is C-speed up to PLIST_MAX. Above
+    # that they move to a dict (insertion-ordered identity set, O(1) insert and remove) and
+    # `plist` keeps a flat tuple of it for matches; below PLIST_MIN they go back to a tuple.
+    # Attributes are None until used: most nodes on a path hold no subscriber at all.
     __slots__ = ("next", "plist", "psubs", "qsubs")
 
     def __init__(self) -> None:
         self.next: _Level[S] | None = None
-        self.psubs: dict[S, None] | None = None
+        self.psubs: tuple[S, ...] | dict[S, None] | None = None
         self.qsubs: dict[str, dict[S, None]] | None = None
-        # None: not flat. (): flat, snapshot stale (rebuilt on the next match that needs it).
-        # Non-empty tuple: the flat snapshot of psubs. A flat node never has 0 plain subs, so
-        # the empty tuple is free to mean "stale".
-        self.plist: tuple[S, ...] | None = None
+        # Only with a dict `psubs`: the flat snapshot of it, or () when stale (rebuilt by the
+        # next match that reaches the node). A dict node is never empty, so () is free.
+        self.plist: tuple[S, ...] = ()
 
     def is_empty(self) -> bool:
         return not self.psubs and not self.qsubs and self.next is None
@@ -240,13 +251,14 @@ def _collect(
         out.append(pwc)
 
 
-def _node_psubs(n: _Node[S]) -> Iterable[S]:
+def _node_psubs(n: _Node[S]) -> tuple[S, ...]:
+    """The plain subscribers of a node as a tuple that can be shared."""
     psubs = n.psubs
+    if type(psubs) is tuple:
+        return psubs
     if psubs is None:
         return ()
     pl = n.plist
-    if pl is None:
-        return psubs
     if not pl:
         pl = n.plist = tuple(psubs)
     return pl
@@ -258,9 +270,8 @@ def _build(nodes: list[_Node[S]]) -> SubListResult[S]:
         if not n.qsubs:
             if not n.psubs:
                 return EMPTY_RESULT
-            ps = _node_psubs(n)
-            # A flat node's snapshot is already a tuple: share it instead of copying it.
-            return SubListResult(ps if isinstance(ps, tuple) else tuple(ps))
+            # The node's own tuple: a single-node result copies nothing.
+            return _result(_node_psubs(n))
     psubs: list[S] = []
     groups: dict[str, list[S]] | None = None
     for n in nodes:
@@ -279,8 +290,8 @@ def _build(nodes: list[_Node[S]]) -> SubListResult[S]:
     if groups is None:
         if not psubs:
             return EMPTY_RESULT
-        return SubListResult(tuple(psubs))
-    return SubListResult(tuple(psubs), tuple([tuple(g) for g in groups.values()]))
+        return _result(tuple(psubs))
+    return _result(tuple(psubs), tuple([tuple(g) for g in groups.values()]))
 
 
 def _tokens(subject: str) -> list[str] | None:
@@ -418,7 +429,8 @@ class SubList(Generic[S]):
         """
         subject = sub.subject
         queue = sub.queue
-        if not isinstance(subject, str) or not is_valid_subject(subject):
+        toks = split_valid_subject(subject) if isinstance(subject, str) else None
+        if toks is None:
             raise InvalidSubjectError(f"invalid subject {subject!r}")
         if queue is not None and (not isinstance(queue, str) or not is_valid_queue_name(queue)):
             raise InvalidSubjectError(f"invalid queue name {queue!r}")
@@ -426,7 +438,7 @@ class SubList(Generic[S]):
         level = self._root
         n: _Node[S] | None = None
         wild = False
-        for t in subject.split("."):
+        for t in toks:
             if n is not None:
                 nxt = n.next
                 if nxt is None:
@@ -451,11 +463,19 @@ class SubList(Generic[S]):
         if queue is None:
             psubs = n.psubs
             if psubs is None:
-                psubs = n.psubs = {}
+                n.psubs = (sub,)
             elif sub in psubs:
                 return
-            psubs[sub] = None
-            if n.plist is not None or len(psubs) > PLIST_MAX:
+            elif isinstance(psubs, tuple):
+                if len(psubs) < PLIST_MAX:
+                    n.psubs = (*psubs, sub)
+                else:
+                    big = dict.fromkeys(psubs)
+                    big[sub] = None
+                    n.psubs = big
+                    n.plist = ()
+            else:
+                psubs[sub] = None
                 n.plist = ()
         else:
             qsubs = n.qsubs
@@ -531,14 +551,21 @@ class SubList(Generic[S]):
         queue = sub.queue
         if queue is None:
             psubs = n.psubs
-            if not psubs or sub not in psubs:
+            if psubs is None:
                 return None
-            del psubs[sub]
-            if not psubs:
-                n.psubs = None
-                n.plist = None
-            elif n.plist is not None:
-                n.plist = None if len(psubs) < PLIST_MIN else ()
+            if isinstance(psubs, tuple):
+                try:
+                    i = psubs.index(sub)
+                except ValueError:
+                    return None
+                n.psubs = psubs[:i] + psubs[i + 1 :] or None
+            else:
+                if sub not in psubs:
+                    return None
+                del psubs[sub]
+                if len(psubs) < PLIST_MIN:
+                    n.psubs = tuple(psubs)
+                n.plist = ()
         else:
             qsubs = n.qsubs
             group = qsubs.get(queue) if qsubs else None
@@ -632,10 +659,9 @@ class SubList(Generic[S]):
             if r is not None:
                 return r
         self._misses += 1
-        try:
-            text = subject.decode("utf-8")
-        except UnicodeDecodeError:
-            return EMPTY_RESULT
+        # nats-server routes subjects as raw bytes; surrogateescape keeps any byte sequence
+        # matchable, the same way subscriptions decode their subjects.
+        text = subject.decode("utf-8", "surrogateescape")
         toks = _tokens(text)
         if toks is None:
             return EMPTY_RESULT

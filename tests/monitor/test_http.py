@@ -72,7 +72,7 @@ async def test_connz_with_subs(monitored: pynatsd.Server) -> None:
     detail = await fetch_json(monitored.http_port, "/connz?subs=detail")
     subs = detail["connections"][0]["subscriptions_list_detail"]
     assert {"subject": "foo.>", "qgroup": "q1", "sid": "1", "msgs": 0, "cid": conn["cid"]} in subs
-    status, _, raw = await fetch(monitored.http_port, "/connz?subs=1")
+    _status, _, raw = await fetch(monitored.http_port, "/connz?subs=1")
     assert b'"foo.\\u003e"' in raw  # Go escapes '>' in JSON strings
     await nc.close()
 

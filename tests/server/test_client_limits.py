@@ -7,9 +7,9 @@ import json
 
 import nats
 import pytest
+from rawclient import RawClient
 
 import pynatsd
-from rawclient import RawClient
 
 # protocol 0: no async INFO after the first PONG, so replies are exactly what a test expects.
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"protocol":0}\r\n'
@@ -118,15 +118,17 @@ async def test_natspy_with_user_and_token() -> None:
         await nc.close()
         with pytest.raises(nats.errors.Error, match="Authorization Violation"):
             await nats.connect(
-                server.client_url, user="alice", password="bad", allow_reconnect=False,
-                max_reconnect_attempts=0, connect_timeout=1,
+                server.client_url,
+                user="alice",
+                password="bad",
+                allow_reconnect=False,
+                max_reconnect_attempts=0,
+                connect_timeout=1,
             )
 
 
 async def test_lame_duck_mode_informs_and_closes() -> None:
-    async with pynatsd.Server(
-        port=0, lame_duck_grace_period=0.1, lame_duck_duration=0.3
-    ) as server:
+    async with pynatsd.Server(port=0, lame_duck_grace_period=0.1, lame_duck_duration=0.3) as server:
         c = await RawClient.connect(server.port)
         await c.send(CONNECT.replace(b'"protocol":0', b'"protocol":1') + b"PING\r\n")
         await c.read_until(b"PONG\r\n")

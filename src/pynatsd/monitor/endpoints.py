@@ -78,8 +78,7 @@ def _bool_arg(query: Mapping[str, str], name: str) -> bool:
     if raw in ("1", "true", "True", "t", "T", "TRUE"):
         return True
     raise BadRequest(
-        f"Error decoding boolean for '{name}': strconv.ParseBool: parsing \"{raw}\": "
-        "invalid syntax"
+        f"Error decoding boolean for '{name}': strconv.ParseBool: parsing \"{raw}\": invalid syntax"
     )
 
 

@@ -20,6 +20,14 @@ if TYPE_CHECKING:
     from pynatsd.server.server import Server
 
 _MAX_REQUEST = 64 * 1024
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 _ROOT_PAGE = """<html lang="en">
 <head><title>pynatsd monitoring</title></head>
 <body>
@@ -91,7 +99,7 @@ class MonitorServer:
                     for line in lines[1:]
                 )
                 status, ctype, body = self._respond(method, target)
-                reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}.get(status, "OK")
+                reason = _REASONS.get(status, "OK")
                 headers = (
                     f"HTTP/1.1 {status} {reason}\r\n"
                     f"Content-Type: {ctype}\r\n"
@@ -120,9 +128,7 @@ class MonitorServer:
         if handler is None:
             if path in ("/", self.base or "/"):
                 stats["/"] = stats.get("/", 0) + 1
-                links = "\n".join(
-                    f'<li><a href="{p}">{p}</a></li>' for p in self.routes
-                )
+                links = "\n".join(f'<li><a href="{p}">{p}</a></li>' for p in self.routes)
                 from pynatsd.server.server import COMPAT_VERSION
 
                 page = _ROOT_PAGE.format(version=COMPAT_VERSION, links=links)

@@ -20,15 +20,33 @@ class Connect(Event):
 
 
 class Pub(Event):
-    """PUB or HPUB. `payload` holds header and body; `header_size` is -1 for a plain PUB."""
+    """PUB or HPUB. `payload` holds header and body; `header_size` is -1 for a plain PUB.
 
-    __slots__ = ("header_size", "payload", "reply", "subject")
+    `line` is the raw control-line argument (`b"foo 5"`) of an upper-case PUB, or b"": equal lines
+    mean equal subject, reply and size, so the server can key a cached delivery plan on it.
+    """
 
-    def __init__(self, subject: bytes, reply: bytes, payload: bytes, header_size: int) -> None:
+    __slots__ = ("header_size", "header_text", "line", "payload", "reply", "size_text", "subject")
+
+    def __init__(
+        self,
+        subject: bytes,
+        reply: bytes,
+        payload: bytes,
+        header_size: int,
+        line: bytes = b"",
+        size_text: bytes = b"",
+        header_text: bytes = b"",
+    ) -> None:
         self.subject = subject
         self.reply = reply  # b"" when absent
         self.payload = payload
         self.header_size = header_size
+        self.line = line
+        # The sizes exactly as the client wrote them (`02` stays `02`): nats-server copies them
+        # into the MSG/HMSG lines it delivers.
+        self.size_text = size_text or b"%d" % len(payload)
+        self.header_text = header_text
 
 
 class Sub(Event):

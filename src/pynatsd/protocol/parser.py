@@ -32,6 +32,8 @@ from pynatsd.protocol.events import (
 )
 
 _SPACE_TAB = b" \t"
+# Distinct PUB lines remembered per connection; cleared wholesale when full.
+_PUB_MEMO_SIZE = 256
 # Sizes longer than 9 digits are refused, as nats-server's parseSize does.
 _MAX_SIZE_DIGITS = 9
 
@@ -58,7 +60,7 @@ def parse_size(data: bytes) -> int:
     return int(data)
 
 
-def _classify(head: bytes) -> tuple[bytes, str] | None | bool:
+def _classify(head: bytes) -> tuple[bytes, str] | bool | None:
     """Match the start of a line (upper-cased) against the op names.
 
     Returns the (op, kind) when `head` holds a complete op name with a valid next byte, True when
@@ -93,6 +95,7 @@ class Parser:
         "_dead",
         "_partial",
         "_pending_pub",
+        "_pub_memo",
         "_skip_line",
         "expect_connect",
         "max_control_line",
@@ -110,10 +113,12 @@ class Parser:
         self.expect_connect = expect_connect
         self._partial = b""  # an incomplete control line
         self._skip_line: Event | None = None  # PING/PONG/+OK whose line end has not arrived
-        self._pending_pub: tuple[bytes, bytes, int, int] | None = None  # waiting for payload
+        # A PUB waiting for its payload: subject, reply, size, header size, line, size texts.
+        self._pending_pub: tuple[bytes, bytes, int, int, bytes, bytes, bytes] | None = None
         self._chunks: list[bytes] = []
         self._chunks_len = 0
         self._dead = False
+        self._pub_memo: dict[bytes, tuple[bytes, bytes, int, bytes]] = {}
 
     @property
     def dead(self) -> bool:
@@ -145,7 +150,7 @@ class Parser:
     def _continue_payload(self, data: bytes, events: list[Event]) -> bytes:
         """Collect payload bytes; returns what follows the payload's CRLF once complete."""
         assert self._pending_pub is not None
-        subject, reply, size, header_size = self._pending_pub
+        subject, reply, size, header_size, line, size_text, header_text = self._pending_pub
         self._chunks.append(data)
         self._chunks_len += len(data)
         need = size + 2
@@ -163,7 +168,7 @@ class Parser:
         if buf[size : size + 2] != b"\r\n":
             self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not followed by CRLF")
             return b""
-        events.append(Pub(subject, reply, buf[:size], header_size))
+        events.append(Pub(subject, reply, buf[:size], header_size, line, size_text, header_text))
         return buf[need:]
 
     # -- the main loop ---------------------------------------------------------------------------
@@ -175,7 +180,6 @@ class Parser:
     def _parse(self, buf: bytes, pos: int, events: list[Event]) -> None:
         n = len(buf)
         append = events.append
-        mcl = self.max_control_line
         while pos < n:
             if self.expect_connect and buf[pos] not in b"Cc":
                 self._fail(
@@ -189,31 +193,16 @@ class Parser:
             if nl < 0:
                 self._keep_partial(buf[pos:], events)
                 return
-            # Fast path: an upper-case PUB, by far the most common line.
+            # Fast path: an upper-case PUB, by far the most common line. Its argument is looked
+            # up in a small memo first: a publisher usually repeats the same few lines.
             if buf.startswith(b"PUB ", pos):
-                arg = buf[pos + 4 : nl]
-                if arg[-1:] == b"\r" or b"\r" in arg:
-                    arg = arg[:-1]
-                if len(arg) > mcl and len(arg.lstrip(_SPACE_TAB)) > mcl:
-                    self._fail(
-                        events,
-                        errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
-                        "control line",
-                        CloseReason.MAX_CONTROL_LINE_EXCEEDED,
-                    )
-                    return
-                args = arg.split()
-                nargs = len(args)
-                if nargs == 2:
-                    subject, reply, size = args[0], b"", parse_size(args[1])
-                elif nargs == 3:
-                    subject, reply, size = args[0], args[1], parse_size(args[2])
-                else:
-                    self._fail(events, None, f"processPub Parse Error: {arg!r}")
-                    return
-                if size < 0:
-                    self._fail(events, None, f"processPub Bad or Missing Size: {arg!r}")
-                    return
+                line = buf[pos + 4 : nl]
+                memo = self._pub_memo.get(line)
+                if memo is None:
+                    memo = self._parse_pub_line(line, events)
+                    if memo is None:
+                        return
+                subject, reply, size, size_text = memo
                 if size > self.max_payload:
                     self._fail(
                         events,
@@ -228,17 +217,53 @@ class Parser:
                     if buf[end] != 0x0D or buf[end + 1] != 0x0A:
                         self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
                         return
-                    append(Pub(subject, reply, buf[start:end], -1))
+                    append(Pub(subject, reply, buf[start:end], -1, line, size_text))
                     pos = end + 2
                     continue
-                self._wait_payload(buf, start, (subject, reply, size, -1), events)
+                pending = (subject, reply, size, -1, line, size_text, b"")
+                self._wait_payload(buf, start, pending, events)
                 return
             pos = self._parse_line(buf, pos, nl, events)
             if pos < 0:
                 return
 
+    def _parse_pub_line(
+        self, line: bytes, events: list[Event]
+    ) -> tuple[bytes, bytes, int, bytes] | None:
+        """Subject, reply and size of a PUB argument (memoised), or None after an error."""
+        arg = line[:-1] if b"\r" in line else line
+        if len(arg) > self.max_control_line and len(arg.lstrip(_SPACE_TAB)) > self.max_control_line:
+            self._fail(
+                events,
+                errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
+                "control line",
+                CloseReason.MAX_CONTROL_LINE_EXCEEDED,
+            )
+            return None
+        args = arg.split()
+        nargs = len(args)
+        if nargs == 2:
+            subject, reply, size = args[0], b"", parse_size(args[1])
+        elif nargs == 3:
+            subject, reply, size = args[0], args[1], parse_size(args[2])
+        else:
+            self._fail(events, None, f"processPub Parse Error: {arg!r}")
+            return None
+        if size < 0:
+            self._fail(events, None, f"processPub Bad or Missing Size: {arg!r}")
+            return None
+        memo = self._pub_memo
+        if len(memo) >= _PUB_MEMO_SIZE:
+            memo.clear()
+        memo[line] = (subject, reply, size, args[-1])
+        return subject, reply, size, args[-1]
+
     def _wait_payload(
-        self, buf: bytes, start: int, pub: tuple[bytes, bytes, int, int], events: list[Event]
+        self,
+        buf: bytes,
+        start: int,
+        pub: tuple[bytes, bytes, int, int, bytes, bytes, bytes],
+        events: list[Event],
     ) -> None:
         rest = buf[start:]
         size = pub[2]
@@ -323,6 +348,10 @@ class Parser:
                 options: Any = json.loads(arg)
             except ValueError:
                 options = None
+            else:
+                # Go decodes JSON null into the options struct as "change nothing".
+                if options is None:
+                    options = {}
             if not isinstance(options, dict):
                 self._fail(events, None, "invalid CONNECT JSON")
                 return -1
@@ -345,6 +374,7 @@ class Parser:
         args = arg.split()
         nargs = len(args)
         header_size = -1
+        header_text = b""
         if has_headers:
             if nargs == 3:
                 subject, reply = args[0], b""
@@ -353,7 +383,8 @@ class Parser:
             else:
                 self._fail(events, None, f"processHeaderPub Parse Error: {arg!r}")
                 return -1
-            header_size = parse_size(args[-2])
+            header_text = args[-2]
+            header_size = parse_size(header_text)
             size = parse_size(args[-1])
             if header_size < 0 or size < 0 or header_size > size:
                 self._fail(events, None, f"processHeaderPub Bad Sizes: {arg!r}")
@@ -384,7 +415,10 @@ class Parser:
             if buf[end] != 0x0D or buf[end + 1] != 0x0A:
                 self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
                 return -1
-            events.append(Pub(subject, reply, buf[start:end], header_size))
+            events.append(
+                Pub(subject, reply, buf[start:end], header_size, b"", args[-1], header_text)
+            )
             return end + 2
-        self._wait_payload(buf, start, (subject, reply, size, header_size), events)
+        pending = (subject, reply, size, header_size, b"", args[-1], header_text)
+        self._wait_payload(buf, start, pending, events)
         return -1

@@ -12,7 +12,7 @@ import hmac
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.logger import TRACE, log
 from pynatsd.protocol import errors
@@ -39,10 +39,10 @@ from pynatsd.protocol.frames import (
     no_responders_frame,
 )
 from pynatsd.protocol.parser import Parser
-from pynatsd.server.router import deliver
+from pynatsd.server.router import deliver, msg_head
 from pynatsd.server.subscription import Subscription
 from pynatsd.subjects import is_valid_publish_subject_bytes
-from pynatsd.sublist import InvalidSubjectError
+from pynatsd.sublist import InvalidSubjectError, SubListResult
 
 if TYPE_CHECKING:
     from pynatsd.server.accounts import Account
@@ -54,6 +54,8 @@ _CONNECT_BOOLS = ("verbose", "pedantic", "tls_required", "echo", "headers", "no_
 _CONNECT_STRS = ("auth_token", "user", "pass", "nkey", "sig", "jwt", "name", "lang", "version")
 # High-water mark of the transport buffer: above it asyncio pauses us and the write deadline runs.
 _WRITE_HIGH_WATER = 1024 * 1024
+# Distinct PUB lines with a cached delivery plan, per connection; cleared wholesale when full.
+_PLAN_CACHE_SIZE = 128
 
 
 def _connect_types_ok(opts: dict[str, Any]) -> bool:
@@ -122,14 +124,17 @@ class Client(asyncio.Protocol):
         self._auth_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
         self.label = ""
+        # Delivery plans keyed by PUB line: (SubList genid, ((client, sub, MSG line), ...)).
+        self._plans: dict[bytes, tuple[int, tuple[tuple[Client, Subscription, bytes], ...]]] = {}
+        # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
+        self._careful_pub = True
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
         # uvloop's transports do not subclass asyncio.Transport; they implement its methods.
-        self.transport = transport  # type: ignore[assignment]
-        transport = self.transport
-        assert transport is not None
+        transport = cast(asyncio.Transport, base)
+        self.transport = transport
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
@@ -420,6 +425,8 @@ class Client(asyncio.Protocol):
             return
         if first:
             self._set_label(opts)
+        self._plans.clear()
+        self._careful_pub = self.trace or self.pedantic or self.verbose
         if self.protocol < 0 or self.protocol > 1:
             self.close_with_error(
                 errors.INVALID_CLIENT_PROTOCOL, CloseReason.BAD_CLIENT_PROTOCOL_VERSION
@@ -500,7 +507,8 @@ class Client(asyncio.Protocol):
     def _process_unsub(self, ev: Unsub) -> None:
         if self.trace:
             max_msgs = f" {ev.max_msgs}" if ev.max_msgs > 0 else ""
-            log.log(TRACE, "%s - <<- [UNSUB %s%s]", self.label, ev.sid.decode(errors="replace"), max_msgs)
+            sid = ev.sid.decode(errors="replace")
+            log.log(TRACE, "%s - <<- [UNSUB %s%s]", self.label, sid, max_msgs)
         sub = self.subs.get(ev.sid)
         if sub is not None:
             if ev.max_msgs > 0 and ev.max_msgs > sub.delivered:
@@ -518,31 +526,75 @@ class Client(asyncio.Protocol):
         self.account.sublist.remove(sub)
 
     def _process_pub(self, ev: Pub) -> None:
-        subject = ev.subject
         payload = ev.payload
+        self.in_msgs += 1
+        self.in_bytes += len(payload)
+        line = ev.line
+        if line and not self._careful_pub:
+            # The cheapest message is one already planned: same PUB line, same SubList
+            # generation -> the same receivers and the same MSG lines.
+            plan = self._plans.get(line)
+            if plan is not None and plan[0] == self.account.sublist.genid:
+                size = len(payload)
+                tail = payload + b"\r\n"
+                for client, sub, head in plan[1]:
+                    sub.delivered += 1
+                    client.out_msgs += 1
+                    client.out_bytes += size
+                    out = client.out
+                    out.append(head)
+                    out.append(tail)
+                    client.out_size += len(head) + len(tail)
+                    if not client.dirty:
+                        client.dirty = True
+                        client.server.dirty.append(client)
+                    if client.out_size + client.transport_pending > client.max_pending:
+                        client.slow_consumer_pending()
+                return
+        self._process_pub_slow(ev)
+
+    def _process_pub_slow(self, ev: Pub) -> None:
+        subject = ev.subject
         if self.trace:
             self._trace_pub(ev)
         if ev.header_size >= 0 and not self.headers:
             log.error("%s - message headers not supported", self.label)
             self._close(CloseReason.MESSAGE_HEADER_VIOLATION)
             return
-        self.in_msgs += 1
-        self.in_bytes += len(payload)
         if self.pedantic and not is_valid_publish_subject_bytes(subject):
             self.send_err(errors.INVALID_PUBLISH_SUBJECT)
         if self.verbose:
             self.enqueue(OK_FRAME)
-        result = self.account.sublist.match_bytes(subject)
+        sublist = self.account.sublist
+        result = sublist.match_bytes(subject)
         reply = ev.reply
-        if (result.psubs or result.qsubs) and deliver(
-            self, result, subject, reply, payload, ev.header_size
-        ):
-            return
+        if result.psubs or result.qsubs:
+            if ev.line and not self._careful_pub:
+                self._remember_plan(ev, result, sublist.genid)
+            if deliver(self, result, ev):
+                return
         if reply and self.no_responders:
-            for sub in self.account.sublist.match_bytes(reply).psubs:
+            for sub in sublist.match_bytes(reply).psubs:
                 if sub.client is self:
                     self.enqueue(no_responders_frame(reply, sub.sid, subject))
                     break
+
+    def _remember_plan(self, ev: Pub, result: SubListResult[Subscription], genid: int) -> None:
+        """Cache the receivers of a plain PUB line when delivery needs no per-message choice
+        (no queue groups, no auto-unsubscribe counts)."""
+        if result.qsubs:
+            return
+        receivers = []
+        for sub in result.psubs:
+            if sub.max_msgs or sub.closed:
+                return
+            if sub.client is self and not self.echo:
+                continue
+            receivers.append((sub.client, sub, msg_head(ev, sub.sid, False)))
+        plans = self._plans
+        if len(plans) >= _PLAN_CACHE_SIZE:
+            plans.clear()
+        plans[ev.line] = (genid, tuple(receivers))
 
     def _trace_pub(self, ev: Pub) -> None:
         op = "HPUB" if ev.header_size >= 0 else "PUB"

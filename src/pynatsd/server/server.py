@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import platform
@@ -257,15 +258,11 @@ class Server:
             # Do not wait for the listener's connections: they are closed above.
             self._listener = None
         if self._ports_file:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(self._ports_file)
-            except OSError:
-                pass
         if self.options.pid_file:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(self.options.pid_file)
-            except OSError:
-                pass
         log.info("Server Exiting..")
         if self._shutdown_done is not None:
             self._shutdown_done.set()
