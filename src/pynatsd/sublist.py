@@ -607,7 +607,13 @@ class SubList(Generic[S]):
             # Cache keys are published subjects, and a literal subscription is matched by one
             # published subject only: itself. A published `*` or `>` token never reaches it.
             self._cache.discard(subject)
-            self._bcache.discard(subject.encode("utf-8", "surrogatepass"))
+            try:
+                # The inverse of match_bytes' decode, so the bytes key is exactly the one a PUB
+                # of this subject was cached under (non-UTF-8 bytes included).
+                key = subject.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                return  # a lone surrogate no byte string decodes to: no bytes key to drop
+            self._bcache.discard(key)
 
     # -- matching ------------------------------------------------------------------------------
 
@@ -644,7 +650,9 @@ class SubList(Generic[S]):
     def match_bytes(self, subject: bytes) -> SubListResult[S]:
         """:meth:`match` for a subject straight from the wire, cached by the bytes themselves.
 
-        Bytes that are not valid UTF-8 match nothing.
+        Bytes that are not valid UTF-8 are decoded with ``surrogateescape``, as the server
+        decodes SUB subjects, so every byte sequence routes like in nats-server (which compares
+        raw bytes): ``SUB >`` receives a PUB to ``b"\\xff"``, and ``SUB`` to those same bytes too.
         """
         self._matches += 1
         r = self._bcache.cur.get(subject)

@@ -74,6 +74,53 @@ def _connect_types_ok(opts: dict[str, Any]) -> bool:
 class Client(asyncio.Protocol):
     """A client connection. Attributes named as in /connz where they are reported there."""
 
+    # Slots: thousands of connections, each with dozens of fields, add up.
+    __slots__ = (
+        "_auth_timer",
+        "_careful_pub",
+        "_ping_timer",
+        "_plans",
+        "_write_timer",
+        "account",
+        "auth_user",
+        "cid",
+        "close_reason",
+        "closed",
+        "connect_opts",
+        "connected",
+        "dirty",
+        "echo",
+        "first_pong_sent",
+        "headers",
+        "host",
+        "in_bytes",
+        "in_msgs",
+        "label",
+        "last_activity",
+        "last_in",
+        "max_pending",
+        "no_responders",
+        "out",
+        "out_bytes",
+        "out_msgs",
+        "out_size",
+        "parser",
+        "pedantic",
+        "pings_out",
+        "port",
+        "protocol",
+        "rtt",
+        "rtt_start",
+        "server",
+        "start",
+        "stop",
+        "subs",
+        "trace",
+        "transport",
+        "transport_pending",
+        "verbose",
+    )
+
     def __init__(self, server: Server) -> None:
         self.server = server
         opts = server.options
