@@ -109,6 +109,7 @@ def _result(psubs: tuple[S, ...], qsubs: tuple[tuple[S, ...], ...] = ()) -> SubL
     _set_qsubs(r, qsubs)
     return r
 
+
 EMPTY_RESULT: SubListResult[Any] = SubListResult()
 """The one result with no subscribers; ``match`` returns this very object for no interest."""
 
@@ -682,7 +683,11 @@ class SubList(Generic[S]):
         return r
 
     def has_interest(self, subject: str) -> bool:
-        """True if any subscription matches ``subject``; stops at the first one found."""
+        """True if any subscription matches ``subject``; stops at the first one found.
+
+        A cached subject is answered from the cache, and counts as a match and a cache hit in
+        :meth:`stats` (nats-server counts the hit only).
+        """
         r = self._cache.cur.get(subject)
         if r is not None:
             self._matches += 1
@@ -693,7 +698,11 @@ class SubList(Generic[S]):
         return _any_interest(self._root, toks, 0, len(toks))
 
     def num_interest(self, subject: str) -> tuple[int, int]:
-        """(plain subscribers, queue subscribers) matching ``subject``, without a result."""
+        """(plain subscribers, queue subscribers) matching ``subject``, without a result.
+
+        Counts every matching node (nats-server's ``NumInterest`` stops at a ``>`` node and can
+        undercount overlapping subscriptions). Uses the cache as :meth:`has_interest` does.
+        """
         r = self._cache.cur.get(subject)
         if r is not None:
             self._matches += 1

@@ -633,7 +633,7 @@ class Client(asyncio.Protocol):
             return
         receivers = []
         for sub in result.psubs:
-            if sub.max_msgs or sub.closed:
+            if sub.max_msgs or sub.closed or sub.callback is not None:
                 return
             if sub.client is self and not self.echo:
                 continue

@@ -33,9 +33,15 @@ def msg_head(ev: Pub, sid: bytes, with_headers: bool) -> bytes:
     return b"MSG %s %s%s %s\r\n" % (ev.subject, sid, reply, ev.size_text)
 
 
-def _deliver_one(publisher: Client, sub: Subscription, ev: Pub) -> bool:
+def _deliver_one(publisher: Client | None, sub: Subscription, ev: Pub) -> bool:
+    if sub.callback is not None:
+        if sub.closed:
+            return False
+        sub.delivered += 1
+        sub.callback(sub, publisher, ev)  # type: ignore[arg-type]
+        return True
     client = sub.client
-    if sub.closed or client.closed or (client is publisher and not publisher.echo):
+    if sub.closed or client.closed or (client is publisher and not client.echo):
         return False
     sub.delivered += 1
     if sub.max_msgs:
@@ -53,7 +59,7 @@ def _deliver_one(publisher: Client, sub: Subscription, ev: Pub) -> bool:
     return True
 
 
-def deliver(publisher: Client, result: SubListResult[Subscription], ev: Pub) -> bool:
+def deliver(publisher: Client | None, result: SubListResult[Subscription], ev: Pub) -> bool:
     """Deliver to every match; True when at least one subscription received the message."""
     delivered = False
     for sub in result.psubs:
@@ -67,3 +73,23 @@ def deliver(publisher: Client, result: SubListResult[Subscription], ev: Pub) -> 
                 delivered = True
                 break
     return delivered
+
+
+def deliver_as(
+    result: SubListResult[Subscription], subject: bytes, reply: bytes, header: bytes, data: bytes
+) -> bool:
+    """Deliver to the first subscription of `result` with `subject` shown in the MSG line: how
+    JetStream hands a stored message to the inbox of a pull request (the MSG line shows the
+    stream subject, not the inbox)."""
+    payload = header + data
+    ev = Pub(subject, reply, payload, len(header) if header else -1)
+    if header:
+        ev.header_text = b"%d" % len(header)
+    for sub in result.psubs:
+        if _deliver_one(None, sub, ev):
+            return True
+    for group in result.qsubs:
+        for sub in group:
+            if _deliver_one(None, sub, ev):
+                return True
+    return False

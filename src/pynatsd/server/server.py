@@ -26,7 +26,9 @@ from pynatsd.options import Options
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import info_frame
 from pynatsd.server.accounts import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, Account
+from pynatsd.protocol.events import Pub
 from pynatsd.server.client import Client
+from pynatsd.server.router import deliver, deliver_as
 
 if TYPE_CHECKING:
     from pynatsd.monitor.http import MonitorServer
@@ -80,6 +82,7 @@ class Server:
             maxlen=max(self.options.max_closed_clients, 0)
         )
         self.dirty: list[Client] = []
+        self._flush_scheduled = False
         self._cid = 0
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._listener: asyncio.AbstractServer | None = None
@@ -165,6 +168,40 @@ class Server:
             from pynatsd.monitor.endpoints import closed_connection_info
 
             self.closed_clients.append(closed_connection_info(self, client))
+
+    def publish_internal(
+        self, account: Account, subject: str, reply: str = "", header: bytes = b"", data: bytes = b""
+    ) -> bool:
+        """Publish as the server itself (API replies, acks, advisories); True if delivered."""
+        subj = subject.encode()
+        payload = header + data
+        ev = Pub(subj, reply.encode(), payload, len(header) if header else -1)
+        if header:
+            ev.header_text = b"%d" % len(header)
+        result = account.sublist.match_bytes(subj)
+        delivered = bool(result.psubs or result.qsubs) and deliver(None, result, ev)
+        self.flush_soon()
+        return delivered
+
+    def deliver_to_inbox(
+        self, account: Account, inbox: str, subject: str, reply: str, header: bytes, data: bytes
+    ) -> bool:
+        """Send a stored message to whoever listens on `inbox`, shown under its own subject."""
+        result = account.sublist.match_bytes(inbox.encode())
+        delivered = deliver_as(result, subject.encode(), reply.encode(), header, data)
+        self.flush_soon()
+        return delivered
+
+    def flush_soon(self) -> None:
+        """Write pending frames after the current callback, for work that happens outside a
+        client's read (timers, storage callbacks)."""
+        if self.dirty and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self.flush_dirty()
 
     def flush_dirty(self) -> None:
         dirty = self.dirty

@@ -1,0 +1,1 @@
+"""Config tests; a package because tests/protocol has a test_parser.py too."""
