@@ -40,7 +40,9 @@ def header_value(block: bytes, key: str) -> str | None:
 def build_headers(
     headers: dict[str, str] | list[tuple[str, str]], status: str = "", description: str = ""
 ) -> bytes:
-    first = "NATS/1.0" + (f" {status}" if status else "") + (f" {description}" if description else "")
+    first = (
+        "NATS/1.0" + (f" {status}" if status else "") + (f" {description}" if description else "")
+    )
     items = headers.items() if isinstance(headers, dict) else headers
     lines = [first, *(f"{k}: {v}" for k, v in items)]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()

@@ -24,9 +24,9 @@ from pynatsd import __version__
 from pynatsd.logger import log
 from pynatsd.options import Options
 from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import info_frame
 from pynatsd.server.accounts import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, Account
-from pynatsd.protocol.events import Pub
 from pynatsd.server.client import Client
 from pynatsd.server.router import deliver, deliver_as
 
@@ -170,7 +170,12 @@ class Server:
             self.closed_clients.append(closed_connection_info(self, client))
 
     def publish_internal(
-        self, account: Account, subject: str, reply: str = "", header: bytes = b"", data: bytes = b""
+        self,
+        account: Account,
+        subject: str,
+        reply: str = "",
+        header: bytes = b"",
+        data: bytes = b"",
     ) -> bool:
         """Publish as the server itself (API replies, acks, advisories); True if delivered."""
         subj = subject.encode()
