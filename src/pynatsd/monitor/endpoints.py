@@ -149,7 +149,7 @@ def varz(server: Server) -> dict[str, Any]:
         "out_client_bytes": out_bytes,
         "slow_consumers": server.slow_consumers,
         "stale_connections": server.stale_connections,
-        "stalled_clients": 0,
+        "stalled_clients": server.stalled_clients,
         "subscriptions": server.num_subscriptions(),
         "http_req_stats": dict(server.http_req_stats),
         "config_load_time": rfc3339(server.config_load_time),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
 
 
 class Event:
@@ -19,34 +21,58 @@ class Connect(Event):
         self.raw = raw
 
 
-class Pub(Event):
+class Pub(tuple):  # type: ignore[type-arg]
     """PUB or HPUB. `payload` holds header and body; `header_size` is -1 for a plain PUB.
 
     `line` is the raw control-line argument (`b"foo 5"`) of an upper-case PUB, or b"": equal lines
     mean equal subject, reply and size, so the server can key a cached delivery plan on it.
+    `size_text`/`header_text` are the sizes exactly as the client wrote them (`02` stays `02`):
+    nats-server copies them into the MSG/HMSG lines it delivers.
+
+    A tuple underneath: the parser makes one per message, and `tuple.__new__` costs a fraction
+    of a Python `__init__` (see `make_pub`).
     """
 
-    __slots__ = ("header_size", "header_text", "line", "payload", "reply", "size_text", "subject")
+    __slots__ = ()
 
-    def __init__(
-        self,
+    if TYPE_CHECKING:
+        subject: bytes
+        reply: bytes  # b"" when absent
+        payload: bytes
+        header_size: int
+        line: bytes
+        size_text: bytes
+        header_text: bytes
+    else:
+        subject = property(itemgetter(0))
+        reply = property(itemgetter(1))
+        payload = property(itemgetter(2))
+        header_size = property(itemgetter(3))
+        line = property(itemgetter(4))
+        size_text = property(itemgetter(5))
+        header_text = property(itemgetter(6))
+
+    def __new__(
+        cls,
         subject: bytes,
         reply: bytes,
         payload: bytes,
-        header_size: int,
+        header_size: int = -1,
         line: bytes = b"",
         size_text: bytes = b"",
         header_text: bytes = b"",
-    ) -> None:
-        self.subject = subject
-        self.reply = reply  # b"" when absent
-        self.payload = payload
-        self.header_size = header_size
-        self.line = line
-        # The sizes exactly as the client wrote them (`02` stays `02`): nats-server copies them
-        # into the MSG/HMSG lines it delivers.
-        self.size_text = size_text or b"%d" % len(payload)
-        self.header_text = header_text
+    ) -> Pub:
+        if header_size >= 0 and not header_text:
+            header_text = b"%d" % header_size
+        fields = (subject, reply, payload, header_size, line, size_text or b"%d" % len(payload))
+        return tuple.__new__(cls, (*fields, header_text))
+
+    def __repr__(self) -> str:
+        return f"Pub(subject={self.subject!r}, reply={self.reply!r}, payload={self.payload!r})"
+
+
+# The parser's fast path: `make_pub((subject, reply, payload, -1, line, size_text, b""))`.
+make_pub = partial(tuple.__new__, Pub)
 
 
 class Sub(Event):

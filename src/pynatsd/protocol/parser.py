@@ -1,4 +1,4 @@
-"""Sans-IO parser for the client side of the NATS protocol: `feed(bytes) -> list[Event]`.
+"""Sans-IO parser for the client side of the NATS protocol: `feed(bytes) -> list[Event | Pub]`.
 
 It follows nats-server's `server/parser.go` byte for byte in what it accepts and rejects, but works
 a line at a time with `bytes.find` instead of a per-byte state machine, which is what makes it fast
@@ -28,6 +28,7 @@ from pynatsd.protocol.events import (
     ProtocolError,
     Pub,
     Sub,
+    make_pub,
     Unsub,
 )
 
@@ -124,8 +125,8 @@ class Parser:
     def dead(self) -> bool:
         return self._dead
 
-    def feed(self, data: bytes) -> list[Event]:
-        events: list[Event] = []
+    def feed(self, data: bytes) -> list[Event | Pub]:
+        events: list[Event | Pub] = []
         if self._dead or not data:
             return events
         if self._pending_pub is not None:
@@ -147,7 +148,7 @@ class Parser:
 
     # -- payloads split over reads -------------------------------------------------------------
 
-    def _continue_payload(self, data: bytes, events: list[Event]) -> bytes:
+    def _continue_payload(self, data: bytes, events: list[Event | Pub]) -> bytes:
         """Collect payload bytes; returns what follows the payload's CRLF once complete."""
         assert self._pending_pub is not None
         subject, reply, size, header_size, line, size_text, header_text = self._pending_pub
@@ -173,11 +174,11 @@ class Parser:
 
     # -- the main loop ---------------------------------------------------------------------------
 
-    def _fail(self, events: list[Event], reply: str | None, detail: str, reason: str = "") -> None:
+    def _fail(self, events: list[Event | Pub], reply: str | None, detail: str, reason: str = "") -> None:
         events.append(ProtocolError(reply, reason or CloseReason.PARSE_ERROR, detail))
         self._dead = True
 
-    def _parse(self, buf: bytes, pos: int, events: list[Event]) -> None:
+    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub]) -> None:
         n = len(buf)
         append = events.append
         while pos < n:
@@ -217,7 +218,7 @@ class Parser:
                     if buf[end] != 0x0D or buf[end + 1] != 0x0A:
                         self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
                         return
-                    append(Pub(subject, reply, buf[start:end], -1, line, size_text))
+                    append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
                     pos = end + 2
                     continue
                 pending = (subject, reply, size, -1, line, size_text, b"")
@@ -228,7 +229,7 @@ class Parser:
                 return
 
     def _parse_pub_line(
-        self, line: bytes, events: list[Event]
+        self, line: bytes, events: list[Event | Pub]
     ) -> tuple[bytes, bytes, int, bytes] | None:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
         arg = line[:-1] if b"\r" in line else line
@@ -263,7 +264,7 @@ class Parser:
         buf: bytes,
         start: int,
         pub: tuple[bytes, bytes, int, int, bytes, bytes, bytes],
-        events: list[Event],
+        events: list[Event | Pub],
     ) -> None:
         rest = buf[start:]
         size = pub[2]
@@ -274,7 +275,7 @@ class Parser:
         self._chunks = [rest] if rest else []
         self._chunks_len = len(rest)
 
-    def _keep_partial(self, partial: bytes, events: list[Event]) -> None:
+    def _keep_partial(self, partial: bytes, events: list[Event | Pub]) -> None:
         """An incomplete line: reject it early when nats-server would, else keep it."""
         head = partial[:8].upper()
         found = _classify(head)
@@ -301,7 +302,7 @@ class Parser:
             return
         self._partial = partial
 
-    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Event]) -> int:
+    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Event | Pub]) -> int:
         """Handle one complete line other than the fast-path PUB. Returns the next position, or
         -1 when parsing must stop (error, or waiting for a payload)."""
         found = _classify(buf[pos : min(pos + 8, nl)].upper())
@@ -369,7 +370,7 @@ class Parser:
         return nl + 1
 
     def _parse_pub(
-        self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event]
+        self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event | Pub]
     ) -> int:
         args = arg.split()
         nargs = len(args)

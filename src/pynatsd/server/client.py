@@ -12,6 +12,7 @@ import hmac
 import logging
 import random
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.logger import TRACE, log
@@ -39,7 +40,7 @@ from pynatsd.protocol.frames import (
     no_responders_frame,
 )
 from pynatsd.protocol.parser import Parser
-from pynatsd.server.router import deliver, msg_head
+from pynatsd.server.router import deliver, msg_head, queue_rr
 from pynatsd.server.subscription import Subscription
 from pynatsd.subjects import is_valid_publish_subject_bytes
 from pynatsd.sublist import InvalidSubjectError, SubListResult
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
 
+# One receiver of a planned delivery: (client, subscription, ready MSG line).
+Target = tuple["Client", Subscription, bytes]
+Plan = tuple[int, tuple[Target, ...], tuple[tuple[Target, ...], ...]]
+
 # CONNECT fields and the JSON types nats-server's decoder accepts for them; a wrong type makes
 # the decode fail, which closes the connection.
 _CONNECT_BOOLS = ("verbose", "pedantic", "tls_required", "echo", "headers", "no_responders")
@@ -55,7 +60,10 @@ _CONNECT_STRS = ("auth_token", "user", "pass", "nkey", "sig", "jwt", "name", "la
 # High-water mark of the transport buffer: above it asyncio pauses us and the write deadline runs.
 _WRITE_HIGH_WATER = 1024 * 1024
 # Distinct PUB lines with a cached delivery plan, per connection; cleared wholesale when full.
-_PLAN_CACHE_SIZE = 128
+_PLAN_CACHE_SIZE = 1024
+# Longest pause of a fast producer's reads while one of its receivers is congested (seconds);
+# nats-server allows a producer 10 ms of stalls per read.
+_STALL_MAX = 0.01
 
 
 def _connect_types_ok(opts: dict[str, Any]) -> bool:
@@ -80,12 +88,14 @@ class Client(asyncio.Protocol):
         "_careful_pub",
         "_ping_timer",
         "_plans",
+        "_stall_timer",
         "_write_timer",
         "account",
         "auth_user",
         "cid",
         "close_reason",
         "closed",
+        "congested",
         "connect_opts",
         "connected",
         "dirty",
@@ -112,6 +122,7 @@ class Client(asyncio.Protocol):
         "rtt",
         "rtt_start",
         "server",
+        "stalled_producers",
         "start",
         "stop",
         "subs",
@@ -170,9 +181,12 @@ class Client(asyncio.Protocol):
         self._ping_timer: asyncio.TimerHandle | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
+        self._stall_timer: asyncio.TimerHandle | None = None
+        self.congested = False  # asyncio paused writing to us: the transport buffer is full
+        self.stalled_producers: list[Client] = []
         self.label = ""
-        # Delivery plans keyed by PUB line: (SubList genid, ((client, sub, MSG line), ...)).
-        self._plans: dict[bytes, tuple[int, tuple[tuple[Client, Subscription, bytes], ...]]] = {}
+        # Delivery plans keyed by PUB line: (SubList genid, plain targets, queue groups).
+        self._plans: dict[bytes, Plan] = {}
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
         self._careful_pub = True
 
@@ -221,24 +235,59 @@ class Client(asyncio.Protocol):
             if type(ev) is Pub:
                 self._process_pub(ev)
             else:
-                self._process_event(ev)
+                self._process_event(cast(Event, ev))
             if self.closed:
                 break
-        self.server.flush_dirty()
+        server = self.server
+        server.producer = self
+        server.flush_dirty()
+        server.producer = None
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
             self._close(CloseReason.CLIENT_CLOSED if exc is None else CloseReason.READ_ERROR)
 
     def pause_writing(self) -> None:
+        self.congested = True
         deadline = self.server.options.write_deadline
         if deadline > 0 and self._write_timer is None:
             self._write_timer = self.server.loop.call_later(deadline, self._write_deadline_hit)
 
     def resume_writing(self) -> None:
+        self.congested = False
         if self._write_timer is not None:
             self._write_timer.cancel()
             self._write_timer = None
+        self._release_producers()
+
+    # -- fast producer stall ---------------------------------------------------------------------
+
+    def stall(self, receiver: Client) -> None:
+        """Stop reading from this (producing) client for a moment because `receiver` cannot keep
+        up, as nats-server stalls fast producers: the producer's own socket then pushes back.
+        Bounded in time, so a dead receiver slows a producer down but never blocks it."""
+        if self._stall_timer is not None or self.closed or self.transport is None:
+            return
+        self.transport.pause_reading()
+        receiver.stalled_producers.append(self)
+        self.server.stalled_clients += 1
+        self._stall_timer = self.server.loop.call_later(_STALL_MAX, self.unstall)
+
+    def unstall(self) -> None:
+        timer = self._stall_timer
+        if timer is None:
+            return
+        timer.cancel()
+        self._stall_timer = None
+        if not self.closed and self.transport is not None:
+            self.transport.resume_reading()
+
+    def _release_producers(self) -> None:
+        producers = self.stalled_producers
+        if producers:
+            self.stalled_producers = []
+            for producer in producers:
+                producer.unstall()
 
     # -- outbound --------------------------------------------------------------------------------
 
@@ -275,6 +324,10 @@ class Client(asyncio.Protocol):
         self.transport_pending = pending
         if pending > self.max_pending:
             self.slow_consumer_pending()
+        elif self.congested:
+            producer = self.server.producer
+            if producer is not None and producer is not self and self.server.stall_producers:
+                producer.stall(self)
 
     def send_err(self, text: str) -> None:
         if log.isEnabledFor(TRACE):
@@ -316,6 +369,8 @@ class Client(asyncio.Protocol):
         self.closed = True
         self.close_reason = reason
         self.stop = time.time()
+        self.unstall()
+        self._release_producers()
         for timer in (self._ping_timer, self._auth_timer, self._write_timer):
             if timer is not None:
                 timer.cancel()
@@ -584,7 +639,13 @@ class Client(asyncio.Protocol):
             if plan is not None and plan[0] == self.account.sublist.genid:
                 size = len(payload)
                 tail = payload + b"\r\n"
-                for client, sub, head in plan[1]:
+                targets: Sequence[Target] = plan[1]
+                if plan[2]:
+                    picked = list(targets)
+                    for group in plan[2]:
+                        picked.append(group[next(queue_rr) % len(group)])
+                    targets = picked
+                for client, sub, head in targets:
                     sub.delivered += 1
                     client.out_msgs += 1
                     client.out_bytes += size
@@ -627,21 +688,31 @@ class Client(asyncio.Protocol):
                     break
 
     def _remember_plan(self, ev: Pub, result: SubListResult[Subscription], genid: int) -> None:
-        """Cache the receivers of a plain PUB line when delivery needs no per-message choice
-        (no queue groups, no auto-unsubscribe counts)."""
-        if result.qsubs:
-            return
-        receivers = []
+        """Cache the receivers of a plain PUB line: every plain subscriber, and the members of
+        each queue group to pick from. Not when a subscription counts deliveries
+        (auto-unsubscribe) or is internal: those need the full path every time."""
+        receivers: list[Target] = []
         for sub in result.psubs:
             if sub.max_msgs or sub.closed or sub.callback is not None:
                 return
             if sub.client is self and not self.echo:
                 continue
             receivers.append((sub.client, sub, msg_head(ev, sub.sid, False)))
+        groups: list[tuple[Target, ...]] = []
+        for group in result.qsubs:
+            members: list[Target] = []
+            for sub in group:
+                if sub.max_msgs or sub.closed or sub.callback is not None:
+                    return
+                if sub.client is self and not self.echo:
+                    continue
+                members.append((sub.client, sub, msg_head(ev, sub.sid, False)))
+            if members:
+                groups.append(tuple(members))
         plans = self._plans
         if len(plans) >= _PLAN_CACHE_SIZE:
             plans.clear()
-        plans[ev.line] = (genid, tuple(receivers))
+        plans[ev.line] = (genid, tuple(receivers), tuple(groups))
 
     def _trace_pub(self, ev: Pub) -> None:
         op = "HPUB" if ev.header_size >= 0 else "PUB"

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pynatsd.server.subscription import Subscription
 
 # Rotates the starting member of queue groups so load spreads evenly.
-_queue_rr = count()
+queue_rr = count()
 
 
 def msg_head(ev: Pub, sid: bytes, with_headers: bool) -> bytes:
@@ -67,7 +67,7 @@ def deliver(publisher: Client | None, result: SubListResult[Subscription], ev: P
             delivered = True
     for group in result.qsubs:
         n = len(group)
-        start = next(_queue_rr) % n
+        start = next(queue_rr) % n
         for i in range(n):
             if _deliver_one(publisher, group[(start + i) % n], ev):
                 delivered = True
@@ -83,8 +83,6 @@ def deliver_as(
     stream subject, not the inbox)."""
     payload = header + data
     ev = Pub(subject, reply, payload, len(header) if header else -1)
-    if header:
-        ev.header_text = b"%d" % len(header)
     for sub in result.psubs:
         if _deliver_one(None, sub, ev):
             return True

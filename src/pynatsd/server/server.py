@@ -82,6 +82,10 @@ class Server:
             maxlen=max(self.options.max_closed_clients, 0)
         )
         self.dirty: list[Client] = []
+        # The client whose read is being processed: the producer to stall if a receiver is full.
+        self.producer: Client | None = None
+        self.stall_producers = not self.options.no_fast_producer_stall
+        self.stalled_clients = 0
         self._flush_scheduled = False
         self._cid = 0
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
@@ -181,8 +185,6 @@ class Server:
         subj = subject.encode()
         payload = header + data
         ev = Pub(subj, reply.encode(), payload, len(header) if header else -1)
-        if header:
-            ev.header_text = b"%d" % len(header)
         result = account.sublist.match_bytes(subj)
         delivered = bool(result.psubs or result.qsubs) and deliver(None, result, ev)
         self.flush_soon()

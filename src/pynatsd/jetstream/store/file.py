@@ -1,0 +1,989 @@
+"""The file store: segment files of length-prefixed, checksummed records, rebuilt on open.
+
+Layout of a stream directory::
+
+    LOCK                      flock'd while open: two servers never share a stream
+    msgs/0000000001.seg       segments, appended in order; the newest is the active one
+    msgs/0000000001.idx       snapshot of a sealed segment's index (fast restart), optional
+    consumers/<name>/state.json
+
+A record (little endian)::
+
+    magic u32 | crc32 u32 | kind u8 | seq u64 | ts i64 | floor u64 | slen u16 | hlen u32 | dlen u32
+    | subject | header | data
+
+The CRC covers everything after itself, lengths included. ``kind`` is a message, a tombstone
+list (``data`` is the removed sequences), a floor marker (a purge) or an erased message.
+``floor`` is the first live sequence when the record was written: every sequence below it is
+gone. Removals from the front (limits, max_age, purge) therefore cost nothing extra; only
+removals from the middle write tombstones. See docs/jetstream-store.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import errno
+import fcntl
+import functools
+import gc
+import json
+import logging
+import os
+import shutil
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ._core import Rec, StoreCore
+from .base import (
+    InsufficientResourcesError,
+    StoredMsg,
+    StoreError,
+    StreamLimits,
+)
+
+__all__ = [
+    "DamageReport",
+    "FileConsumerStateStore",
+    "FileStore",
+    "open_file_store",
+]
+
+log = logging.getLogger("pynatsd.jetstream.store")
+
+MAGIC = 0x31534E50  # b"PNS1"
+MAGIC_BYTES = struct.pack("<I", MAGIC)
+HDR = struct.Struct("<IIBQqQHII")
+HDR_SIZE = HDR.size  # 43
+KIND_MSG = 0
+KIND_TOMBS = 1
+KIND_FLOOR = 2
+KIND_ERASED = 3
+_MAX_KIND = 3
+
+DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+_CONSUMER_SAVE_DELAY = 0.05
+
+# Writes and syncs go through these names so that tests can make them fail (a full disk).
+_pwrite = os.pwrite
+_fdatasync = os.fdatasync
+
+_executor_lock = threading.Lock()
+_executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _fsync_executor() -> concurrent.futures.ThreadPoolExecutor:
+    # One small pool for every store of the process: an fsync is a blocking call that must not
+    # run on the event loop, and a thread per stream would be wasteful.
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=4, thread_name_prefix="pynatsd-fsync"
+            )
+        return _executor
+
+
+@dataclass(frozen=True, slots=True)
+class DamageReport:
+    """A byte range of a segment that holds no valid record, found by recovery or a read."""
+
+    segment: str
+    start: int
+    end: int
+    after_seq: int
+    """The last good message sequence before the damage (0 if none)."""
+    before_seq: int | None
+    """The first good message sequence after it, if any: the lost ones lie in between."""
+    truncated: bool
+    """A torn tail that recovery cut off (the newest segment) rather than left in place."""
+
+
+def encode_record(
+    kind: int, seq: int, ts: int, floor: int, subject: bytes, header: bytes, data: bytes
+) -> bytes:
+    body = HDR.pack(MAGIC, 0, kind, seq, ts, floor, len(subject), len(header), len(data))[8:]
+    crc = zlib.crc32(data, zlib.crc32(header, zlib.crc32(subject, zlib.crc32(body))))
+    return b"".join((MAGIC_BYTES, struct.pack("<I", crc), body, subject, header, data))
+
+
+def _seg_name(seg_id: int) -> str:
+    return f"{seg_id:010d}.seg"
+
+
+class _Segment:
+    __slots__ = ("dirty", "fd", "id", "live", "path", "size")
+
+    def __init__(self, seg_id: int, path: str, fd: int, size: int) -> None:
+        self.id = seg_id
+        self.path = path
+        self.fd = fd
+        self.size = size
+        self.live = 0
+        self.dirty = False
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What a segment holds, as recovery found it."""
+
+    msgs: list[tuple[int, str, int, int, int]]  # seq, subject, ts, size, loc
+    tombs: list[int]
+    floor: int
+    max_seq: int
+    max_seq_ts: int
+    good_end: int
+    damaged: list[tuple[int, int]]
+    tail_seq_hint: int
+
+
+def _msg_size(slen: int, hlen: int, dlen: int) -> int:
+    # fileStoreMsgSize: nats-server counts its own record layout, and state.bytes and
+    # max_bytes follow it so that STREAM.INFO matches the Go server byte for byte.
+    if hlen == 0:
+        return 22 + slen + dlen + 8
+    return 22 + slen + 4 + hlen + dlen + 8
+
+
+def scan_segment(seg_id: int, buf: bytes, intern: dict[str, str]) -> _Scan:
+    """Parse every valid record of a segment image; resynchronise after damage.
+
+    A record is valid when its magic, its lengths and its CRC agree. After a bad one the scan
+    looks for the next magic number and carries on from there, so a flipped bit costs one
+    record, not the rest of the segment.
+    """
+    msgs: list[tuple[int, str, int, int, int]] = []
+    tombs: list[int] = []
+    damaged: list[tuple[int, int]] = []
+    floor = 0
+    max_seq = 0
+    max_seq_ts = 0
+    good_end = 0
+    tail_seq_hint = 0
+    n = len(buf)
+    mv = memoryview(buf)
+    unpack = HDR.unpack_from
+    crc32 = zlib.crc32
+    seg_bits = seg_id << 32
+    pos = 0
+    bad_start = -1
+    while pos < n:
+        ok = False
+        if n - pos >= HDR_SIZE:
+            magic, crc, kind, seq, ts, rfloor, slen, hlen, dlen = unpack(buf, pos)
+            if magic == MAGIC:
+                end = pos + HDR_SIZE + slen + hlen + dlen
+                ok = end <= n and kind <= _MAX_KIND and crc32(mv[pos + 8 : end]) == crc
+                if not ok and bad_start < 0 and kind == KIND_MSG:
+                    tail_seq_hint = seq
+        if not ok:
+            if bad_start < 0:
+                bad_start = pos
+            nxt = buf.find(MAGIC_BYTES, pos + 1)
+            if nxt < 0:
+                break
+            pos = nxt
+            continue
+        if bad_start >= 0:
+            damaged.append((bad_start, pos))
+            bad_start = -1
+            tail_seq_hint = 0
+        if rfloor > floor:
+            floor = rfloor
+        if seq > max_seq:
+            max_seq = seq
+            max_seq_ts = ts
+        if kind == KIND_MSG:
+            p = pos + HDR_SIZE
+            subject = buf[p : p + slen].decode("utf-8", "surrogateescape")
+            subject = intern.setdefault(subject, subject)
+            length = end - pos
+            # fileStoreMsgSize inlined: this loop runs once per stored message on restart.
+            size = 30 + slen + dlen + (4 + hlen if hlen else 0)
+            msgs.append((seq, subject, ts, size, (length << 64) | seg_bits | pos))
+        elif kind == KIND_TOMBS:
+            p = pos + HDR_SIZE + slen + hlen
+            tombs.extend(struct.unpack_from(f"<{dlen // 8}Q", buf, p))
+        elif kind == KIND_ERASED:
+            tombs.append(seq)
+        good_end = end
+        pos = end
+    if bad_start >= 0:
+        damaged.append((bad_start, n))
+    return _Scan(msgs, tombs, floor, max_seq, max_seq_ts, good_end, damaged, tail_seq_hint)
+
+
+class FileStore(StoreCore):
+    """A stream store on disk. Open it with :func:`open_file_store`."""
+
+    def __init__(
+        self,
+        directory: str,
+        limits: StreamLimits,
+        sync_always: bool = True,
+        sync_interval: float = 120.0,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(StreamLimits())
+        self._dir = os.path.abspath(directory)
+        self._msgs_dir = os.path.join(self._dir, "msgs")
+        self._cons_dir = os.path.join(self._dir, "consumers")
+        self._sync_always = sync_always
+        self._sync_interval = sync_interval
+        self._segment_bytes = segment_bytes
+        self._loop = loop
+        self._segs: dict[int, _Segment] = {}
+        self._active: _Segment | None = None
+        self._wgen = 0
+        self._synced_gen = 0
+        self._sync_inflight = False
+        self._dir_dirty = False
+        self._waiters: collections.deque[
+            tuple[int, Callable[[], None], Callable[[BaseException], None] | None]
+        ] = collections.deque()
+        self._deferred_close: list[int] = []
+        self._lazy_handle: asyncio.TimerHandle | None = None
+        self._failed: StoreError | None = None
+        self.damaged: list[DamageReport] = []
+        """Every damaged range found since open (recovery, or a read that failed its CRC)."""
+        self.recovery_seconds = 0.0
+        os.makedirs(self._msgs_dir, exist_ok=True)
+        os.makedirs(self._cons_dir, exist_ok=True)
+        self._lock_fd = os.open(os.path.join(self._dir, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self._lock_fd)
+            raise StoreError(f"stream store {self._dir} is in use") from exc
+        try:
+            t0 = time.perf_counter()
+            # Recovery allocates a tuple per message and frees nothing: the cyclic collector
+            # would walk the growing index again and again (half the restart time of a
+            # 1M-message stream) for no garbage at all.
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                self._recover()
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
+            self.recovery_seconds = time.perf_counter() - t0
+            for name in sorted(os.listdir(self._cons_dir)):
+                if os.path.isdir(os.path.join(self._cons_dir, name)):
+                    self._consumers[name] = FileConsumerStateStore(self, name)
+            # Limits may have changed while the stream was down (nats-server re-applies them
+            # on recovery too).
+            self.update_limits(limits)
+        except BaseException:
+            self._close_files()
+            raise
+
+    def _msg_size(self, slen: int, hlen: int, dlen: int) -> int:
+        return _msg_size(slen, hlen, dlen)
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        seg_ids = sorted(
+            int(name[:-4])
+            for name in os.listdir(self._msgs_dir)
+            if name.endswith(".seg") and name[:-4].isdigit()
+        )
+        intern: dict[str, str] = {}
+        scans: list[tuple[_Segment, _Scan]] = []
+        for i, seg_id in enumerate(seg_ids):
+            path = os.path.join(self._msgs_dir, _seg_name(seg_id))
+            fd = os.open(path, os.O_RDWR)
+            with open(fd, "rb", closefd=False) as fh:
+                buf = fh.read()
+            seg = _Segment(seg_id, path, fd, len(buf))
+            self._segs[seg_id] = seg
+            scan = scan_segment(seg_id, buf, intern)
+            is_last = i == len(seg_ids) - 1
+            if is_last and scan.damaged and scan.damaged[-1][1] == len(buf):
+                # A torn tail: the write of the newest records never completed (a crash) or
+                # they were damaged. They cannot be served; cut them off so appends continue
+                # from a clean end.
+                start = scan.damaged[-1][0]
+                log.warning(
+                    "stream store %s: truncating %d damaged bytes at the end of segment %s",
+                    self._dir,
+                    len(buf) - start,
+                    _seg_name(seg_id),
+                )
+                os.ftruncate(fd, start)
+                seg.size = start
+                if scan.tail_seq_hint == scan.max_seq + 1:
+                    # The header of the torn record was intact: do not hand its sequence to
+                    # another message, in case it had been acknowledged before the damage.
+                    scan.max_seq = scan.tail_seq_hint
+            scans.append((seg, scan))
+
+        floor = max((s.floor for _, s in scans), default=0)
+        tombs: set[int] = set()
+        last = 0
+        last_ts = 0
+        for _, s in scans:
+            tombs.update(s.tombs)
+            if s.max_seq > last:
+                last, last_ts = s.max_seq, s.max_seq_ts
+        # A floor marker stores last_seq in its seq field; a purge to beyond the end also
+        # moves last_seq (nats-server's Compact past the end).
+        last = max(last, floor - 1)
+
+        recs = self._recs
+        subjects: dict[str, list[int]] = {}
+        prev = 0
+        for seg, s in scans:
+            live = 0
+            for seq, subject, ts, size, loc in s.msgs:
+                if seq < floor or seq in tombs:
+                    continue
+                if seq <= prev:
+                    log.error(
+                        "stream store %s: record for sequence %d out of order in segment %s; "
+                        "ignored",
+                        self._dir,
+                        seq,
+                        _seg_name(seg.id),
+                    )
+                    continue
+                prev = seq
+                recs[seq] = (subject, ts, size, loc)
+                sl = subjects.get(subject)
+                if sl is None:
+                    subjects[subject] = [seq]
+                else:
+                    sl.append(seq)
+                self._bytes += size
+                live += 1
+            seg.live = live
+
+        # Damage reports name the sequences that could have been lost.
+        for seg, s in scans:
+            for start, end in s.damaged:
+                before = max((m[0] for m in s.msgs if m[4] & 0xFFFFFFFF < start), default=0)
+                after = min((m[0] for m in s.msgs if m[4] & 0xFFFFFFFF >= end), default=None)
+                truncated = seg.size == start and seg is scans[-1][0]
+                report = DamageReport(
+                    os.path.basename(seg.path), start, end, before, after, truncated
+                )
+                self.damaged.append(report)
+                if not truncated:
+                    log.error(
+                        "stream store %s: damaged records in segment %s bytes %d-%d "
+                        "(between sequences %d and %s); they will not be served",
+                        self._dir,
+                        report.segment,
+                        start,
+                        end,
+                        before,
+                        "end" if after is None else after,
+                    )
+
+        from ._core import SeqList
+
+        self._subjects = {k: SeqList(v) for k, v in subjects.items()}
+        self._last = last
+        self._last_ts = last_ts
+        if recs:
+            self._first = next(iter(recs))
+            dmap = self._dmap
+            p = self._first
+            for seq in recs:
+                if seq != p:
+                    dmap.extend(range(p, seq))
+                p = seq + 1
+            # Removed messages after the last live one count as interior deletes too.
+            dmap.extend(range(p, last + 1))
+        else:
+            self._first = floor if floor else (last + 1 if last else 0)
+
+        if scans:
+            self._active = scans[-1][0]
+            self._delete_dead_segments()
+        else:
+            self._active = self._new_segment(1)
+
+    # -- segments ---------------------------------------------------------------------------
+
+    def _new_segment(self, seg_id: int) -> _Segment:
+        path = os.path.join(self._msgs_dir, _seg_name(seg_id))
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            raise self._write_error(exc) from exc
+        seg = _Segment(seg_id, path, fd, 0)
+        self._segs[seg_id] = seg
+        self._dir_dirty = True
+        return seg
+
+    def _rotate(self) -> _Segment:
+        old = self._active
+        assert old is not None
+        seg = self._new_segment(old.id + 1)
+        self._active = seg
+        return seg
+
+    def _delete_dead_segments(self) -> None:
+        """Delete leading segments without live messages.
+
+        Only leading ones: a tombstone in a segment refers to a sequence in it or in an older
+        segment, so deleting from the front never loses a tombstone that still matters.
+        """
+        for seg in list(self._segs.values()):
+            if seg.live > 0 or seg is self._active:
+                break
+            del self._segs[seg.id]
+            try:
+                os.unlink(seg.path)
+            except OSError as exc:
+                log.error("stream store %s: cannot delete %s: %s", self._dir, seg.path, exc)
+            self._close_fd(seg.fd)
+
+    def _close_fd(self, fd: int) -> None:
+        # An fsync of this descriptor may be running in a worker; closing it under the worker
+        # could let the number be reused by another file.
+        if self._sync_inflight:
+            self._deferred_close.append(fd)
+        else:
+            os.close(fd)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _write_error(self, exc: OSError) -> StoreError:
+        log.error("stream store %s: write failed: %s", self._dir, exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            return InsufficientResourcesError()
+        return InsufficientResourcesError()
+
+    def _append(self, chunks: list[bytes]) -> tuple[_Segment, int]:
+        """Append a group of records to the active segment in one write; all or nothing."""
+        if self._failed is not None:
+            raise self._failed
+        total = sum(len(c) for c in chunks)
+        seg = self._active
+        assert seg is not None
+        if seg.size > 0 and seg.size + total > self._segment_bytes:
+            seg = self._rotate()
+        buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        pos = seg.size
+        try:
+            done = 0
+            while done < total:
+                done += _pwrite(seg.fd, buf[done:] if done else buf, pos + done)
+        except OSError as exc:
+            # Leave no partial record behind: cut the file back to where this write began. If
+            # even that fails, the next append overwrites the partial bytes (writes go to
+            # explicit offsets) and recovery would cut them as a torn tail.
+            with contextlib.suppress(OSError):
+                os.ftruncate(seg.fd, pos)
+            raise self._write_error(exc) from exc
+        seg.size = pos + total
+        seg.dirty = True
+        self._wgen += 1
+        if not self._sync_always and self._lazy_handle is None:
+            self._start_lazy_timer()
+        return seg, pos
+
+    def _io_store(
+        self,
+        seq: int,
+        subject: str,
+        header: bytes,
+        data: bytes,
+        ts: int,
+        size: int,
+        floor: int,
+        tombs: list[int],
+    ) -> Rec:
+        sb = subject.encode("utf-8", "surrogateescape")
+        rec = encode_record(KIND_MSG, seq, ts, floor, sb, header, data)
+        chunks = [rec]
+        if tombs:
+            chunks.append(self._tombs_record(floor, tombs))
+        seg, pos = self._append(chunks)
+        seg.live += 1
+        return (subject, ts, size, (len(rec) << 64) | (seg.id << 32) | pos)
+
+    def _tombs_record(self, floor: int, tombs: list[int]) -> bytes:
+        data = struct.pack(f"<{len(tombs)}Q", *tombs)
+        return encode_record(KIND_TOMBS, self._last, self._last_ts, floor, b"", b"", data)
+
+    def _io_remove(self, floor: int, tombs: list[int], erase: Iterable[int] = ()) -> None:
+        for seq in erase:
+            self._erase_in_place(seq)
+        if tombs:
+            rec = self._tombs_record(floor, tombs)
+        else:
+            rec = encode_record(KIND_FLOOR, self._last, self._last_ts, floor, b"", b"", b"")
+        self._append([rec])
+
+    def _erase_in_place(self, seq: int) -> None:
+        rec = self._recs[seq]
+        loc = rec[3]
+        length = loc >> 64
+        seg = self._segs[(loc >> 32) & 0xFFFFFFFF]
+        off = loc & 0xFFFFFFFF
+        # Same length as the original, so the records after it stay where they are; the kind
+        # makes recovery treat it as a tombstone.
+        payload = length - HDR_SIZE
+        body = encode_record(KIND_ERASED, seq, 0, 0, b"", b"", bytes(payload))
+        try:
+            _pwrite(seg.fd, body, off)
+        except OSError as exc:
+            raise self._write_error(exc) from exc
+        seg.dirty = True
+
+    def _io_dropped(self, seq: int, rec: Rec) -> None:
+        seg = self._segs.get((rec[3] >> 32) & 0xFFFFFFFF)
+        if seg is None:
+            return
+        seg.live -= 1
+        if seg.live == 0 and seg is not self._active and next(iter(self._segs)) == seg.id:
+            self._delete_dead_segments()
+
+    def _io_purge_all(self, floor: int, last: int) -> None:
+        marker = encode_record(KIND_FLOOR, last, self._last_ts, floor, b"", b"", b"")
+        try:
+            if self._active is not None and self._active.size > 0:
+                # A fresh segment that holds only the floor: every older file can then go.
+                self._rotate()
+            self._append([marker])
+        except StoreError:
+            # A full disk: a purge is how an operator makes room, so it must not need any.
+            if not self._purge_in_place(floor, last):
+                raise
+            return
+        for seg in self._segs.values():
+            seg.live = 0
+        self._delete_dead_segments()
+
+    def _purge_in_place(self, floor: int, last: int) -> bool:
+        """Record a purge without new space: overwrite the first record of the newest
+        non-empty segment (all records are dead now) with a floor marker of the same length,
+        sync it, then drop every other byte."""
+        target = None
+        for seg in reversed(self._segs.values()):
+            if seg.size >= HDR_SIZE:
+                target = seg
+                break
+        if target is None:
+            return False
+        try:
+            head = os.pread(target.fd, HDR_SIZE, 0)
+            magic, _, _, _, _, _, slen, hlen, dlen = HDR.unpack_from(head, 0)
+            if magic != MAGIC:
+                return False
+            length = HDR_SIZE + slen + hlen + dlen
+            pad = bytes(length - HDR_SIZE)
+            marker = encode_record(KIND_FLOOR, last, self._last_ts, floor, b"", b"", pad)
+            _pwrite(target.fd, marker, 0)
+            _fdatasync(target.fd)
+            os.ftruncate(target.fd, length)
+        except OSError as exc:
+            log.error("stream store %s: purge on a full disk failed: %s", self._dir, exc)
+            return False
+        log.warning("stream store %s: disk full; purge recorded in place", self._dir)
+        target.size = length
+        for seg in list(self._segs.values()):
+            seg.live = 0
+            if seg is not target and seg is not self._active:
+                del self._segs[seg.id]
+                with contextlib.suppress(OSError):
+                    os.unlink(seg.path)
+                self._close_fd(seg.fd)
+        return True
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _io_read(self, seq: int, rec: Rec) -> StoredMsg | None:
+        loc = rec[3]
+        length = loc >> 64
+        seg = self._segs.get((loc >> 32) & 0xFFFFFFFF)
+        off = loc & 0xFFFFFFFF
+        buf = b"" if seg is None else os.pread(seg.fd, length, off)
+        if len(buf) == length:
+            magic, crc, kind, rseq, ts, _, slen, hlen, dlen = HDR.unpack_from(buf, 0)
+            if (
+                magic == MAGIC
+                and kind == KIND_MSG
+                and rseq == seq
+                and HDR_SIZE + slen + hlen + dlen == length
+                and zlib.crc32(memoryview(buf)[8:]) == crc
+            ):
+                h = HDR_SIZE + slen
+                d = h + hlen
+                return StoredMsg(seq, rec[0], buf[h:d], buf[d:], ts)
+        # The bytes changed under us since they were written or recovered (a bad disk): never
+        # serve them, report them, and forget the message (recovery will find it damaged too).
+        name = "?" if seg is None else os.path.basename(seg.path)
+        log.error(
+            "stream store %s: record for sequence %d in segment %s at %d is damaged; "
+            "it will not be served",
+            self._dir,
+            seq,
+            name,
+            off,
+        )
+        self.damaged.append(DamageReport(name, off, off + length, seq - 1, seq + 1, False))
+        self._drop(seq)
+        return None
+
+    # -- durability -------------------------------------------------------------------------
+
+    def when_durable(
+        self,
+        seq: int,
+        callback: Callable[[], None],
+        errback: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        """Call ``callback`` once everything written so far (so ``seq``) is on stable storage.
+
+        With ``sync_always`` the fsync runs in a worker thread and all writes made while one
+        fsync runs share the next one (group commit); the callback runs on the event loop
+        thread. Without a running loop the fsync is done here and then. In the lazy mode
+        (``sync_always=False``) the callback runs at once, as nats-server acks before fsync.
+        If the fsync fails, ``errback`` gets the error and ``callback`` is never called.
+        """
+        if self._closed or not self._sync_always or self._synced_gen >= self._wgen:
+            callback()
+            return
+        self._waiters.append((self._wgen, callback, errback))
+        if not self._sync_inflight:
+            self._start_sync()
+
+    def _dirty_fds(self) -> tuple[list[int], bool]:
+        fds = []
+        for seg in self._segs.values():
+            if seg.dirty:
+                seg.dirty = False
+                fds.append(seg.fd)
+        dir_sync = self._dir_dirty
+        self._dir_dirty = False
+        return fds, dir_sync
+
+    def _start_sync(self) -> None:
+        target = self._wgen
+        fds, dir_sync = self._dirty_fds()
+        loop = self._loop
+        if loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+        if loop is None or loop.is_closed():
+            self._sync_done(target, self._fsync(fds, dir_sync))
+            return
+        self._sync_inflight = True
+        fut = loop.run_in_executor(_fsync_executor(), self._fsync, fds, dir_sync)
+        fut.add_done_callback(functools.partial(self._on_sync_future, target))
+
+    def _fsync(self, fds: list[int], dir_sync: bool) -> BaseException | None:
+        """Runs in a worker thread: no store state is touched here."""
+        try:
+            for fd in fds:
+                _fdatasync(fd)
+            if dir_sync:
+                dfd = os.open(self._msgs_dir, os.O_RDONLY)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
+        except OSError as exc:
+            return exc
+        return None
+
+    def _on_sync_future(self, target: int, fut: asyncio.Future[BaseException | None]) -> None:
+        self._sync_inflight = False
+        for fd in self._deferred_close:
+            os.close(fd)
+        self._deferred_close.clear()
+        err: BaseException | None
+        err = StoreError("fsync cancelled") if fut.cancelled() else fut.exception() or fut.result()
+        if self._closed:
+            # close() synced everything and answered the waiters already.
+            if self._active is None:
+                self._close_all_fds()
+            return
+        self._sync_done(target, err)
+
+    def _sync_done(self, target: int, err: BaseException | None) -> None:
+        waiters = self._waiters
+        if err is not None:
+            # After a failed fsync the kernel may have dropped the dirty pages: nothing
+            # written since the last good sync can be promised any more. Fail the store.
+            log.error("stream store %s: fsync failed: %s", self._dir, err)
+            self._failed = InsufficientResourcesError()
+            while waiters:
+                _, _, errback = waiters.popleft()
+                if errback is not None:
+                    _call_safely(errback, err)
+            return
+        if target > self._synced_gen:
+            self._synced_gen = target
+        while waiters and waiters[0][0] <= target:
+            _, callback, _ = waiters.popleft()
+            _call_safely(callback)
+        if waiters and not self._sync_inflight and not self._closed:
+            self._start_sync()
+
+    def _start_lazy_timer(self) -> None:
+        loop = self._loop
+        if loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+        self._lazy_handle = loop.call_later(self._sync_interval, self._lazy_tick)
+
+    def _lazy_tick(self) -> None:
+        self._lazy_handle = None
+        if self._closed:
+            return
+        if self._synced_gen < self._wgen and not self._sync_inflight:
+            self._start_sync()
+        self._start_lazy_timer()
+
+    def flush(self) -> None:
+        """fsync everything now, in this thread (blocking); answers pending waiters."""
+        self._check_open()
+        target = self._wgen
+        fds, dir_sync = self._dirty_fds()
+        err = self._fsync(fds, dir_sync)
+        if err is not None:
+            self._sync_done(target, err)
+            raise InsufficientResourcesError() from err
+        if not self._sync_inflight:
+            self._sync_done(target, None)
+        else:
+            self._synced_gen = max(self._synced_gen, target)
+        for cons in list(self._consumers.values()):
+            cons.flush()
+
+    # -- consumers --------------------------------------------------------------------------
+
+    def consumer_state_store(self, name: str) -> FileConsumerStateStore:
+        self._check_consumer_name(name)
+        store = self._consumers.get(name)
+        if store is None:
+            store = self._consumers[name] = FileConsumerStateStore(self, name)
+        assert isinstance(store, FileConsumerStateStore)
+        return store
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, fsync and close. Waiters still pending are answered (their data is synced)."""
+        if self._closed:
+            return
+        if self._lazy_handle is not None:
+            self._lazy_handle.cancel()
+            self._lazy_handle = None
+        err: BaseException | None = None
+        try:
+            for cons in list(self._consumers.values()):
+                cons.flush()
+            fds, _dir_sync = self._dirty_fds()
+            err = self._fsync(fds, True)
+        finally:
+            self._closed = True
+            target = self._wgen
+            if err is None:
+                self._synced_gen = target
+                while self._waiters:
+                    _call_safely(self._waiters.popleft()[1])
+            else:
+                self._sync_done(target, err)
+            self._close_files()
+
+    def _close_files(self) -> None:
+        self._closed = True
+        self._active = None
+        if not self._sync_inflight:
+            self._close_all_fds()
+        with contextlib.suppress(OSError):
+            os.close(self._lock_fd)
+        self._lock_fd = -1
+
+    def _close_all_fds(self) -> None:
+        for seg in self._segs.values():
+            with contextlib.suppress(OSError):
+                os.close(seg.fd)
+        self._segs.clear()
+        for fd in self._deferred_close:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._deferred_close.clear()
+
+    def delete(self) -> None:
+        """Close and remove the stream's directory."""
+        if not self._closed:
+            for cons in list(self._consumers.values()):
+                cons.cancel()
+            self._closed = True
+            self._close_files()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    @property
+    def directory(self) -> str:
+        return self._dir
+
+    def segment_paths(self) -> list[str]:
+        """The segment files, oldest first (for tests and tools)."""
+        return [seg.path for seg in self._segs.values()]
+
+
+def _call_safely(fn: Callable[..., None], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        log.exception("stream store callback failed")
+
+
+class FileConsumerStateStore:
+    """A consumer's state in ``consumers/<name>/state.json``, replaced atomically.
+
+    ``save`` is debounced when an event loop runs: the newest state is written by a worker
+    thread shortly after (write to a temporary file, fsync, rename, fsync the directory), so an
+    ack storm costs one write per interval, not one fsync per ack. A crash loses at most that
+    interval; the consumer then redelivers, which at-least-once delivery allows.
+    """
+
+    def __init__(self, owner: FileStore, name: str) -> None:
+        self._owner = owner
+        self._name = name
+        self._dir = os.path.join(owner._cons_dir, name)
+        self._path = os.path.join(self._dir, "state.json")
+        self._pending: bytes | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._writing = False
+        self._deleted = False
+        self._lock = threading.Lock()
+
+    def save(self, state: dict[str, Any]) -> None:
+        # First line: the CRC of the second, the JSON body; a flipped bit or a cut file is
+        # then told apart from a valid state.
+        body = json.dumps(state, separators=(",", ":"), sort_keys=True).encode()
+        self._pending = b"%d\n%s\n" % (zlib.crc32(body), body)
+        self._deleted = False
+        try:
+            loop = self._owner._loop or asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        if self._handle is None and not self._writing:
+            self._handle = loop.call_later(_CONSUMER_SAVE_DELAY, self._kick, loop)
+
+    def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._handle = None
+        data = self._pending
+        if data is None or self._deleted:
+            return
+        self._pending = None
+        self._writing = True
+        fut = loop.run_in_executor(_fsync_executor(), self._write, data)
+        fut.add_done_callback(lambda f: self._written(f, loop, data))
+
+    def _written(
+        self, fut: asyncio.Future[None], loop: asyncio.AbstractEventLoop, data: bytes
+    ) -> None:
+        self._writing = False
+        exc = None if fut.cancelled() else fut.exception()
+        if exc is not None:
+            log.error("consumer state %s: write failed: %s", self._path, exc)
+            if self._pending is None:
+                self._pending = data
+        if self._pending is not None and self._handle is None and not self._deleted:
+            self._handle = loop.call_later(_CONSUMER_SAVE_DELAY, self._kick, loop)
+
+    def _write(self, data: bytes) -> None:
+        with self._lock:
+            if self._deleted:
+                return
+            os.makedirs(self._dir, exist_ok=True)
+            tmp = self._path + ".tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self._path)
+            dfd = os.open(self._dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+
+    def flush(self) -> None:
+        """Write the pending state now, in this thread."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        data = self._pending
+        if data is None or self._deleted:
+            return
+        self._pending = None
+        try:
+            self._write(data)
+        except OSError as exc:
+            self._pending = data
+            log.error("consumer state %s: write failed: %s", self._path, exc)
+            raise InsufficientResourcesError() from exc
+
+    def load(self) -> dict[str, Any] | None:
+        data = self._pending
+        if data is None:
+            try:
+                with open(self._path, "rb") as fh:
+                    data = fh.read()
+            except FileNotFoundError:
+                return None
+        try:
+            crc_line, body, rest = data.split(b"\n", 2)
+            if rest or zlib.crc32(body) != int(crc_line):
+                raise ValueError("checksum mismatch")
+            state = json.loads(body)
+            if not isinstance(state, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            log.error("consumer state %s is damaged (%s); ignoring it", self._path, exc)
+            return None
+        return state
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._pending = None
+
+    def delete(self) -> None:
+        self.cancel()
+        with self._lock:
+            self._deleted = True
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self._owner._forget_consumer(self._name)
+
+
+def open_file_store(
+    directory: str,
+    limits: StreamLimits,
+    sync_always: bool = True,
+    sync_interval: float = 120.0,
+    *,
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> FileStore:
+    """Open (creating or recovering) the file store in ``directory``."""
+    return FileStore(directory, limits, sync_always, sync_interval, segment_bytes, loop)

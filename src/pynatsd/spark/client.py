@@ -1,0 +1,367 @@
+"""The NATS and JetStream calls the data source makes, over `wire.Connection`.
+
+Everything here is what pynatsd's JetStream must serve for the connector (docs/spark.md lists it):
+`STREAM.INFO`, `STREAM.NAMES` with a subject filter, `CONSUMER.CREATE` of an ephemeral AckNone pull
+consumer (`by_start_sequence` / `by_start_time`, filters, `inactive_threshold`, `mem_storage`),
+`CONSUMER.MSG.NEXT` with `batch` + `no_wait` (messages with `$JS.ACK` reply subjects, then a 404 or
+408 status when it runs dry), `CONSUMER.DELETE`, and publish acks with `Nats-Msg-Id` deduplication.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pynatsd.spark.errors import (
+    DataLossError,
+    JetStreamError,
+    NoResponders,
+    ProtocolError,
+    StreamNotFound,
+)
+from pynatsd.spark.wire import Connection, new_inbox, pub_frame, status_of
+
+_STREAM_NOT_FOUND = 10059
+# An abandoned ephemeral consumer (a killed task) is removed by the server after this long.
+_INACTIVE_THRESHOLD_NS = 30_000_000_000
+
+
+@dataclass(frozen=True)
+class StreamState:
+    name: str
+    first_seq: int
+    last_seq: int
+    messages: int
+    subjects: tuple[str, ...]
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence the next stored message will get: the exclusive end of what exists."""
+        return self.last_seq + 1
+
+
+def api(conn: Connection, suffix: str, body: dict[str, Any] | None, what: str) -> dict[str, Any]:
+    subject = "$JS.API." + suffix
+    try:
+        _, data = conn.request(subject, json.dumps(body).encode() if body is not None else b"")
+    except NoResponders:
+        raise NoResponders(f"{what}: JetStream is not enabled on {conn.server} (no responders "
+                           f"on {subject})") from None
+    try:
+        reply: dict[str, Any] = json.loads(data)
+    except ValueError:
+        raise ProtocolError(f"{what}: invalid JSON reply on {subject}: {data[:200]!r}") from None
+    error = reply.get("error")
+    if error:
+        raise JetStreamError(what, int(error.get("code", 0)), int(error.get("err_code", 0)),
+                             str(error.get("description", "")))
+    return reply
+
+
+def stream_info(conn: Connection, stream: str) -> StreamState:
+    try:
+        reply = api(conn, f"STREAM.INFO.{stream}", None, f"stream '{stream}'")
+    except JetStreamError as e:
+        if e.err_code == _STREAM_NOT_FOUND or e.code == 404:
+            raise StreamNotFound(f"stream '{stream}' does not exist on {conn.server} (option "
+                                 "'stream')") from None
+        raise
+    state = reply.get("state", {})
+    return StreamState(
+        name=stream,
+        first_seq=int(state.get("first_seq", 0)),
+        last_seq=int(state.get("last_seq", 0)),
+        messages=int(state.get("messages", 0)),
+        subjects=tuple(reply.get("config", {}).get("subjects") or ()),
+    )
+
+
+def streams_capturing(conn: Connection, subject: str) -> list[str]:
+    """Names of the streams that store messages published on `subject` (empty without JetStream)."""
+    try:
+        reply = api(conn, "STREAM.NAMES", {"subject": subject}, "stream names")
+    except NoResponders:
+        return []
+    return list(reply.get("streams") or [])
+
+
+# --- reading a sequence range ------------------------------------------------------------------
+
+
+@dataclass
+class Chunk:
+    """Columns of consecutive messages of one stream, in sequence order."""
+
+    subjects: list[bytes] = field(default_factory=list)
+    payloads: list[bytes] = field(default_factory=list)
+    headers: list[bytes] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    times_ns: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
+def _consumer_config(name: str, filters: tuple[str, ...]) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "name": name,
+        "ack_policy": "none",
+        "replay_policy": "instant",
+        "mem_storage": True,
+        "num_replicas": 1,
+        "inactive_threshold": _INACTIVE_THRESHOLD_NS,
+    }
+    if len(filters) == 1:
+        config["filter_subject"] = filters[0]
+    elif filters:
+        config["filter_subjects"] = list(filters)
+    return config
+
+
+def _create_consumer(conn: Connection, stream: str, config: dict[str, Any]) -> str:
+    name = str(config["name"])
+    api(conn, f"CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": config},
+        f"creating a reader on stream '{stream}'")
+    return name
+
+
+def _delete_consumer(conn: Connection, stream: str, name: str) -> None:
+    # Best effort: the inactive threshold removes it anyway if this fails.
+    with contextlib.suppress(Exception):
+        api(conn, f"CONSUMER.DELETE.{stream}.{name}", None, "deleting a reader")
+
+
+def _ack_fields(reply: bytes) -> tuple[int, int, int]:
+    """(stream seq, timestamp ns, pending) from a `$JS.ACK` subject, in either layout:
+    `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>` (9 tokens) or with
+    domain and account hash before the stream (12 tokens or more)."""
+    t = reply.split(b".")
+    if len(t) == 9:
+        return int(t[5]), int(t[7]), int(t[8])
+    if len(t) >= 11:
+        return int(t[7]), int(t[9]), int(t[10])
+    raise ProtocolError(f"unexpected JetStream reply subject {reply[:120]!r}")
+
+
+class _RangePull:
+    """State of one pull loop: the callback appends into the current chunk."""
+
+    def __init__(self, end: int, with_headers: bool) -> None:
+        self.end = end
+        self.with_headers = with_headers
+        self.chunk = Chunk()
+        self.first_seq = 0
+        self.done = False
+        self.open_request = False
+        self.awaiting = 0  # messages still owed by the open pull request
+        self.error = ""
+
+    def on_msg(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
+        if not reply:
+            code = status_of(header)
+            if code in (404, 408):  # nothing more stored: the range is complete
+                self.open_request = False
+                self.done = True
+            elif code != 100:  # 100 is an idle heartbeat; 409 and others end the read
+                self.open_request = False
+                self.error = header.split(b"\r\n", 1)[0].decode(errors="replace")
+            return
+        seq, ts, pending = _ack_fields(reply)
+        self.awaiting -= 1
+        if self.awaiting <= 0:
+            self.open_request = False
+        if seq >= self.end:
+            self.done = True
+            return
+        if not self.first_seq:
+            self.first_seq = seq
+        chunk = self.chunk
+        chunk.subjects.append(subject)
+        chunk.payloads.append(payload)
+        chunk.seqs.append(seq)
+        chunk.times_ns.append(ts)
+        if self.with_headers:
+            chunk.headers.append(header)
+        if pending == 0 or seq >= self.end - 1:
+            self.done = True
+
+
+def read_range(conn: Connection, stream: str, start: int, end: int, filters: tuple[str, ...],
+               *, batch_size: int, chunk_rows: int, with_headers: bool,
+               fail_on_data_loss: bool) -> Iterator[Chunk]:
+    """The messages of `stream` with start <= seq < end (and matching `filters`), in order, as
+    chunks of about `chunk_rows`. An ephemeral AckNone consumer from `start`; each pull asks for
+    at most what is left of the range with `no_wait`, so it never waits for new messages."""
+    if end <= start:
+        return
+    config = _consumer_config("spark_" + secrets.token_hex(8), filters)
+    config.update(deliver_policy="by_start_sequence", opt_start_seq=start)
+    name = _create_consumer(conn, stream, config)
+    pull = _RangePull(end, with_headers)
+    inbox = new_inbox()
+    sid = conn.subscribe(inbox, pull.on_msg)
+    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}".encode()
+    timeout = conn.options.request_timeout
+    checked_loss = False
+    try:
+        while not pull.done:
+            if not pull.open_request:
+                last = pull.chunk.seqs[-1] if pull.chunk.seqs else start - 1
+                want = max(1, min(batch_size, end - 1 - last))
+                body = b'{"batch":%d,"no_wait":true}' % want
+                conn.send(pub_frame(next_subject, body, inbox.encode()))
+                pull.open_request, pull.awaiting = True, want
+            conn.run(lambda: pull.done or not pull.open_request
+                     or len(pull.chunk) >= chunk_rows, timeout, f"messages of stream '{stream}'")
+            if pull.error:
+                raise ProtocolError(f"reading stream '{stream}' stopped: {pull.error}")
+            if not checked_loss and pull.first_seq:
+                checked_loss = True
+                _check_loss(conn, stream, start, pull.first_seq, fail_on_data_loss)
+            if len(pull.chunk) >= chunk_rows:
+                yield pull.chunk
+                pull.chunk = Chunk()
+        if not checked_loss:
+            _check_loss(conn, stream, start, end, fail_on_data_loss)
+        if len(pull.chunk):
+            yield pull.chunk
+    finally:
+        conn.unsubscribe(sid)
+        _delete_consumer(conn, stream, name)
+
+
+def _check_loss(conn: Connection, stream: str, start: int, first_read: int, fail: bool) -> None:
+    """A gap at the start of a range is normal (filters, deleted messages) unless retention has
+    removed the range's beginning: that is data loss."""
+    if first_read <= start or not fail:
+        return
+    state = stream_info(conn, stream)
+    if state.first_seq > start:
+        raise DataLossError(f"stream '{stream}' no longer holds sequences {start}.."
+                            f"{state.first_seq - 1} (removed by retention or purge); set "
+                            "failOnDataLoss=false to skip them")
+
+
+def sequence_at_time(conn: Connection, stream: str, time_ns: int,
+                     filters: tuple[str, ...]) -> int | None:
+    """The sequence of the first message stored at or after `time_ns`, None if there is none."""
+    config = _consumer_config("spark_" + secrets.token_hex(8), filters)
+    config.update(deliver_policy="by_start_time", opt_start_time=rfc3339(time_ns))
+    name = _create_consumer(conn, stream, config)
+    found: list[int] = []
+    done: list[bool] = []
+
+    def on_msg(subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
+        if reply:
+            found.append(_ack_fields(reply)[0])
+        done.append(True)
+
+    inbox = new_inbox()
+    sid = conn.subscribe(inbox, on_msg)
+    try:
+        conn.send(pub_frame(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}".encode(),
+                            b'{"batch":1,"no_wait":true}', inbox.encode()))
+        conn.run(lambda: bool(done), conn.options.request_timeout, "a message by time")
+    finally:
+        conn.unsubscribe(sid)
+        _delete_consumer(conn, stream, name)
+    return found[0] if found else None
+
+
+def rfc3339(time_ns: int) -> str:
+    seconds, nanos = divmod(time_ns, 1_000_000_000)
+    base = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{base}.{nanos:09d}Z"
+
+
+# --- publishing --------------------------------------------------------------------------------
+
+# (subject, header block or b"", payload)
+Outgoing = tuple[bytes, bytes, bytes]
+
+
+@dataclass
+class PublishResult:
+    published: int = 0
+    duplicates: int = 0
+
+
+def publish_core(conn: Connection, messages: Iterable[Outgoing],
+                 frames_per_write: int = 512) -> int:
+    """Fire-and-forget publishes, written in groups; a final PING/PONG makes sure the server
+    has processed them all (and surfaces a -ERR such as a permissions violation)."""
+    count = 0
+    frames: list[bytes] = []
+    for subject, header, payload in messages:
+        frames.append(pub_frame(subject, payload, b"", header))
+        if len(frames) >= frames_per_write:
+            conn.send(b"".join(frames))
+            count += len(frames)
+            frames = []
+    if frames:
+        conn.send(b"".join(frames))
+        count += len(frames)
+    conn.flush(conn.options.request_timeout)
+    return count
+
+
+class _Acks:
+    def __init__(self, prefix: bytes) -> None:
+        self.prefix_len = len(prefix)
+        self.received = 0
+        self.duplicates = 0
+        self.error = ""
+
+    def on_ack(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
+        self.received += 1
+        if header and status_of(header) == 503:
+            self.error = self.error or "no stream captures the subject (no responders)"
+        elif b'"error"' in payload:
+            err = json.loads(payload).get("error", {})
+            self.error = self.error or (f"{err.get('description', '')} (code {err.get('code')}, "
+                                        f"err_code {err.get('err_code')})")
+        elif b'"duplicate":true' in payload or b'"duplicate": true' in payload:
+            self.duplicates += 1
+
+
+def publish_acked(conn: Connection, messages: Iterable[Outgoing], window: int,
+                  frames_per_write: int = 512) -> PublishResult:
+    """JetStream publishes, each with its own reply subject, at most `window` awaiting an ack.
+    Any negative ack fails the whole call: Spark then retries the task, and the `Nats-Msg-Id`
+    headers make the messages already stored count as duplicates instead of twice."""
+    prefix = new_inbox().encode() + b"."
+    acks = _Acks(prefix)
+    sid = conn.subscribe(prefix.decode() + "*", acks.on_ack)
+    timeout = conn.options.request_timeout
+    sent = 0
+    frames: list[bytes] = []
+    low_water = max(window // 2, 1)
+
+    def check() -> None:
+        if acks.error:
+            raise JetStreamError("publish", 0, 0, acks.error)
+
+    try:
+        for subject, header, payload in messages:
+            frames.append(pub_frame(subject, payload, prefix + str(sent).encode(), header))
+            sent += 1
+            if len(frames) >= frames_per_write or sent - acks.received >= window:
+                conn.send(b"".join(frames))
+                frames = []
+                if sent - acks.received >= window:
+                    floor = sent - low_water
+                    conn.run(lambda: acks.received > floor, timeout,  # noqa: B023 - runs now
+                             "publish acks")
+                    check()
+        if frames:
+            conn.send(b"".join(frames))
+        conn.run(lambda: acks.received >= sent, timeout, "publish acks")
+        check()
+    finally:
+        conn.unsubscribe(sid)
+    return PublishResult(published=sent - acks.duplicates, duplicates=acks.duplicates)

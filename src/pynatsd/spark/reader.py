@@ -1,0 +1,82 @@
+"""Batch reads of a stream: the range is fixed once, on the driver, while the query is planned;
+each Spark task then reads one contiguous sub-range with its own ephemeral consumer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from pynatsd.spark import client, offsets
+from pynatsd.spark.errors import DataLossError
+from pynatsd.spark.options import StreamReadOptions
+from pynatsd.spark.schema import arrow_schema, chunk_to_batch
+from pynatsd.spark.wire import Connection
+
+log = logging.getLogger("pynatsd.spark")
+
+# Rows per Arrow batch handed to Spark: large enough to amortize the per-batch cost, small enough
+# to keep a task's memory flat.
+CHUNK_ROWS = 20_000
+
+
+class SeqRange(InputPartition):
+    """One task's share of a read: sequences start <= seq < end."""
+
+    def __init__(self, start: int, end: int) -> None:
+        super().__init__((start, end))
+        self.start = start
+        self.end = end
+
+
+def checked_start(conn: Connection, opts: StreamReadOptions, start: int,
+                  state: client.StreamState) -> int:
+    """`start`, unless retention removed it: then fail (failOnDataLoss) or skip ahead."""
+    if start >= state.first_seq:
+        return start
+    if opts.fail_on_data_loss:
+        raise DataLossError(f"stream '{opts.stream}' no longer holds sequences {start}.."
+                            f"{state.first_seq - 1} (removed by retention or purge); set "
+                            "failOnDataLoss=false to skip them")
+    log.warning("nats: stream '%s' lost sequences %d..%d before they were read",
+                opts.stream, start, state.first_seq - 1)
+    return state.first_seq
+
+
+def read_partition(opts: StreamReadOptions, partition: InputPartition,
+                   schema: StructType) -> Iterator[Any]:
+    """What a task does (batch and streaming alike): read its range as Arrow record batches."""
+    if not isinstance(partition, SeqRange):  # Spark's stand-in for "no partitions"
+        return
+    target = arrow_schema(schema)
+    with Connection.open(opts.connect) as conn:
+        for chunk in client.read_range(conn, opts.stream, partition.start, partition.end,
+                                       opts.filters, batch_size=opts.fetch_batch_size,
+                                       chunk_rows=CHUNK_ROWS, with_headers=opts.include_headers,
+                                       fail_on_data_loss=opts.fail_on_data_loss):
+            yield chunk_to_batch(chunk, opts.stream, target)
+
+
+class StreamBatchReader(DataSourceReader):
+    """Built by the planner on the driver (range resolved here, errors surface before any task
+    runs), then pickled to the executors, which only call `read`."""
+
+    def __init__(self, opts: StreamReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        with Connection.open(opts.connect) as conn:
+            state = client.stream_info(conn, opts.stream)
+            start = offsets.resolve_start(conn, opts, state)
+            start = checked_start(conn, opts, start, state)
+        end = offsets.resolve_end(opts.ending, state)
+        self.ranges = offsets.split_range(start, end, opts.min_partitions,
+                                          opts.min_rows_per_partition)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [SeqRange(s, e) for s, e in self.ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_partition(self.opts, partition, self.schema)

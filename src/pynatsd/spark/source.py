@@ -1,0 +1,80 @@
+"""The `nats` data source: Spark's entry point, dispatching to the reader or writer the options
+ask for. Options are parsed here, in the driver-side planner, so bad ones fail before any task."""
+
+from __future__ import annotations
+
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    SimpleDataSourceStreamReader,
+)
+from pyspark.sql.types import StructType
+
+from pynatsd.spark.errors import NatsSparkError, OptionError
+from pynatsd.spark.options import (
+    StreamReadOptions,
+    SubjectReadOptions,
+    parse_read_options,
+    parse_write_options,
+)
+from pynatsd.spark.reader import StreamBatchReader
+from pynatsd.spark.schema import stream_schema, subject_schema
+from pynatsd.spark.stream_reader import StreamMicroBatchReader
+from pynatsd.spark.subject_reader import SubjectCaptureReader, SubjectStreamReader
+from pynatsd.spark.writer import BatchWriter, StreamWriter, plan_write
+
+
+class NatsDataSource(DataSource):
+    """`spark.read.format("nats")`: streams (replayable) and subjects (live), batch and
+    streaming, reads and writes. See docs/spark.md."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "nats"
+
+    def schema(self) -> StructType:
+        opts = parse_read_options(self.options, None)
+        if isinstance(opts, StreamReadOptions):
+            return stream_schema(opts.include_headers)
+        return subject_schema(opts.include_headers)
+
+    def _read_schema(self, given: StructType, expected: StructType) -> StructType:
+        if given.simpleString() != expected.simpleString():
+            raise NatsSparkError("the read schema is fixed by the options; drop .schema(...) "
+                                 f"(expected {expected.simpleString()}, got "
+                                 f"{given.simpleString()})")
+        return expected
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = parse_read_options(self.options, "batch")
+        if isinstance(opts, StreamReadOptions):
+            return StreamBatchReader(opts, self._read_schema(schema, self.schema()))
+        return SubjectCaptureReader(opts, self._read_schema(schema, self.schema()))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        opts = parse_read_options(self.options, "stream")
+        if isinstance(opts, SubjectReadOptions):
+            # Live subjects keep their subscription in the driver: Spark's simple reader.
+            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
+                                             messageParameters={"feature": "streamReader"})
+        return StreamMicroBatchReader(opts, self._read_schema(schema, self.schema()))
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        opts = parse_read_options(self.options, "stream")
+        if not isinstance(opts, SubjectReadOptions):
+            raise NatsSparkError("internal: simple reader asked for a stream read")
+        return SubjectStreamReader(opts, self._read_schema(schema, self.schema()))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise OptionError("mode", "NATS can only append; use .mode('append')")
+        return BatchWriter(plan_write(parse_write_options(self.options), schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        if overwrite:
+            raise OptionError("outputMode", "NATS can only append; use outputMode('append')")
+        return StreamWriter(plan_write(parse_write_options(self.options), schema))

@@ -1,0 +1,248 @@
+"""Writes: each row becomes one message. Input columns: `data` (binary or string; `value` is
+accepted as Kafka users spell it), optional `subject` (the `subject` option overrides it),
+optional `headers` (`map<string,array<string>>` or `map<string,string>`).
+
+JetStream writes publish with acks and a `Nats-Msg-Id` per row, so a retried task or batch is
+stored once (within the stream's `duplicate_window`). The id is, in order of preference: the
+`msgIdColumn`; `<stream>:<seq>` of a row read from a stream (NATS -> Spark -> NATS pipelines);
+for streaming writes `<queryId>:<batchId>:<partition>:<row>` (stable across retries because our
+reads of a logged batch are deterministic); for batch writes `<writeId>:<partition>:<row>`, where
+the write id is drawn once on the driver, so it covers task retries within one job only.
+Core writes are fire-and-forget (at-most-once)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+)
+
+from pynatsd.protocol.headers import build_headers
+from pynatsd.spark import client
+from pynatsd.spark.errors import NatsSparkError, OptionError
+from pynatsd.spark.options import PublishMode, WriteOptions
+from pynatsd.spark.wire import Connection
+
+log = logging.getLogger("pynatsd.spark")
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """What the driver decided once, for every task: where each column comes from."""
+
+    opts: WriteOptions
+    mode: PublishMode  # CORE or JETSTREAM, never AUTO
+    data_column: str
+    subject_column: str  # "" when the `subject` option is used
+    headers_column: str
+    id_column: str
+    source_id_columns: bool  # `stream` and `seq` columns: ids "<stream>:<seq>"
+
+
+@dataclass
+class NatsCommitMessage(WriterCommitMessage):
+    published: int
+    duplicates: int
+
+
+def plan_write(opts: WriteOptions, schema: StructType) -> WritePlan:
+    """Check the DataFrame's columns against the options and settle the publish mode; also
+    connects once, so an unreachable server, bad credentials or a missing stream fail here, on
+    the driver, before any task runs."""
+    types = {f.name: f.dataType for f in schema.fields}
+    data = "data" if "data" in types else "value" if "value" in types else ""
+    if not data:
+        raise OptionError("data", "a write needs a 'data' column (binary or string; 'value' is "
+                                  f"accepted too); the columns are {sorted(types)}")
+    if not isinstance(types[data], BinaryType | StringType):
+        raise OptionError(data, f"column '{data}' must be binary or string, not "
+                                f"{types[data].simpleString()}")
+    subject_column = ""
+    if not opts.subject:
+        if "subject" not in types:
+            raise OptionError("subject", "a write needs the 'subject' option or a 'subject' "
+                                         "column")
+        if not isinstance(types["subject"], StringType):
+            raise OptionError("subject", "column 'subject' must be a string")
+        subject_column = "subject"
+    headers = ""
+    if "headers" in types:
+        t = types["headers"]
+        ok = isinstance(t, MapType) and isinstance(t.keyType, StringType) and (
+            isinstance(t.valueType, StringType)
+            or (isinstance(t.valueType, ArrayType) and isinstance(t.valueType.elementType,
+                                                                 StringType)))
+        if not ok:
+            raise OptionError("headers", "column 'headers' must be map<string,array<string>> or "
+                                         f"map<string,string>, not {t.simpleString()}")
+        headers = "headers"
+    if opts.msg_id_column:
+        id_type = types.get(opts.msg_id_column)
+        if id_type is None:
+            raise OptionError("msgIdColumn", f"no column '{opts.msg_id_column}'")
+        if not isinstance(id_type, StringType | LongType | IntegerType):
+            raise OptionError("msgIdColumn", f"column '{opts.msg_id_column}' must be a string "
+                                             "or an integer")
+    source_ids = isinstance(types.get("stream"), StringType) and isinstance(
+        types.get("seq"), LongType | IntegerType)
+    mode = _publish_mode(opts)
+    return WritePlan(opts, mode, data, subject_column, headers, opts.msg_id_column, source_ids)
+
+
+def _publish_mode(opts: WriteOptions) -> PublishMode:
+    with Connection.open(opts.connect) as conn:
+        if opts.stream:
+            client.stream_info(conn, opts.stream)
+        if opts.stream and opts.subject:
+            capturing = client.streams_capturing(conn, opts.subject)
+            if opts.stream not in capturing:
+                raise OptionError("subject", f"stream '{opts.stream}' does not capture subject "
+                                             f"'{opts.subject}'")
+        if opts.publish_mode is not PublishMode.AUTO:
+            return opts.publish_mode
+        if opts.stream or (opts.subject and client.streams_capturing(conn, opts.subject)):
+            return PublishMode.JETSTREAM
+        return PublishMode.CORE
+
+
+def _header_lines(value: Any) -> list[tuple[str, str]]:
+    if not value:
+        return []
+    items = value.items() if isinstance(value, dict) else value
+    lines: list[tuple[str, str]] = []
+    for key, vals in items:
+        if vals is None:
+            continue
+        if isinstance(vals, str):
+            lines.append((key, vals))
+        else:
+            lines.extend((key, v) for v in vals if v is not None)
+    return lines
+
+
+def _check_subject(subject: bytes, row: int) -> None:
+    if not subject or any(c in subject for c in b" \t\r\n"):
+        raise NatsSparkError(f"row {row}: invalid subject {subject[:100]!r}")
+
+
+def messages(plan: WritePlan, batches: Iterator[Any], id_prefix: str,
+             max_payload: int) -> Iterator[client.Outgoing]:
+    """(subject, header block, payload) per row, with the row's `Nats-Msg-Id` in JetStream
+    mode. Columns are converted per batch (Arrow -> Python lists), not per row."""
+    opts = plan.opts
+    jetstream = plan.mode is PublishMode.JETSTREAM
+    fixed_subject = opts.subject.encode()
+    expected = [("Nats-Expected-Stream", opts.stream)] if jetstream and opts.stream else []
+    row = 0
+    for batch in batches:
+        n = batch.num_rows
+        payloads = batch.column(plan.data_column).to_pylist()
+        subjects = batch.column(plan.subject_column).to_pylist() if plan.subject_column else None
+        headers = batch.column(plan.headers_column).to_pylist() if plan.headers_column else None
+        ids: list[Any] | None = None
+        if jetstream and plan.id_column:
+            ids = batch.column(plan.id_column).to_pylist()
+        elif jetstream and plan.source_id_columns:
+            streams = batch.column("stream").to_pylist()
+            seqs = batch.column("seq").to_pylist()
+            ids = [f"{s}:{q}" if s is not None and q is not None else None
+                   for s, q in zip(streams, seqs, strict=True)]
+        for i in range(n):
+            payload = payloads[i]
+            if payload is None:
+                payload = b""
+            elif isinstance(payload, str):
+                payload = payload.encode()
+            if subjects is not None:
+                value = subjects[i]
+                subject = value.encode() if value is not None else b""
+                _check_subject(subject, row)
+            else:
+                subject = fixed_subject
+            lines = _header_lines(headers[i]) if headers is not None else []
+            if jetstream:
+                msg_id = ids[i] if ids is not None else None
+                if msg_id is None:
+                    msg_id = f"{id_prefix}:{row}"
+                lines.append(("Nats-Msg-Id", str(msg_id)))
+                lines.extend(expected)
+            header = build_headers(lines) if lines else b""
+            if len(header) + len(payload) > max_payload:
+                raise NatsSparkError(f"row {row}: a message of {len(header) + len(payload)} bytes "
+                                     f"exceeds the server's max_payload of {max_payload}")
+            yield subject, header, payload
+            row += 1
+
+
+def publish(plan: WritePlan, batches: Iterator[Any], id_prefix: str) -> NatsCommitMessage:
+    with Connection.open(plan.opts.connect) as conn:
+        max_payload = int(conn.info.get("max_payload", 1 << 20))
+        outgoing = messages(plan, batches, id_prefix, max_payload)
+        if plan.mode is PublishMode.JETSTREAM:
+            result = client.publish_acked(conn, outgoing, plan.opts.max_in_flight)
+            return NatsCommitMessage(result.published, result.duplicates)
+        return NatsCommitMessage(client.publish_core(conn, outgoing), 0)
+
+
+def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, int]:
+    done = [m for m in messages if isinstance(m, NatsCommitMessage)]
+    return sum(m.published for m in done), sum(m.duplicates for m in done)
+
+
+class BatchWriter(DataSourceArrowWriter):
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+        self.write_id = uuid.uuid4().hex  # drawn on the driver: the same in every task attempt
+
+    def write(self, iterator: Iterator[Any]) -> NatsCommitMessage:
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else 0
+        return publish(self.plan, iterator, f"{self.write_id}:{partition}")
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        published, duplicates = _totals(messages)
+        log.info("nats: wrote %d messages (%d duplicates ignored)", published, duplicates)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        published, _ = _totals(messages)
+        log.warning("nats: write aborted after %d messages were published by finished tasks; "
+                    "JetStream deduplicates them on a retry within the duplicate window",
+                    published)
+
+
+class StreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+
+    def write(self, iterator: Iterator[Any]) -> NatsCommitMessage:
+        ctx = TaskContext.get()
+        if ctx is None:
+            raise NatsSparkError("streaming write outside a Spark task")
+        query = ctx.getLocalProperty("sql.streaming.queryId") or "query"
+        batch = ctx.getLocalProperty("streaming.sql.batchId") or "0"
+        return publish(self.plan, iterator, f"{query}:{batch}:{ctx.partitionId()}")
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        published, duplicates = _totals(messages)
+        log.info("nats: batch %d wrote %d messages (%d duplicates ignored)", batchId, published,
+                 duplicates)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("nats: batch %d aborted; its retry is deduplicated by Nats-Msg-Id", batchId)
