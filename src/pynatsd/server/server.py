@@ -31,6 +31,7 @@ from pynatsd.server.client import Client
 from pynatsd.server.router import deliver, deliver_as
 
 if TYPE_CHECKING:
+    from pynatsd.jetstream import JetStream
     from pynatsd.monitor.http import MonitorServer
 
 # The nats-server release whose protocol and behaviour pynatsd implements. Clients choose their
@@ -91,6 +92,7 @@ class Server:
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._listener: asyncio.AbstractServer | None = None
         self.monitor: MonitorServer | None = None
+        self.jetstream: JetStream | None = None
         self.accepting = False
         self.lame_duck = False
         self.running = False
@@ -248,6 +250,11 @@ class Server:
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
         self._build_info_base()
+        if opts.jetstream:
+            from pynatsd.jetstream import JetStream
+
+            self.jetstream = JetStream(self)
+            self.jetstream.start()
         self.accepting = True
         self.running = True
         self._log_banner()
@@ -296,6 +303,8 @@ class Server:
             self._listener.close()
         for client in list(self.clients.values()):
             client.close(CloseReason.SERVER_SHUTDOWN)
+        if self.jetstream is not None:
+            self.jetstream.stop()
         if self.monitor is not None:
             await self.monitor.stop()
         if self._listener is not None:
