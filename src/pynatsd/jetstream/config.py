@@ -181,12 +181,12 @@ def decode_strict(
             )
         if go_type.startswith("enum:") and value not in go_type[5:].split(","):
             raise errors.invalid_json(f'can not unmarshal "\\"{value}\\""')
-        if go_type.startswith("[]") and go_type != "[]time.Duration":
-            if not all(isinstance(v, str) for v in value):
-                raise errors.invalid_json(
-                    f"json: cannot unmarshal {_json_kind(next(v for v in value if not isinstance(v, str)))} "
-                    f"into Go struct field {struct}.{key} of type string"
-                )
+        wrong = [v for v in value if not isinstance(v, str)] if go_type == "[]string" else []
+        if wrong:
+            raise errors.invalid_json(
+                f"json: cannot unmarshal {_json_kind(wrong[0])} "
+                f"into Go struct field {struct}.{key} of type string"
+            )
         out[key] = value
     return out
 
@@ -350,7 +350,7 @@ def normalize_consumer_config(raw: dict[str, Any], name_from_subject: str = "") 
             )
     if "filter_subject" in cfg and cfg.get("filter_subjects"):
         raise errors.consumer_duplicate_filters()
-    for f in [cfg.get("filter_subject", "")] + list(cfg.get("filter_subjects") or []):
+    for f in [cfg.get("filter_subject", ""), *(cfg.get("filter_subjects") or [])]:
         if f and not is_valid_subject(f):
             raise errors.consumer_create("consumer filter subject is not a valid subset")
     ack_policy = cfg.get("ack_policy", "none")

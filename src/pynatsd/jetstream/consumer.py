@@ -260,9 +260,9 @@ class Consumer:
                 self.state.pending.pop(seq, None)
                 continue
             return msg, True
-        if self.config["ack_policy"] != "none":
-            if len(self.state.pending) >= self.config.get("max_ack_pending", 1000):
-                return None
+        max_ack_pending = self.config.get("max_ack_pending", 1000)
+        if self.config["ack_policy"] != "none" and len(self.state.pending) >= max_ack_pending:
+            return None
         msg = self._peek_next()
         if msg is None:
             return None

@@ -8,6 +8,7 @@ stored once (within the stream's `duplicate_window`). The id is, in order of pre
 for streaming writes `<queryId>:<batchId>:<partition>:<row>` (stable across retries because our
 reads of a logged batch are deterministic); for batch writes `<writeId>:<partition>:<row>`, where
 the write id is drawn once on the driver, so it covers task retries within one job only.
+A `Nats-Msg-Id` in the row's `headers` is kept when there is no `msgIdColumn`.
 Core writes are fire-and-forget (at-most-once)."""
 
 from __future__ import annotations
@@ -179,9 +180,12 @@ def messages(plan: WritePlan, batches: Iterator[Any], id_prefix: str,
             lines = _header_lines(headers[i]) if headers is not None else []
             if jetstream:
                 msg_id = ids[i] if ids is not None else None
-                if msg_id is None:
-                    msg_id = f"{id_prefix}:{row}"
-                lines.append(("Nats-Msg-Id", str(msg_id)))
+                if plan.id_column and msg_id is not None:
+                    lines = [kv for kv in lines if kv[0] != "Nats-Msg-Id"]
+                    lines.append(("Nats-Msg-Id", str(msg_id)))
+                elif not any(k == "Nats-Msg-Id" for k, _ in lines):
+                    # The row's own `Nats-Msg-Id` header wins over the derived ids.
+                    lines.append(("Nats-Msg-Id", str(msg_id or f"{id_prefix}:{row}")))
                 lines.extend(expected)
             header = build_headers(lines) if lines else b""
             if len(header) + len(payload) > max_payload:

@@ -38,8 +38,10 @@ from .base import (
 # and a tuple is the cheapest thing CPython builds (restart time of a 1M-message stream).
 Rec = tuple[str, int, int, Any]
 
-# Above this many subjects a wildcard filter is answered by walking sequences (with a memo of
-# which subjects match) rather than by visiting every subject's list.
+# A wildcard filter first walks this many sequences (with a memo of which subjects match): a
+# dense filter finds its next message at once. Only then, if at most _SUBJECT_WALK_LIMIT
+# subjects match, does it ask each matching subject's list (a sparse filter).
+_WALK_FIRST = 32
 _SUBJECT_WALK_LIMIT = 256
 _MEMO_LIMIT = 64
 
@@ -119,6 +121,9 @@ class StoreCore:
         self._bytes = 0
         self._closed = False
         self._memo: dict[str, dict[str, bool]] = {}
+        # The subjects matching a wildcard, valid while no subject appears or disappears.
+        self._subj_gen = 0
+        self._match_cache: dict[str, tuple[int, list[str]]] = {}
         self._consumers: dict[str, Any] = {}
 
     # -- hooks ------------------------------------------------------------------------------
@@ -225,6 +230,7 @@ class StoreCore:
         recs[seq] = rec
         if sl is None:
             self._subjects[subject] = SeqList([seq])
+            self._subj_gen += 1
         else:
             sl.seqs.append(seq)
         self._bytes += size
@@ -280,6 +286,7 @@ class StoreCore:
         sl = self._subjects[subject]
         if sl.count == 1:
             del self._subjects[subject]
+            self._subj_gen += 1
         else:
             sl.remove(seq)
         if seq == self._first:
@@ -354,6 +361,7 @@ class StoreCore:
         self._io_purge_all(new_first, new_last)
         self._recs = {}
         self._subjects = {}
+        self._subj_gen += 1
         self._dmap = []
         self._bytes = 0
         self._first = new_first
@@ -465,15 +473,29 @@ class StoreCore:
         if is_literal(filter_subject):
             sl = self._subjects.get(filter_subject)
             return None if sl is None else sl.first_at_or_after(start)
-        if len(self._subjects) <= _SUBJECT_WALK_LIMIT:
+        memo = self._match_memo(filter_subject)
+        s = start
+        stop = min(last, start + _WALK_FIRST)
+        while s <= stop:
+            rec = recs.get(s)
+            if rec is not None:
+                m = memo.get(rec[0])
+                if m is None:
+                    m = memo[rec[0]] = match_literal(rec[0], filter_subject)
+                if m:
+                    return s
+            s += 1
+        if s > last:
+            return None
+        matching = self._matching_subjects(filter_subject)
+        if len(matching) <= _SUBJECT_WALK_LIMIT:
             best: int | None = None
-            for subj in self._matching_subjects(filter_subject):
-                found = self._subjects[subj].first_at_or_after(start)
+            subjects = self._subjects
+            for subj in matching:
+                found = subjects[subj].first_at_or_after(s)
                 if found is not None and (best is None or found < best):
                     best = found
             return best
-        memo = self._match_memo(filter_subject)
-        s = start
         while s <= last:
             rec = recs.get(s)
             if rec is not None:
@@ -510,15 +532,32 @@ class StoreCore:
         if is_literal(filter_subject) and not is_all(filter_subject):
             sl = self._subjects.get(filter_subject)
             return None if sl is None else sl.last_at_or_before(start)
-        if not is_all(filter_subject) and len(self._subjects) <= _SUBJECT_WALK_LIMIT:
-            best: int | None = None
-            for subj in self._matching_subjects(filter_subject):
-                found = self._subjects[subj].last_at_or_before(start)
-                if found is not None and (best is None or found > best):
-                    best = found
-            return best
         memo = None if is_all(filter_subject) else self._match_memo(filter_subject)
         s = start
+        stop = max(first, start - _WALK_FIRST)
+        while s >= stop:
+            rec = recs.get(s)
+            if rec is not None:
+                if memo is None:
+                    return s
+                m = memo.get(rec[0])
+                if m is None:
+                    m = memo[rec[0]] = match_literal(rec[0], filter_subject)
+                if m:
+                    return s
+            s -= 1
+        if s < first:
+            return None
+        if memo is not None:
+            matching = self._matching_subjects(filter_subject)
+            if len(matching) <= _SUBJECT_WALK_LIMIT:
+                best: int | None = None
+                subjects = self._subjects
+                for subj in matching:
+                    found = subjects[subj].last_at_or_before(s)
+                    if found is not None and (best is None or found > best):
+                        best = found
+                return best
         while s >= first:
             rec = recs.get(s)
             if rec is not None:
@@ -614,6 +653,9 @@ class StoreCore:
             return list(self._subjects)
         if is_literal(filter_subject):
             return [filter_subject] if filter_subject in self._subjects else []
+        cached = self._match_cache.get(filter_subject)
+        if cached is not None and cached[0] == self._subj_gen:
+            return cached[1]
         memo = self._match_memo(filter_subject)
         out = []
         for s in self._subjects:
@@ -622,6 +664,9 @@ class StoreCore:
                 m = memo[s] = match_literal(s, filter_subject)
             if m:
                 out.append(s)
+        if len(self._match_cache) >= _MEMO_LIMIT:
+            self._match_cache.clear()
+        self._match_cache[filter_subject] = (self._subj_gen, out)
         return out
 
     # -- consumers --------------------------------------------------------------------------

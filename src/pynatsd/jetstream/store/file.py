@@ -392,6 +392,7 @@ class FileStore(StoreCore):
         from ._core import SeqList
 
         self._subjects = {k: SeqList(v) for k, v in subjects.items()}
+        self._subj_gen += 1
         self._last = last
         self._last_ts = last_ts
         if recs:

@@ -64,6 +64,7 @@ class MemoryStore(StoreCore):
         self._closed = True
         self._recs = {}
         self._subjects = {}
+        self._subj_gen += 1
         self._dmap = []
         self._consumers = {}
 
