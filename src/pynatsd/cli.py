@@ -230,18 +230,20 @@ def apply_flags(opts: Options, flags: dict[str, Any]) -> Options:
     return opts
 
 
-def build_options(flags: dict[str, Any]) -> tuple[Options, list[str]]:
-    """Options from the config file (if any) with the flags applied; plus config warnings."""
-    warnings: list[str] = []
+def build_options(flags: dict[str, Any]) -> tuple[Options, list[str], str]:
+    """Options from the config file (if any) with the flags applied; plus the config's warnings
+    and digest."""
     config_file = flags.get("config_file", "")
-    if config_file:
-        from pynatsd.config.loader import load_options
+    if not config_file:
+        return apply_flags(Options(), flags), [], ""
+    from pynatsd.config import load_config
 
-        opts, warnings = load_options(config_file)
-        opts.config_file = config_file
-    else:
-        opts = Options()
-    return apply_flags(opts, flags), warnings
+    loaded = load_config(config_file)
+    opts = loaded.options
+    opts.config_file = config_file
+    warnings = list(loaded.warnings)
+    warnings.extend(f"{key} is not supported by pynatsd yet; ignored" for key in loaded.ignored)
+    return apply_flags(opts, flags), warnings, loaded.digest
 
 
 _SIGNALS = {
@@ -318,28 +320,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"pynatsd: {e}", file=sys.stderr)
             return 1
         return 0
-    try:
-        opts, warnings = build_options(flags)
-    except Exception as e:  # config errors are reported, never a traceback
-        from pynatsd.config import ConfigError
+    from pynatsd.config import ConfigError, check_config
 
-        if not isinstance(e, ConfigError):
-            raise
+    if flags.get("test_config"):
+        path = flags.get("config_file", "")
+        if not path:
+            print("pynatsd: -t needs a configuration file (-c FILE)", file=sys.stderr)
+            return 1
+        try:
+            loaded = check_config(path)
+        except ConfigError as e:
+            print(f"pynatsd: {e}", file=sys.stderr)
+            return 1
+        print(f"pynatsd: configuration file {path} is valid ({loaded.digest})")
+        return 0
+    try:
+        opts, warnings, digest = build_options(flags)
+    except ConfigError as e:  # config errors are reported, never a traceback
         print(f"pynatsd: {e}", file=sys.stderr)
         return 1
-    if flags.get("test_config"):
-        if warnings:
-            for w in warnings:
-                print(f"pynatsd: {w}", file=sys.stderr)
-            return 1
-        from pynatsd.config import config_digest
-
-        path = flags.get("config_file", "")
-        print(f"pynatsd: configuration file {path} is valid ({config_digest(path)})")
-        return 0
     from pynatsd.runner import run
 
-    return run(opts, warnings)
+    return run(opts, warnings, flags, digest)
 
 
 if __name__ == "__main__":

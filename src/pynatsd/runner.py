@@ -26,8 +26,12 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def serve(opts: Options, warnings: list[str]) -> int:
+async def serve(
+    opts: Options, warnings: list[str], flags: dict[str, Any], digest: str = ""
+) -> int:
     server = Server(opts)
+    server.cli_flags = flags
+    server.config_digest = digest
     for w in warnings:
         log.warning("%s", w)
     try:
@@ -90,11 +94,18 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def run(opts: Options, warnings: list[str]) -> int:
+def run(opts: Options, warnings: list[str], flags: dict[str, Any], digest: str = "") -> int:
+    from pynatsd.config import startup_errors
+
+    problems = startup_errors(opts)
+    if problems:
+        for problem in problems:
+            print(f"pynatsd: {problem}", file=sys.stderr)
+        return 1
     configure_logging(opts)
     install_event_loop_policy()
     tune_gc()
     try:
-        return asyncio.run(serve(opts, warnings))
+        return asyncio.run(serve(opts, warnings, flags, digest))
     except KeyboardInterrupt:
         return 0

@@ -153,7 +153,7 @@ def varz(server: Server) -> dict[str, Any]:
         "subscriptions": server.num_subscriptions(),
         "http_req_stats": dict(server.http_req_stats),
         "config_load_time": rfc3339(server.config_load_time),
-        "config_digest": "",
+        "config_digest": server.config_digest,
         "system_account": "$SYS",
         "slow_consumer_stats": {**zero_kinds, "clients": server.slow_consumers},
         "stale_connection_stats": {**zero_kinds, "clients": server.stale_connections},

@@ -553,6 +553,10 @@ class Client(asyncio.Protocol):
         if parts:
             self.label = f'{self.label} - "{":".join(parts)}"'
 
+    def recheck_auth(self) -> bool:
+        """After a configuration reload: do this connection's credentials still pass?"""
+        return self._authenticate(self.connect_opts)
+
     def _authenticate(self, opts: dict[str, Any]) -> bool:
         """Simple authentication: a token, a single user, or a users list."""
         sopts = self.server.options

@@ -111,6 +111,9 @@ class Server:
         self.slow_consumers = 0
         self.stale_connections = 0
         self.http_req_stats: dict[str, int] = {}
+        # Command-line flags given at start: they keep overriding the file on reload.
+        self.cli_flags: dict[str, Any] = {}
+        self.config_digest = ""
         self._info_base: dict[str, Any] = {}
 
     # -- configuration-derived state -------------------------------------------------------------
@@ -139,6 +142,13 @@ class Server:
         if opts.jetstream:
             info["jetstream"] = True
         self._info_base = info
+
+    def rebuild_info(self) -> None:
+        """After a reload: INFO reflects the new options."""
+        self._build_info_base()
+
+    def reload_auth(self) -> None:
+        """After a reload that changed credentials (clients are then re-checked)."""
 
     def client_info(self, client: Client, connect_info: bool = False) -> dict[str, Any]:
         info = dict(self._info_base)
