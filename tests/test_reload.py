@@ -24,8 +24,19 @@ class Proc:
     def __init__(self, conf: Path, port: int, log: Path) -> None:
         self.conf, self.port, self.log = conf, port, log
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pynatsd", "-c", str(conf), "-a", "127.0.0.1",
-             "-p", str(port), "-l", str(log)],
+            [
+                sys.executable,
+                "-m",
+                "pynatsd",
+                "-c",
+                str(conf),
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-l",
+                str(log),
+            ],
             stderr=subprocess.DEVNULL,
         )
         self.wait_log("Server is ready")
@@ -89,9 +100,7 @@ def test_reload_adding_a_user_closes_anonymous_clients(server: Proc) -> None:
     reader.readline()
     anon.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
     assert reader.readline() == b"PONG\r\n"
-    server.conf.write_text(
-        "max_payload: 1024\nauthorization { user: alice, password: s3cret }\n"
-    )
+    server.conf.write_text("max_payload: 1024\nauthorization { user: alice, password: s3cret }\n")
     server.hup()
     server.wait_log("Reloaded server configuration")
     assert reader.readline() == b"-ERR 'Authorization Violation'\r\n"

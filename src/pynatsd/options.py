@@ -29,6 +29,13 @@ FIRST_PING_INTERVAL = 2.0
 # allow_responses defaults (nats-server DEFAULT_ALLOW_RESPONSE_MAX_MSGS / _EXPIRATION).
 ALLOW_RESPONSE_MAX_MSGS = 1
 ALLOW_RESPONSE_EXPIRATION = 120.0
+# TLS handshake timeout (nats-server TLS_TIMEOUT) and handshake_first "auto" fallback delay.
+TLS_TIMEOUT = 2.0
+TLS_HANDSHAKE_FIRST_FALLBACK_DELAY = 0.05
+# Response threshold of a service export (nats-server DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD).
+SERVICE_EXPORT_RESPONSE_THRESHOLD = 120.0
+# Account limits: -1 is "no limit" (jwt.NoLimit), as in nats-server.
+NO_LIMIT = -1
 CONNECT_ERROR_REPORTS = 3600
 RECONNECT_ERROR_REPORTS = 1
 JETSTREAM_SYNC_INTERVAL = 120.0
@@ -70,6 +77,98 @@ class User:
     permissions: Permissions | None = None
     # Upper-case connection types (STANDARD, WEBSOCKET, LEAFNODE, MQTT, ...); None allows all.
     allowed_connection_types: set[str] | None = None
+
+
+@dataclass(slots=True)
+class StreamExport:
+    """`exports: [{stream: "pub.>", accounts: [B]}]`: messages other accounts may import.
+
+    `accounts` None is a public export; a list restricts it to those accounts."""
+
+    subject: str
+    accounts: list[str] | None = None
+    account_token_position: int = 0
+
+
+@dataclass(slots=True)
+class ServiceExport:
+    """`exports: [{service: "help", response: stream}]`: requests other accounts may send."""
+
+    subject: str
+    accounts: list[str] | None = None
+    # "Singleton" (one reply), "Stream" or "Chunked": how long the reply mapping lives.
+    response_type: str = "Singleton"
+    response_threshold: float = SERVICE_EXPORT_RESPONSE_THRESHOLD
+    latency_subject: str = ""
+    latency_sampling: int = 0  # percent; 0 with a latency subject means "from headers"
+    account_token_position: int = 0
+    allow_trace: bool = False
+
+
+@dataclass(slots=True)
+class StreamImport:
+    """`imports: [{stream: {account: A, subject: "pub.>"}, prefix: p}]`.
+
+    `to` is the subject (pattern) the messages get in the importing account: `prefix.subject`
+    with a prefix, the `to` mapping, or the exported subject itself."""
+
+    account: str
+    subject: str
+    to: str = ""
+    prefix: str = ""
+    allow_trace: bool = False
+
+
+@dataclass(slots=True)
+class ServiceImport:
+    """`imports: [{service: {account: A, subject: help}, to: ahelp}]`.
+
+    Requests published on `to` in the importing account go to `subject` in `account`."""
+
+    account: str
+    subject: str
+    to: str = ""
+    share: bool = False
+
+
+@dataclass(slots=True)
+class AccountLimits:
+    """`accounts.<A>.limits`; NO_LIMIT (-1) when not set, like nats-server."""
+
+    max_connections: int = NO_LIMIT
+    max_subscriptions: int = NO_LIMIT
+    max_payload: int = NO_LIMIT
+    max_leafnodes: int = NO_LIMIT
+
+
+@dataclass(slots=True)
+class JetStreamAccountLimits:
+    """`accounts.<A>.jetstream`: enabled, with these limits (-1: unlimited / server's)."""
+
+    max_memory: int = NO_LIMIT
+    max_store: int = NO_LIMIT
+    max_streams: int = NO_LIMIT
+    max_consumers: int = NO_LIMIT
+    max_ack_pending: int = NO_LIMIT
+    memory_max_stream_bytes: int = NO_LIMIT
+    store_max_stream_bytes: int = NO_LIMIT
+    max_bytes_required: bool = False
+
+
+@dataclass(slots=True)
+class AccountConfig:
+    """One account of the `accounts {}` block. Its users are in `Options.users` with
+    `User.account` set to this account's name, as nats-server keeps them in one list."""
+
+    name: str
+    nkey: str = ""
+    stream_exports: list[StreamExport] = field(default_factory=list)
+    service_exports: list[ServiceExport] = field(default_factory=list)
+    stream_imports: list[StreamImport] = field(default_factory=list)
+    service_imports: list[ServiceImport] = field(default_factory=list)
+    limits: AccountLimits = field(default_factory=AccountLimits)
+    jetstream: JetStreamAccountLimits | None = None  # None: JetStream disabled for the account
+    default_permissions: Permissions | None = None
 
 
 @dataclass(slots=True)
@@ -146,6 +245,39 @@ class Options:
     jetstream_sync_interval: float = JETSTREAM_SYNC_INTERVAL
     jetstream_sync_always: bool = False
     jetstream_unique_tag: str = ""
+
+    # Accounts (`accounts {}`); users of an account are in `users` with `User.account` set.
+    accounts: dict[str, AccountConfig] = field(default_factory=dict)
+
+    # Operator (decentralized JWT) mode: operator JWTs (raw, verified when loaded), the keys
+    # they trust, the account resolver and its preloaded account JWTs (public key -> JWT).
+    operator_jwts: list[str] = field(default_factory=list)
+    trusted_keys: list[str] = field(default_factory=list)
+    resolver: str = ""  # "", "MEMORY", "URL", "FULL" or "CACHE"
+    resolver_url: str = ""
+    resolver_dir: str = ""
+    resolver_preload: dict[str, str] = field(default_factory=dict)
+    resolver_pinned_accounts: list[str] = field(default_factory=list)
+    default_sentinel: str = ""
+
+    # TLS for client connections (`--tls*` flags or the `tls {}` block).
+    tls: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca_cert: str = ""
+    tls_verify: bool = False
+    tls_map: bool = False  # verify_and_map: the certificate names the user
+    tls_timeout: float = TLS_TIMEOUT
+    tls_handshake_first: bool = False
+    tls_handshake_first_fallback: float = 0.0  # > 0: "auto", fall back to INFO first after it
+    tls_min_version: str = ""  # "1.2" or "1.3"; "" is TLS 1.2
+    tls_ciphers: list[str] = field(default_factory=list)  # Go cipher suite names
+    tls_pinned_certs: list[str] = field(default_factory=list)  # hex sha256 of SPKI DER
+    tls_rate_limit: int = 0
+    allow_non_tls: bool = False
+    # True when `authorization { timeout }` was given; otherwise TLS raises the auth timeout
+    # to tls_timeout + 1 s, as nats-server does.
+    auth_timeout_set: bool = False
 
     def copy(self) -> Options:
         return dataclasses.replace(self)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
-from typing import Any
+
+from pynatsd.protocol.frames import go_json_bytes
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 
@@ -51,7 +51,4 @@ def parse_rfc3339_ns(text: str) -> int:
     return int(dt.timestamp()) * 1_000_000_000 + frac_ns
 
 
-def go_json(data: Any) -> bytes:
-    """Compact JSON with Go's HTML escaping of `<`, `>` and `&`."""
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+go_json = go_json_bytes

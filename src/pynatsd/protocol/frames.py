@@ -11,9 +11,28 @@ OK_FRAME = b"+OK\r\n"
 CRLF = b"\r\n"
 
 
+def go_json_bytes(data: Any) -> bytes:
+    """Compact JSON as Go's encoding/json writes it: UTF-8 as is, `<>&` and U+2028/U+2029
+    escaped."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    for raw, escaped in _GO_ESCAPES:
+        if raw in text:
+            text = text.replace(raw, escaped)
+    return text.encode()
+
+
+_GO_ESCAPES = (
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("&", "\\u0026"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
+)
+
+
 def info_frame(info: dict[str, Any]) -> bytes:
     # nats-server writes a space before the CRLF; clients and byte-for-byte tests expect it.
-    return b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n"
+    return b"INFO " + go_json_bytes(info) + b" \r\n"
 
 
 def err_frame(text: str) -> bytes:

@@ -13,6 +13,7 @@ byte at a time never costs quadratic time.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pynatsd.protocol import errors
@@ -28,8 +29,8 @@ from pynatsd.protocol.events import (
     ProtocolError,
     Pub,
     Sub,
-    make_pub,
     Unsub,
+    make_pub,
 )
 
 _SPACE_TAB = b" \t"
@@ -52,6 +53,29 @@ _OPS: tuple[tuple[bytes, str], ...] = (
     (b"+OK", "any"),
     (b"-ERR", "arg"),
 )
+
+
+_PUB_SEPARATORS = re.compile(rb"[ \t]+")
+_SUB_SEPARATORS = re.compile(rb"[ \t\r\n]+")
+
+
+def split_pub_args(arg: bytes) -> list[bytes]:
+    """PUB/HPUB arguments: nats-server splits them on spaces and tabs only."""
+    return [a for a in _PUB_SEPARATORS.split(arg) if a]
+
+
+def split_sub_args(arg: bytes) -> list[bytes]:
+    """SUB/UNSUB arguments: spaces, tabs, CR and LF separate them (nats-server's splitArg)."""
+    return [a for a in _SUB_SEPARATORS.split(arg) if a]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"invalid JSON constant {name}")
+
+
+def decode_json(arg: bytes) -> Any:
+    """JSON as Go's decoder reads it: invalid UTF-8 becomes U+FFFD, NaN/Infinity are errors."""
+    return json.loads(arg.decode("utf-8", "replace"), parse_constant=_reject_constant)
 
 
 def parse_size(data: bytes) -> int:
@@ -91,15 +115,14 @@ class Parser:
     """
 
     __slots__ = (
-        "_chunks",
-        "_chunks_len",
         "_dead",
+        "_max_control_line",
         "_partial",
+        "_payload",
         "_pending_pub",
         "_pub_memo",
         "_skip_line",
         "expect_connect",
-        "max_control_line",
         "max_payload",
     )
 
@@ -110,16 +133,27 @@ class Parser:
         expect_connect: bool = False,
     ) -> None:
         self.max_payload = max_payload
-        self.max_control_line = max_control_line
+        self._max_control_line = max_control_line
         self.expect_connect = expect_connect
         self._partial = b""  # an incomplete control line
         self._skip_line: Event | None = None  # PING/PONG/+OK whose line end has not arrived
         # A PUB waiting for its payload: subject, reply, size, header size, line, size texts.
         self._pending_pub: tuple[bytes, bytes, int, int, bytes, bytes, bytes] | None = None
-        self._chunks: list[bytes] = []
-        self._chunks_len = 0
+        # A payload split over reads, collected in one buffer (a list of the reads' bytes
+        # objects would cost their per-object overhead on every tiny read).
+        self._payload = bytearray()
         self._dead = False
         self._pub_memo: dict[bytes, tuple[bytes, bytes, int, bytes]] = {}
+
+    @property
+    def max_control_line(self) -> int:
+        return self._max_control_line
+
+    @max_control_line.setter
+    def max_control_line(self, value: int) -> None:
+        # Memoised PUB lines were checked against the old limit.
+        self._max_control_line = value
+        self._pub_memo.clear()
 
     @property
     def dead(self) -> bool:
@@ -152,19 +186,17 @@ class Parser:
         """Collect payload bytes; returns what follows the payload's CRLF once complete."""
         assert self._pending_pub is not None
         subject, reply, size, header_size, line, size_text, header_text = self._pending_pub
-        self._chunks.append(data)
-        self._chunks_len += len(data)
+        pending = self._payload
+        before = len(pending)
+        pending += data
         need = size + 2
-        if self._chunks_len < need:
-            if self._chunks_len > size and self._chunks_len - len(data) <= size:
+        if len(pending) < need:
+            if before <= size < len(pending) and pending[size] != 0x0D:
                 # The byte after the payload has arrived: it must be the CR.
-                cr = data[size - (self._chunks_len - len(data))]
-                if cr != 0x0D:
-                    self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
+                self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
             return b""
-        buf = b"".join(self._chunks)
-        self._chunks = []
-        self._chunks_len = 0
+        buf = bytes(pending)
+        self._payload = bytearray()
         self._pending_pub = None
         if buf[size : size + 2] != b"\r\n":
             self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not followed by CRLF")
@@ -174,7 +206,9 @@ class Parser:
 
     # -- the main loop ---------------------------------------------------------------------------
 
-    def _fail(self, events: list[Event | Pub], reply: str | None, detail: str, reason: str = "") -> None:
+    def _fail(
+        self, events: list[Event | Pub], reply: str | None, detail: str, reason: str = ""
+    ) -> None:
         events.append(ProtocolError(reply, reason or CloseReason.PARSE_ERROR, detail))
         self._dead = True
 
@@ -241,7 +275,7 @@ class Parser:
                 CloseReason.MAX_CONTROL_LINE_EXCEEDED,
             )
             return None
-        args = arg.split()
+        args = split_pub_args(arg)
         nargs = len(args)
         if nargs == 2:
             subject, reply, size = args[0], b"", parse_size(args[1])
@@ -272,8 +306,7 @@ class Parser:
             self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
             return
         self._pending_pub = pub
-        self._chunks = [rest] if rest else []
-        self._chunks_len = len(rest)
+        self._payload = bytearray(rest)
 
     def _keep_partial(self, partial: bytes, events: list[Event | Pub]) -> None:
         """An incomplete line: reject it early when nats-server would, else keep it."""
@@ -291,7 +324,12 @@ class Parser:
             # PING/PONG/+OK ignore everything up to the line end: keep nothing.
             self._skip_line = {b"PING": PING, b"PONG": PONG}.get(name, OK)
             return
-        arg = partial[len(name) :].lstrip(_SPACE_TAB).replace(b"\r", b"")
+        arg = partial[len(name) :].lstrip(_SPACE_TAB)
+        if not arg:
+            # nats-server skips the spaces after an op without buffering them.
+            self._partial = partial[: len(name) + 1]
+            return
+        arg = arg.replace(b"\r", b"")
         if len(arg) > self.max_control_line:
             self._fail(
                 events,
@@ -327,7 +365,7 @@ class Parser:
         if name == b"PUB" or name == b"HPUB":
             return self._parse_pub(buf, nl, arg, name == b"HPUB", events)
         if name == b"SUB":
-            args = arg.split()
+            args = split_sub_args(arg)
             if len(args) == 2:
                 events.append(Sub(args[0], b"", args[1]))
             elif len(args) == 3:
@@ -336,7 +374,7 @@ class Parser:
                 self._fail(events, None, f"processSub Parse Error: {arg!r}")
                 return -1
         elif name == b"UNSUB":
-            args = arg.split()
+            args = split_sub_args(arg)
             if len(args) == 1:
                 events.append(Unsub(args[0], -1))
             elif len(args) == 2:
@@ -346,7 +384,7 @@ class Parser:
                 return -1
         elif name == b"CONNECT":
             try:
-                options: Any = json.loads(arg)
+                options: Any = decode_json(arg)
             except ValueError:
                 options = None
             else:
@@ -360,8 +398,10 @@ class Parser:
             events.append(Connect(options, arg))
         elif name == b"INFO":
             try:
-                json.loads(arg)
+                info = decode_json(arg)
             except ValueError:
+                info = False
+            if info is not None and not isinstance(info, dict):
                 self._fail(events, None, "invalid INFO JSON")
                 return -1
             events.append(Info(arg))
@@ -372,7 +412,7 @@ class Parser:
     def _parse_pub(
         self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event | Pub]
     ) -> int:
-        args = arg.split()
+        args = split_pub_args(arg)
         nargs = len(args)
         header_size = -1
         header_text = b""

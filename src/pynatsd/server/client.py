@@ -57,6 +57,9 @@ Plan = tuple[int, tuple[Target, ...], tuple[tuple[Target, ...], ...]]
 # the decode fail, which closes the connection.
 _CONNECT_BOOLS = ("verbose", "pedantic", "tls_required", "echo", "headers", "no_responders")
 _CONNECT_STRS = ("auth_token", "user", "pass", "nkey", "sig", "jwt", "name", "lang", "version")
+_CONNECT_FIELDS = frozenset(
+    (*_CONNECT_BOOLS, *_CONNECT_STRS, "protocol", "account", "new_account", "proxy_sig")
+)
 # High-water mark of the transport buffer: above it asyncio pauses us and the write deadline runs.
 _WRITE_HIGH_WATER = 1024 * 1024
 # Distinct PUB lines with a cached delivery plan, per connection; cleared wholesale when full.
@@ -492,7 +495,10 @@ class Client(asyncio.Protocol):
             self._auth_timer.cancel()
             self._auth_timer = None
         opts = dict(self.connect_opts)
-        opts.update(ev.options)
+        for key, value in ev.options.items():
+            # Go's JSON decoder matches field names case-insensitively; the last one wins.
+            folded = key.lower()
+            opts[folded if folded in _CONNECT_FIELDS else key] = value
         if not _connect_types_ok(opts):
             log.error("%s - invalid CONNECT", self.label)
             self._close(CloseReason.PROTOCOL_VIOLATION)

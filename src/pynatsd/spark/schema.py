@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -66,9 +67,10 @@ def chunk_to_batch(chunk: Chunk, stream: str, schema: Any) -> Any:
     columns: dict[str, Any] = {
         "subject": pa.array(chunk.subjects, pa.string()),
         "data": pa.array(chunk.payloads, pa.binary()),
-        "stream": pa.array([stream] * n, pa.string()),
+        "stream": pa.repeat(pa.scalar(stream, pa.string()), n),
         "seq": pa.array(chunk.seqs, pa.int64()),
-        "timestamp": pa.array([t // 1000 for t in chunk.times_ns], pa.int64()),
+        # Server times are ns; Spark's are us: divide in Arrow, not per row in Python.
+        "timestamp": pc.divide(pa.array(chunk.times_ns, pa.int64()), 1000),
     }
     if "headers" in schema.names:
         columns["headers"] = pa.array([header_entries(h) for h in chunk.headers],

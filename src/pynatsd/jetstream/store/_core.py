@@ -159,6 +159,9 @@ class StoreCore:
         """Persist the removal of every message; the next sequence will be ``floor``."""
         raise NotImplementedError
 
+    def _io_maintain(self) -> None:
+        """An operation finished; the file store may compact segments now."""
+
     # -- properties -------------------------------------------------------------------------
 
     @property
@@ -236,10 +239,12 @@ class StoreCore:
         self._bytes += size
         self._last = seq
         self._last_ts = ts
-        for s in removed:
-            self._drop(s)
-        if new_removed:
-            self._drop(seq)
+        if removed or new_removed:
+            for s in removed:
+                self._drop(s)
+            if new_removed:
+                self._drop(seq)
+            self._io_maintain()
         return seq, ts
 
     def _plan_front_removals(self, removed: list[int], add_msgs: int, add_bytes: int) -> list[int]:
@@ -315,6 +320,7 @@ class StoreCore:
         self._io_remove(floor, tombs, seqs if erase else ())
         for s in seqs:
             self._drop(s)
+        self._io_maintain()
         return len(seqs)
 
     def remove_msg(self, seq: int, erase: bool = False) -> bool:

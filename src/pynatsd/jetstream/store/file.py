@@ -119,15 +119,49 @@ def _seg_name(seg_id: int) -> str:
 
 
 class _Segment:
-    __slots__ = ("dirty", "fd", "id", "live", "path", "size")
+    __slots__ = (
+        "dirty",
+        "fd",
+        "first_seq",
+        "id",
+        "last_seq",
+        "live",
+        "live_bytes",
+        "max_floor",
+        "max_seq",
+        "max_seq_ts",
+        "path",
+        "size",
+        "tombs",
+    )
 
     def __init__(self, seg_id: int, path: str, fd: int, size: int) -> None:
         self.id = seg_id
         self.path = path
         self.fd = fd
         self.size = size
-        self.live = 0
         self.dirty = False
+        # Live messages and their record bytes: what compaction would keep.
+        self.live = 0
+        self.live_bytes = 0
+        # The message sequences physically here (live or not), 0 if none.
+        self.first_seq = 0
+        self.last_seq = 0
+        # What the segment's records say beyond messages, kept so that compaction can carry
+        # it over without parsing the file: tombstones, the highest floor, the highest seq.
+        self.tombs: list[int] = []
+        self.max_floor = 0
+        self.max_seq = 0
+        self.max_seq_ts = 0
+
+    def note(self, seq: int, ts: int, floor: int, tombs: list[int]) -> None:
+        if floor > self.max_floor:
+            self.max_floor = floor
+        if seq >= self.max_seq:
+            self.max_seq = seq
+            self.max_seq_ts = ts
+        if tombs:
+            self.tombs.extend(tombs)
 
 
 @dataclass(slots=True)
@@ -252,6 +286,7 @@ class FileStore(StoreCore):
         self._deferred_close: list[int] = []
         self._lazy_handle: asyncio.TimerHandle | None = None
         self._failed: StoreError | None = None
+        self._compact_due: set[int] = set()
         self.damaged: list[DamageReport] = []
         """Every damaged range found since open (recovery, or a read that failed its CRC)."""
         self.recovery_seconds = 0.0
@@ -292,10 +327,13 @@ class FileStore(StoreCore):
     # -- recovery ---------------------------------------------------------------------------
 
     def _recover(self) -> None:
+        names = os.listdir(self._msgs_dir)
+        for name in names:
+            if name.endswith(".tmp"):
+                # A compaction cut short by a crash: the segment it was replacing is intact.
+                os.unlink(os.path.join(self._msgs_dir, name))
         seg_ids = sorted(
-            int(name[:-4])
-            for name in os.listdir(self._msgs_dir)
-            if name.endswith(".seg") and name[:-4].isdigit()
+            int(name[:-4]) for name in names if name.endswith(".seg") and name[:-4].isdigit()
         )
         intern: dict[str, str] = {}
         scans: list[tuple[_Segment, _Scan]] = []
@@ -324,7 +362,26 @@ class FileStore(StoreCore):
                 if scan.tail_seq_hint == scan.max_seq + 1:
                     # The header of the torn record was intact: do not hand its sequence to
                     # another message, in case it had been acknowledged before the damage.
+                    # A tombstone for it keeps that true across the next restarts.
                     scan.max_seq = scan.tail_seq_hint
+                    tomb = encode_record(
+                        KIND_TOMBS,
+                        scan.max_seq,
+                        scan.max_seq_ts,
+                        scan.floor,
+                        b"",
+                        b"",
+                        struct.pack("<Q", scan.max_seq),
+                    )
+                    try:
+                        _pwrite(fd, tomb, start)
+                        seg.size = start + len(tomb)
+                        seg.dirty = True
+                        scan.tombs.append(scan.max_seq)
+                    except OSError as exc:
+                        log.error(
+                            "stream store %s: cannot record the lost sequence: %s", self._dir, exc
+                        )
             scans.append((seg, scan))
 
         floor = max((s.floor for _, s in scans), default=0)
@@ -344,6 +401,7 @@ class FileStore(StoreCore):
         prev = 0
         for seg, s in scans:
             live = 0
+            live_bytes = 0
             for seq, subject, ts, size, loc in s.msgs:
                 if seq < floor or seq in tombs:
                     continue
@@ -365,7 +423,16 @@ class FileStore(StoreCore):
                     sl.append(seq)
                 self._bytes += size
                 live += 1
+                live_bytes += loc >> 64
             seg.live = live
+            seg.live_bytes = live_bytes
+            if s.msgs:
+                seg.first_seq = min(m[0] for m in s.msgs)
+                seg.last_seq = max(m[0] for m in s.msgs)
+            seg.tombs = s.tombs
+            seg.max_floor = s.floor
+            seg.max_seq = s.max_seq
+            seg.max_seq_ts = s.max_seq_ts
 
         # Damage reports name the sequences that could have been lost.
         for seg, s in scans:
@@ -513,6 +580,11 @@ class FileStore(StoreCore):
             chunks.append(self._tombs_record(floor, tombs))
         seg, pos = self._append(chunks)
         seg.live += 1
+        seg.live_bytes += len(rec)
+        if not seg.first_seq:
+            seg.first_seq = seq
+        seg.last_seq = seq
+        seg.note(seq, ts, floor, tombs)
         return (subject, ts, size, (len(rec) << 64) | (seg.id << 32) | pos)
 
     def _tombs_record(self, floor: int, tombs: list[int]) -> bytes:
@@ -526,7 +598,8 @@ class FileStore(StoreCore):
             rec = self._tombs_record(floor, tombs)
         else:
             rec = encode_record(KIND_FLOOR, self._last, self._last_ts, floor, b"", b"", b"")
-        self._append([rec])
+        seg, _ = self._append([rec])
+        seg.note(self._last, self._last_ts, floor, tombs)
 
     def _erase_in_place(self, seq: int) -> None:
         rec = self._recs[seq]
@@ -545,12 +618,111 @@ class FileStore(StoreCore):
         seg.dirty = True
 
     def _io_dropped(self, seq: int, rec: Rec) -> None:
-        seg = self._segs.get((rec[3] >> 32) & 0xFFFFFFFF)
+        loc = rec[3]
+        seg = self._segs.get((loc >> 32) & 0xFFFFFFFF)
         if seg is None:
             return
         seg.live -= 1
-        if seg.live == 0 and seg is not self._active and next(iter(self._segs)) == seg.id:
+        seg.live_bytes -= loc >> 64
+        if seg is self._active:
+            return
+        if seg.live == 0 and next(iter(self._segs)) == seg.id:
             self._delete_dead_segments()
+        elif seg.live_bytes * 2 < seg.size and (
+            seg.size >= min(4096, self._segment_bytes // 2) or seg.live == 0
+        ):
+            self._compact_due.add(seg.id)
+
+    def _io_maintain(self) -> None:
+        if self._compact_due:
+            due = sorted(self._compact_due)
+            self._compact_due.clear()
+            for seg_id in due:
+                seg = self._segs.get(seg_id)
+                if seg is not None and seg is not self._active:
+                    try:
+                        self._compact_segment(seg)
+                    except OSError as exc:
+                        # Compaction only reclaims space; the old file is still intact.
+                        log.error(
+                            "stream store %s: compacting %s failed: %s", self._dir, seg.path, exc
+                        )
+
+    def _compact_segment(self, seg: _Segment) -> None:
+        """Rewrite a sealed segment that is mostly dead with only what still matters.
+
+        Kept: the live message records (byte for byte), the tombstones that may still name a
+        message in an older segment, and a floor marker with the segment's highest floor and
+        sequence. Removals in the middle of a stream (a KV bucket keeping one value per key)
+        would otherwise pin every segment behind the oldest live key forever. The new file
+        is synced and renamed over the old one, so a crash leaves one or the other.
+        """
+        recs = self._recs
+        with open(seg.fd, "rb", closefd=False) as fh:
+            fh.seek(0)
+            buf = fh.read()
+        oldest = next(iter(self._segs.values())).first_seq or seg.first_seq
+        keep_tombs = [t for t in seg.tombs if oldest <= t < seg.first_seq and t >= self._first]
+        later_has_records = any(s.size > 0 for s in self._segs.values() if s.id > seg.id)
+        if seg.live == 0 and not keep_tombs and later_has_records:
+            # Nothing here matters any more: later records carry a floor and a last
+            # sequence at least as high as this segment's.
+            del self._segs[seg.id]
+            os.unlink(seg.path)
+            self._close_fd(seg.fd)
+            return
+        out = bytearray()
+        moved: list[tuple[int, Rec]] = []
+        seg_bits = seg.id << 32
+        for seq in range(seg.first_seq, seg.last_seq + 1) if seg.live else ():
+            rec = recs.get(seq)
+            if rec is None or (rec[3] >> 32) & 0xFFFFFFFF != seg.id:
+                continue
+            loc = rec[3]
+            off = loc & 0xFFFFFFFF
+            length = loc >> 64
+            moved.append((seq, (rec[0], rec[1], rec[2], (length << 64) | seg_bits | len(out))))
+            out += buf[off : off + length]
+        if keep_tombs:
+            data = struct.pack(f"<{len(keep_tombs)}Q", *keep_tombs)
+            out += encode_record(
+                KIND_TOMBS, seg.max_seq, seg.max_seq_ts, seg.max_floor, b"", b"", data
+            )
+        out += encode_record(KIND_FLOOR, seg.max_seq, seg.max_seq_ts, seg.max_floor, b"", b"", b"")
+        tmp = seg.path + ".tmp"
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            done = 0
+            while done < len(out):
+                done += _pwrite(fd, memoryview(out)[done:], done)
+            _fdatasync(fd)
+            os.replace(tmp, seg.path)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._fsync_dir()
+        self._close_fd(seg.fd)
+        seg.fd = fd
+        seg.size = len(out)
+        seg.dirty = False
+        seg.tombs = keep_tombs
+        seg.live_bytes = sum(rec[3] >> 64 for _, rec in moved)
+        if moved:
+            seg.first_seq = moved[0][0]
+            seg.last_seq = moved[-1][0]
+        else:
+            seg.first_seq = seg.last_seq = 0
+        for seq, rec in moved:
+            recs[seq] = rec
+
+    def _fsync_dir(self) -> None:
+        dfd = os.open(self._msgs_dir, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
     def _io_purge_all(self, floor: int, last: int) -> None:
         marker = encode_record(KIND_FLOOR, last, self._last_ts, floor, b"", b"", b"")
@@ -558,7 +730,8 @@ class FileStore(StoreCore):
             if self._active is not None and self._active.size > 0:
                 # A fresh segment that holds only the floor: every older file can then go.
                 self._rotate()
-            self._append([marker])
+            seg, _ = self._append([marker])
+            seg.note(last, self._last_ts, floor, [])
         except StoreError:
             # A full disk: a purge is how an operator makes room, so it must not need any.
             if not self._purge_in_place(floor, last):
@@ -595,6 +768,9 @@ class FileStore(StoreCore):
             return False
         log.warning("stream store %s: disk full; purge recorded in place", self._dir)
         target.size = length
+        target.first_seq = target.last_seq = target.live_bytes = 0
+        target.tombs = []
+        target.note(last, self._last_ts, floor, [])
         for seg in list(self._segs.values()):
             seg.live = 0
             if seg is not target and seg is not self._active:
@@ -655,6 +831,12 @@ class FileStore(StoreCore):
         (``sync_always=False``) the callback runs at once, as nats-server acks before fsync.
         If the fsync fails, ``errback`` gets the error and ``callback`` is never called.
         """
+        if self._failed is not None:
+            # Linux reports a failed writeback once: a later fsync may "succeed" although the
+            # data is gone. Never ack after a failure.
+            if errback is not None:
+                errback(self._failed)
+            return
         if self._closed or not self._sync_always or self._synced_gen >= self._wgen:
             callback()
             return
