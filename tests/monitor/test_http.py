@@ -108,3 +108,34 @@ async def test_bad_query_is_400(monitored: pynatsd.Server) -> None:
 async def test_unknown_path_is_404(monitored: pynatsd.Server) -> None:
     status, _, _ = await fetch(monitored.http_port, "/nope")
     assert status == 404
+
+
+async def test_metrics_prometheus_text(monitored: pynatsd.Server) -> None:
+    nc = await nats.connect(monitored.client_url)
+    await nc.publish("m", b"abc")
+    await nc.flush()
+    status, headers, body = await fetch(monitored.http_port, "/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    lines = body.decode().splitlines()
+    samples = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    }
+    assert samples["gnatsd_varz_connections"] == 1
+    assert samples["gnatsd_varz_in_msgs"] == 1
+    assert samples["gnatsd_varz_in_bytes"] == 3
+    assert "# TYPE gnatsd_varz_in_msgs counter" in lines
+    await nc.close()
+
+
+async def test_accountz(monitored: pynatsd.Server) -> None:
+    listed = await fetch_json(monitored.http_port, "/accountz")
+    assert listed["accounts"] == ["$G", "$SYS"]
+    nc = await nats.connect(monitored.client_url)
+    await nc.subscribe("x")
+    await nc.flush()
+    detail = (await fetch_json(monitored.http_port, "/accountz?acc=$G"))["account_detail"]
+    assert (detail["client_connections"], detail["subscriptions"]) == (1, 1)
+    await nc.close()

@@ -124,7 +124,7 @@ def varz(server: Server) -> dict[str, Any]:
         "leaf": {},
         "mqtt": {},
         "websocket": {},
-        "jetstream": {},
+        "jetstream": _varz_jetstream(server),
         "tls_timeout": 2,
         "write_deadline": int(opts.write_deadline * 1e9),
         "start": rfc3339(server.start_time),
@@ -154,9 +154,16 @@ def varz(server: Server) -> dict[str, Any]:
         "http_req_stats": dict(server.http_req_stats),
         "config_load_time": rfc3339(server.config_load_time),
         "config_digest": server.config_digest,
+        "feature_flags": {
+            "js_ack_fc_v2": False,
+            "js_api_reply_v2": False,
+            "js_raft_delete_range": True,
+            "js_snapshot_sources": False,
+        },
         "system_account": "$SYS",
         "slow_consumer_stats": {**zero_kinds, "clients": server.slow_consumers},
         "stale_connection_stats": {**zero_kinds, "clients": server.stale_connections},
+        "disk_io_wait_stats": {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0},
     }
     return {k: v for k, v in out.items() if v is not None}
 
@@ -339,7 +346,11 @@ def subsz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
             else:
                 subs = account.sublist.all()
             for s in subs:
-                item: dict[str, Any] = {"account": account.name, "subject": s.subject}
+                item: dict[str, Any] = {
+                    "account": account.name,
+                    "account_tag": account.name,
+                    "subject": s.subject,
+                }
                 if s.queue:
                     item["qgroup"] = s.queue
                 item["sid"] = s.sid.decode(errors="replace")
@@ -396,3 +407,207 @@ def empty_gatewayz(server: Server) -> dict[str, Any]:
 
 def empty_leafz(server: Server) -> dict[str, Any]:
     return {"server_id": server.server_id, "now": rfc3339(time.time()), "leafnodes": 0, "leafs": []}
+
+
+def _js_config(server: Server) -> dict[str, Any]:
+    js = server.jetstream
+    assert js is not None
+    return {
+        "max_memory": js.max_memory if js.max_memory > 0 else _default_max_memory(),
+        "max_storage": js.max_store if js.max_store > 0 else _default_max_storage(js.store_dir),
+        "store_dir": os.path.join(js.store_dir, "jetstream"),
+        "sync_interval": int(js.sync_interval * 1e9),
+        "strict": True,
+    }
+
+
+def _default_max_memory() -> int:
+    # nats-server: 75% of the machine's memory.
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 0
+    return int(pages * 0.75)
+
+
+def _default_max_storage(path: str) -> int:
+    # nats-server: 75% of the free space where the store lives.
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return int(st.f_bavail * st.f_frsize * 0.75)
+
+
+def _js_stats(server: Server) -> dict[str, Any]:
+    js = server.jetstream
+    assert js is not None
+    totals = js.totals()
+    api_total = sum(a.api_total for a in js.accounts.values())
+    api_errors = sum(a.api_errors for a in js.accounts.values())
+    return {
+        "memory": totals["memory"],
+        "storage": totals["storage"],
+        "reserved_memory": 0,
+        "reserved_storage": 0,
+        "accounts": len(js.accounts),
+        "ha_assets": 0,
+        "api": {"level": 5, "total": api_total, "errors": api_errors},
+    }
+
+
+def _varz_jetstream(server: Server) -> dict[str, Any]:
+    if server.jetstream is None:
+        return {}
+    return {
+        "config": _js_config(server),
+        "stats": _js_stats(server),
+        "limits": {"default_max_consumers": 1000},
+    }
+
+
+def jsz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+    now = rfc3339(time.time())
+    if server.jetstream is None:
+        return 200, {
+            "server_id": server.server_id,
+            "now": now,
+            "disabled": True,
+            "config": {},
+            "limits": {},
+            "total": 0,
+        }
+    js = server.jetstream
+    want_accounts = _bool_arg(query, "accounts")
+    want_streams = _bool_arg(query, "streams")
+    want_consumers = _bool_arg(query, "consumers")
+    messages = nbytes = streams = consumers = 0
+    for ajs in js.accounts.values():
+        for stream in ajs.streams.values():
+            st = stream.store.state()
+            messages += st.messages
+            nbytes += st.bytes
+            streams += 1
+            consumers += len(stream.consumers)
+    out: dict[str, Any] = dict(_js_stats(server))
+    out["server_id"] = server.server_id
+    out["now"] = now
+    out["config"] = _js_config(server)
+    out["limits"] = {"default_max_consumers": 1000}
+    out["streams"] = streams
+    out["consumers"] = consumers
+    out["messages"] = messages
+    out["bytes"] = nbytes
+    out["total"] = len(js.accounts)
+    if want_accounts or want_streams or want_consumers:
+        details = []
+        for name, ajs in js.accounts.items():
+            detail: dict[str, Any] = {"name": name, "id": name}
+            memory, storage, _ = ajs.usage()
+            detail["memory"] = memory
+            detail["storage"] = storage
+            if want_streams or want_consumers:
+                items = []
+                for stream in ajs.streams.values():
+                    item: dict[str, Any] = {
+                        "name": stream.name,
+                        "created": stream.info()["created"],
+                        "state": stream.state_json(),
+                    }
+                    if want_consumers:
+                        item["consumer_detail"] = [c.info() for c in stream.consumers.values()]
+                    items.append(item)
+                detail["stream_detail"] = items
+            details.append(detail)
+        out["account_details"] = details
+    return 200, out
+
+
+def accountz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+    now = rfc3339(time.time())
+    name = query.get("acc", "")
+    out: dict[str, Any] = {
+        "server_id": server.server_id,
+        "now": now,
+        "system_account": "$SYS",
+    }
+    if not name:
+        out["accounts"] = sorted(server.accounts)
+        return 200, out
+    account = server.accounts.get(name)
+    if account is None:
+        raise BadRequest(f"Account {name} does not exist")
+    st = account.sublist.stats()
+    js_enabled = server.jetstream is not None and name in server.jetstream.accounts
+    out["account_detail"] = {
+        "account_name": name,
+        "update_time": rfc3339(server.start_time),
+        "expired": False,
+        "complete": True,
+        "jetstream_enabled": js_enabled,
+        "leafnode_connections": 0,
+        "client_connections": sum(1 for c in server.clients.values() if c.account is account),
+        "subscriptions": st.num_subs,
+        "name_tag": name,
+        "sublist_stats": {
+            "num_subscriptions": st.num_subs,
+            "num_cache": st.num_cache,
+            "num_inserts": st.num_inserts,
+            "num_removes": st.num_removes,
+            "num_matches": st.num_matches,
+            "cache_hit_rate": st.cache_hit_rate,
+            "max_fanout": st.max_fanout,
+            "avg_fanout": st.avg_fanout,
+        },
+    }
+    return 200, out
+
+
+# (metric, help, type, /varz key) for the native Prometheus endpoint.
+_METRICS = (
+    ("connections", "Current client connections", "gauge", "connections"),
+    ("total_connections", "Client connections since start", "counter", "total_connections"),
+    ("subscriptions", "Current subscriptions", "gauge", "subscriptions"),
+    ("in_msgs", "Messages received from clients", "counter", "in_msgs"),
+    ("out_msgs", "Messages sent to clients", "counter", "out_msgs"),
+    ("in_bytes", "Payload bytes received from clients", "counter", "in_bytes"),
+    ("out_bytes", "Payload bytes sent to clients", "counter", "out_bytes"),
+    ("slow_consumers", "Clients closed as slow consumers", "counter", "slow_consumers"),
+    ("stale_connections", "Clients closed as stale", "counter", "stale_connections"),
+    ("stalled_clients", "Fast producers stalled", "counter", "stalled_clients"),
+    ("mem_bytes", "Peak resident memory of the process", "gauge", "mem"),
+    ("cpu_percent", "Process CPU use", "gauge", "cpu"),
+    ("max_payload_bytes", "Maximum message payload", "gauge", "max_payload"),
+)
+
+
+def metrics(server: Server) -> str:
+    """The Prometheus text exposition format (0.0.4) of the main /varz counters, with the
+    metric names prometheus-nats-exporter uses (`gnatsd_varz_*`)."""
+    v = varz(server)
+    label = f'server_id="{server.server_id}"'
+    lines: list[str] = []
+    for name, help_text, kind, key in _METRICS:
+        metric = f"gnatsd_varz_{name}"
+        lines.append(f"# HELP {metric} {help_text}")
+        lines.append(f"# TYPE {metric} {kind}")
+        lines.append(f"{metric}{{{label}}} {v.get(key, 0)}")
+    uptime = max(time.time() - server.start_time, 0.0)
+    lines.append("# HELP gnatsd_varz_uptime_seconds Seconds since the server started")
+    lines.append("# TYPE gnatsd_varz_uptime_seconds gauge")
+    lines.append(f"gnatsd_varz_uptime_seconds{{{label}}} {uptime:.3f}")
+    if server.jetstream is not None:
+        stats = _js_stats(server)
+        totals = server.jetstream.totals()
+        for name, value in (
+            ("streams", totals["streams"]),
+            ("consumers", totals["consumers"]),
+            ("memory_bytes", stats["memory"]),
+            ("storage_bytes", stats["storage"]),
+            ("api_requests", stats["api"]["total"]),
+            ("api_errors", stats["api"]["errors"]),
+        ):
+            metric = f"jetstream_server_{name}"
+            lines.append(f"# TYPE {metric} gauge")
+            lines.append(f"{metric}{{{label}}} {value}")
+    return "\n".join(lines) + "\n"

@@ -60,6 +60,8 @@ class MonitorServer:
             "/subsz": lambda q: (200, endpoints.subsz(server, q)),
             "/subscriptionsz": lambda q: (200, endpoints.subsz(server, q)),
             "/healthz": lambda q: endpoints.healthz(server, q),
+            "/jsz": lambda q: endpoints.jsz(server, q),
+            "/accountz": lambda q: endpoints.accountz(server, q),
             "/routez": lambda q: (200, endpoints.empty_routez(server)),
             "/gatewayz": lambda q: (200, endpoints.empty_gatewayz(server)),
             "/leafz": lambda q: (200, endpoints.empty_leafz(server)),
@@ -125,7 +127,7 @@ class MonitorServer:
         query = dict(parse_qsl(url.query, keep_blank_values=True))
         stats = self.server.http_req_stats
         handler = self.routes.get(path)
-        if handler is None:
+        if handler is None and path != self.base + "/metrics":
             if path in ("/", self.base or "/"):
                 stats["/"] = stats.get("/", 0) + 1
                 links = "\n".join(f'<li><a href="{p}">{p}</a></li>' for p in self.routes)
@@ -136,6 +138,10 @@ class MonitorServer:
             return 404, "text/plain; charset=utf-8", b"404 page not found\n"
         key = path[len(self.base) :] if self.base else path
         stats[key] = stats.get(key, 0) + 1
+        if key == "/metrics":
+            text = endpoints.metrics(self.server).encode()
+            return 200, "text/plain; version=0.0.4; charset=utf-8", text
+        assert handler is not None
         try:
             status, data = handler(query)
         except BadRequest as e:
