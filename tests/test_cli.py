@@ -168,3 +168,46 @@ def test_restart_on_same_port_after_sigkill() -> None:
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_signal_command_reaches_the_server(tmp_path: Path) -> None:
+    port = _free_port()
+    pid_file = tmp_path / "srv.pid"
+    conf = tmp_path / "srv.conf"
+    conf.write_text("max_payload: 4096\n")
+    log = tmp_path / "srv.log"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pynatsd",
+            "-c",
+            str(conf),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-P",
+            str(pid_file),
+            "-l",
+            str(log),
+        ],
+    )
+    try:
+        _wait_for(
+            lambda: pid_file.exists() and log.exists() and "Server is ready" in log.read_text()
+        )
+        assert _run("--signal", f"reload={pid_file}").returncode == 0
+        _wait_for(lambda: "Reloaded server configuration" in log.read_text())
+        assert _run("--signal", f"quit={proc.pid}").returncode == 0
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_signal_with_unknown_command_fails() -> None:
+    proc = _run("--signal", "explode=1")
+    assert proc.returncode == 1
+    assert "unknown signal" in proc.stderr

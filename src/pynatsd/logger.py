@@ -46,6 +46,52 @@ class NatsFormatter(logging.Formatter):
         return f"[{self.pid}] {stamp}.{micros:06d} [{tag}] {msg}"
 
 
+class TimestampRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Size-limited log file rotated as nats-server does: the full file is renamed with a
+    `.YYYY.MM.DD.HH.MM.SS.micros` suffix, and with `max_num` set only that many are kept."""
+
+    def __init__(self, filename: str, max_bytes: int, max_num: int) -> None:
+        super().__init__(filename, maxBytes=max_bytes, backupCount=0)
+        self.max_num = max_num
+
+    def doRollover(self) -> None:
+        if self.stream:
+            self.stream.close()
+            self.stream = None
+        now = time.time()
+        stamp = time.strftime("%Y.%m.%d.%H.%M.%S", time.localtime(now))
+        micros = int((now - int(now)) * 1_000_000)
+        os.replace(self.baseFilename, f"{self.baseFilename}.{stamp}.{micros:06d}")
+        if self.max_num > 0:
+            directory, base = os.path.split(self.baseFilename)
+            rotated = sorted(
+                name for name in os.listdir(directory or ".") if name.startswith(base + ".")
+            )
+            for name in rotated[: max(len(rotated) - self.max_num, 0)]:
+                os.unlink(os.path.join(directory, name))
+        self.stream = self._open()
+
+
+def _syslog_handler(remote: str) -> logging.Handler:
+    """Local syslog, or `udp://host:port`, `tcp://host:port`, `syslog://host:port`."""
+    import socket
+
+    if not remote:
+        address: str | tuple[str, int] = (
+            "/dev/log"
+            if os.path.exists("/dev/log")
+            else (
+                "localhost",
+                514,
+            )
+        )
+        return logging.handlers.SysLogHandler(address=address)
+    scheme, _, rest = remote.partition("://")
+    host, _, port = rest.rpartition(":")
+    kind = socket.SOCK_STREAM if scheme == "tcp" else socket.SOCK_DGRAM
+    return logging.handlers.SysLogHandler(address=(host, int(port or 514)), socktype=kind)
+
+
 def configure(
     debug: bool = False,
     trace: bool = False,
@@ -54,17 +100,21 @@ def configure(
     log_file: str = "",
     size_limit: int = 0,
     max_num: int = 0,
+    syslog: bool = False,
+    remote_syslog: str = "",
 ) -> logging.Handler:
     """Install one handler on the `pynatsd` logger, replacing any earlier one."""
     for h in list(log.handlers):
         log.removeHandler(h)
         h.close()
     handler: logging.Handler
-    if log_file:
+    if syslog or remote_syslog:
+        handler = _syslog_handler(remote_syslog)
+        # syslog stamps its own time; the level tag and message are what it needs from us.
+        logtime = False
+    elif log_file:
         if size_limit > 0:
-            handler = logging.handlers.RotatingFileHandler(
-                log_file, maxBytes=size_limit, backupCount=max(max_num, 1)
-            )
+            handler = TimestampRotatingFileHandler(log_file, size_limit, max_num)
         else:
             handler = logging.handlers.WatchedFileHandler(log_file)
     else:

@@ -82,6 +82,8 @@ def configure_logging(opts: Options) -> None:
         log_file=opts.log_file,
         size_limit=opts.log_size_limit,
         max_num=opts.log_max_num,
+        syslog=opts.syslog,
+        remote_syslog=opts.remote_syslog,
     )
 
 

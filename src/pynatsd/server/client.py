@@ -332,6 +332,11 @@ class Client(asyncio.Protocol):
             if producer is not None and producer is not self and self.server.stall_producers:
                 producer.stall(self)
 
+    def trace_out(self, head: bytes) -> None:
+        """`->> [MSG foo 1 5]`: the control line of a frame sent to this client."""
+        line = head.rstrip(b"\r\n").decode("utf-8", "replace")
+        log.log(TRACE, "%s - ->> [%s]", self.label, line)
+
     def send_err(self, text: str) -> None:
         if log.isEnabledFor(TRACE):
             log.log(TRACE, "%s - ->> [-ERR '%s']", self.label, text)

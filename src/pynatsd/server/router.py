@@ -55,7 +55,10 @@ def _deliver_one(publisher: Client | None, sub: Subscription, ev: Pub) -> bool:
         payload = payload[ev.header_size :]
     client.out_msgs += 1
     client.out_bytes += len(payload)
-    client.enqueue(msg_head(ev, sub.sid, client.headers) + payload + b"\r\n")
+    head = msg_head(ev, sub.sid, client.headers)
+    if client.trace:
+        client.trace_out(head)
+    client.enqueue(head + payload + b"\r\n")
     return True
 
 
