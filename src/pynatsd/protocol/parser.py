@@ -258,6 +258,24 @@ class Parser:
                 pending = (subject, reply, size, -1, line, size_text, b"")
                 self._wait_payload(buf, start, pending, events)
                 return
+            if buf.startswith(b"SUB ", pos):
+                # Second fast path: clients subscribe in bursts (100k SUBs on start-up).
+                arg = buf[pos + 4 : nl]
+                if b"\r" in arg:
+                    arg = arg[:-1]
+                if b"\x0b" in arg or b"\x0c" in arg:
+                    args = split_sub_args(arg)  # bytes.split() would also split on these
+                else:
+                    args = arg.split()
+                nargs = len(args)
+                if nargs == 2 and len(arg) <= self._max_control_line:
+                    append(Sub(args[0], b"", args[1]))
+                    pos = nl + 1
+                    continue
+                if nargs == 3 and len(arg) <= self._max_control_line:
+                    append(Sub(args[0], args[1], args[2]))
+                    pos = nl + 1
+                    continue
             pos = self._parse_line(buf, pos, nl, events)
             if pos < 0:
                 return
