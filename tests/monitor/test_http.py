@@ -139,3 +139,16 @@ async def test_accountz(monitored: pynatsd.Server) -> None:
     detail = (await fetch_json(monitored.http_port, "/accountz?acc=$G"))["account_detail"]
     assert (detail["client_connections"], detail["subscriptions"]) == (1, 1)
     await nc.close()
+
+
+@pytest.mark.parametrize(
+    "query", ["", "?js-enabled-only=true", "?js-server-only=true", "?js-enabled=true"]
+)
+async def test_healthz_options(monitored: pynatsd.Server, query: str) -> None:
+    assert await fetch_json(monitored.http_port, "/healthz" + query) == {"status": "ok"}
+
+
+async def test_healthz_bad_flag_is_400(monitored: pynatsd.Server) -> None:
+    status, _, body = await fetch(monitored.http_port, "/healthz?js-enabled-only=bogus")
+    assert status == 400
+    assert body.startswith(b"Error decoding boolean for 'js-enabled-only'")

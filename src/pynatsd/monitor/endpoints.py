@@ -372,17 +372,13 @@ def subsz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
 
 
 def healthz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
-    js_enabled_only = _bool_arg(query, "js-enabled-only")
-    _bool_arg(query, "js-server-only")
-    _bool_arg(query, "details")
-    if not server.running or server.lame_duck:
-        return 503, {"status": "unavailable", "status_code": 503, "error": "server not ready"}
-    if js_enabled_only and not server.options.jetstream:
-        return 503, {
-            "status": "unavailable",
-            "status_code": 503,
-            "error": "JetStream not enabled",
-        }
+    """Liveness/readiness. As in nats-server, the JetStream options narrow what is checked; a
+    server without JetStream is healthy for all of them (a single server has no meta leader or
+    stream replicas to wait for)."""
+    for flag in ("js-enabled-only", "js-server-only", "js-enabled", "details"):
+        _bool_arg(query, flag)
+    if not server.running:
+        return 503, {"status": "unavailable", "status_code": 503, "error": "server not running"}
     return 200, {"status": "ok"}
 
 
