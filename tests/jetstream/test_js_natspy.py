@@ -129,3 +129,17 @@ async def test_streams_survive_restart(tmp_path: Path) -> None:
         msgs = await psub.fetch(6, timeout=2)
         assert [m.data for m in msgs] == [str(i).encode() for i in range(4, 10)]
         await nc.close()
+
+
+async def test_max_age_expires_without_new_messages(js_server: pynatsd.Server) -> None:
+    nc = await nats.connect(js_server.client_url)
+    js = nc.jetstream()
+    await js.add_stream(name="TTL", subjects=["ttl"], max_age=0.3)
+    await js.publish("ttl", b"short-lived")
+    assert (await js.stream_info("TTL")).state.messages == 1
+    for _ in range(40):  # bounded wait: up to 2 s for a 0.3 s max_age
+        await asyncio.sleep(0.05)
+        if (await js.stream_info("TTL")).state.messages == 0:
+            break
+    assert (await js.stream_info("TTL")).state.messages == 0
+    await nc.close()

@@ -77,7 +77,8 @@ class AccountJetStream:
         limits = limits_of(config)
         if config["storage"] == "memory":
             return open_memory_store(limits)
-        path = os.path.join(self._stream_dir(config["name"]), "msgs")
+        # The file store lays out its own msgs/ and consumers/ inside the stream directory.
+        path = self._stream_dir(config["name"])
         os.makedirs(path, exist_ok=True)
         return open_file_store(
             path,

@@ -7,6 +7,7 @@ is sent only once the record is durable (see `StreamStore.when_durable`).
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,8 @@ class Stream:
         self._msg_id_order: deque[tuple[int, str]] = deque()
         self.last_msg_id = ""
         self.closed = False
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._expiry_at = 0
 
     @property
     def name(self) -> str:
@@ -66,7 +69,29 @@ class Stream:
 
     # -- subjects --------------------------------------------------------------------------------
 
+    def schedule_expiry(self) -> None:
+        """max_age: remove messages when they age out, not only when the next one arrives."""
+        when = self.store.next_expiry()
+        if when is None or self.closed:
+            return
+        if self._expiry_at and self._expiry_timer is not None and self._expiry_at <= when:
+            return
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        self._expiry_at = when
+        delay = max((when - now_ns()) / 1e9, 0.0)
+        self._expiry_timer = self.ajs.loop.call_later(delay, self._on_expiry)
+
+    def _on_expiry(self) -> None:
+        self._expiry_timer = None
+        self._expiry_at = 0
+        if self.closed:
+            return
+        self.store.expire()
+        self.schedule_expiry()
+
     def subscribe(self) -> None:
+        self.schedule_expiry()
         sublist = self.ajs.account.sublist
         for subject in self.config["subjects"]:
             sub = InternalSubscription(self._owner, subject, self._on_message)
@@ -84,6 +109,9 @@ class Stream:
         subjects_changed = config["subjects"] != self.config["subjects"]
         self.config = config
         self.store.update_limits(limits_of(config))
+        self._cancel_expiry()
+        self._expiry_at = 0
+        self.schedule_expiry()
         if subjects_changed:
             self.unsubscribe()
             self.subscribe()
@@ -156,6 +184,8 @@ class Stream:
         elif rollup == "all":
             self.store.purge(seq=seq)
         self._after_store(seq, subject)
+        if self._expiry_timer is None:
+            self.schedule_expiry()
         return seq, False
 
     def _check_expectations(self, subject: str, header: bytes) -> None:
@@ -262,9 +292,15 @@ class Stream:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
+    def _cancel_expiry(self) -> None:
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+
     def stop(self) -> None:
         """Stop capturing and close the store (server shutdown); data stays on disk."""
         self.closed = True
+        self._cancel_expiry()
         self.unsubscribe()
         for consumer in list(self.consumers.values()):
             consumer.stop()
@@ -275,6 +311,7 @@ class Stream:
 
     def delete(self) -> None:
         self.closed = True
+        self._cancel_expiry()
         self.unsubscribe()
         for consumer in list(self.consumers.values()):
             consumer.delete()

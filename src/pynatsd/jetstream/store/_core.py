@@ -247,6 +247,70 @@ class StoreCore:
             self._io_maintain()
         return seq, ts
 
+    def _live_at_or_after(self, seq: int) -> int:
+        """The smallest live sequence >= ``seq``, or last + 1.
+
+        Every sequence between first and last is either live or in the dmap, so a run of
+        removed sequences is skipped with two binary searches instead of being walked: a KV
+        stream may have millions of removed sequences between two live ones.
+        """
+        recs = self._recs
+        if seq in recs:
+            return seq
+        last = self._last
+        if seq < self._first:
+            seq = self._first
+            if seq in recs:
+                return seq
+        dmap = self._dmap
+        while seq <= last:
+            i = bisect.bisect_left(dmap, seq)
+            if i == len(dmap) or dmap[i] != seq:
+                seq += 1  # not expected (see above); stay correct anyway
+            else:
+                # dmap[k] - k is constant along a run of consecutive sequences: find its end.
+                base = seq - i
+                lo, hi = i + 1, len(dmap)
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if dmap[mid] - mid == base:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                seq = dmap[lo - 1] + 1
+            if seq in recs:
+                return seq
+        return last + 1
+
+    def _live_at_or_before(self, seq: int) -> int:
+        """The largest live sequence <= ``seq``, or first - 1 (see :meth:`_live_at_or_after`)."""
+        recs = self._recs
+        if seq in recs:
+            return seq
+        first = self._first
+        if seq > self._last:
+            seq = self._last
+            if seq in recs:
+                return seq
+        dmap = self._dmap
+        while seq >= first:
+            i = bisect.bisect_left(dmap, seq)
+            if i == len(dmap) or dmap[i] != seq:
+                seq -= 1
+            else:
+                base = seq - i
+                lo, hi = 0, i
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if dmap[mid] - mid == base:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                seq = dmap[lo] - 1
+            if seq in recs:
+                return seq
+        return first - 1
+
     def _plan_front_removals(self, removed: list[int], add_msgs: int, add_bytes: int) -> list[int]:
         """Extend ``removed`` with the oldest messages that max_msgs / max_bytes push out."""
         lim = self._limits
@@ -259,15 +323,14 @@ class StoreCore:
             return removed
         out = list(removed)
         taken = set(removed)
-        s = self._first
         last = self._last
+        s = self._live_at_or_after(self._first)
         while s <= last and (msgs > max_msgs or nbytes > max_bytes):
-            rec = recs.get(s)
-            if rec is not None and s not in taken:
+            if s not in taken:
                 out.append(s)
                 msgs -= 1
-                nbytes -= rec[2]
-            s += 1
+                nbytes -= recs[s][2]
+            s = self._live_at_or_after(s + 1)
         return out
 
     def _plan_floor(self, removed: Iterable[int], limit: int) -> int:
@@ -276,9 +339,9 @@ class StoreCore:
         if not recs:
             return limit
         gone = set(removed)
-        s = self._first
-        while s < limit and (s in gone or s not in recs):
-            s += 1
+        s = self._live_at_or_after(self._first)
+        while s < limit and s in gone:
+            s = self._live_at_or_after(s + 1)
         return min(s, limit)
 
     def _drop(self, seq: int) -> Rec | None:
@@ -299,10 +362,7 @@ class StoreCore:
             if not recs:
                 self._first = self._last + 1
             else:
-                s = seq + 1
-                while s not in recs:
-                    s += 1
-                self._first = s
+                self._first = self._live_at_or_after(seq + 1)
             dmap = self._dmap
             if dmap and dmap[0] < self._first:
                 del dmap[: bisect.bisect_left(dmap, self._first)]
@@ -416,12 +476,10 @@ class StoreCore:
         s = self._first
         last = self._last
         while s <= last:
-            rec = recs.get(s)
-            if rec is not None:
-                if rec[1] > cutoff:
-                    break
-                victims.append(s)
-            s += 1
+            if recs[s][1] > cutoff:
+                break
+            victims.append(s)
+            s = self._live_at_or_after(s + 1)
         if len(victims) == len(recs):
             self._purge_all(self._last + 1)
         else:
@@ -470,27 +528,23 @@ class StoreCore:
         if start > last or not recs:
             return None
         if is_all(filter_subject):
-            s = start
-            while s <= last:
-                if s in recs:
-                    return s
-                s += 1
-            return None
+            s = self._live_at_or_after(start)
+            return s if s <= last else None
         if is_literal(filter_subject):
             sl = self._subjects.get(filter_subject)
             return None if sl is None else sl.first_at_or_after(start)
         memo = self._match_memo(filter_subject)
-        s = start
-        stop = min(last, start + _WALK_FIRST)
-        while s <= stop:
-            rec = recs.get(s)
-            if rec is not None:
-                m = memo.get(rec[0])
-                if m is None:
-                    m = memo[rec[0]] = match_literal(rec[0], filter_subject)
-                if m:
-                    return s
-            s += 1
+        s = self._live_at_or_after(start)
+        for _ in range(_WALK_FIRST):
+            if s > last:
+                return None
+            subject = recs[s][0]
+            m = memo.get(subject)
+            if m is None:
+                m = memo[subject] = match_literal(subject, filter_subject)
+            if m:
+                return s
+            s = self._live_at_or_after(s + 1)
         if s > last:
             return None
         matching = self._matching_subjects(filter_subject)
@@ -503,14 +557,13 @@ class StoreCore:
                     best = found
             return best
         while s <= last:
-            rec = recs.get(s)
-            if rec is not None:
-                m = memo.get(rec[0])
-                if m is None:
-                    m = memo[rec[0]] = match_literal(rec[0], filter_subject)
-                if m:
-                    return s
-            s += 1
+            subject = recs[s][0]
+            m = memo.get(subject)
+            if m is None:
+                m = memo[subject] = match_literal(subject, filter_subject)
+            if m:
+                return s
+            s = self._live_at_or_after(s + 1)
         return None
 
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
@@ -538,43 +591,40 @@ class StoreCore:
         if is_literal(filter_subject) and not is_all(filter_subject):
             sl = self._subjects.get(filter_subject)
             return None if sl is None else sl.last_at_or_before(start)
-        memo = None if is_all(filter_subject) else self._match_memo(filter_subject)
-        s = start
-        stop = max(first, start - _WALK_FIRST)
-        while s >= stop:
-            rec = recs.get(s)
-            if rec is not None:
-                if memo is None:
-                    return s
-                m = memo.get(rec[0])
-                if m is None:
-                    m = memo[rec[0]] = match_literal(rec[0], filter_subject)
-                if m:
-                    return s
-            s -= 1
+        if is_all(filter_subject):
+            s = self._live_at_or_before(start)
+            return s if s >= first else None
+        memo = self._match_memo(filter_subject)
+        s = self._live_at_or_before(start)
+        for _ in range(_WALK_FIRST):
+            if s < first:
+                return None
+            subject = recs[s][0]
+            m = memo.get(subject)
+            if m is None:
+                m = memo[subject] = match_literal(subject, filter_subject)
+            if m:
+                return s
+            s = self._live_at_or_before(s - 1)
         if s < first:
             return None
-        if memo is not None:
-            matching = self._matching_subjects(filter_subject)
-            if len(matching) <= _SUBJECT_WALK_LIMIT:
-                best: int | None = None
-                subjects = self._subjects
-                for subj in matching:
-                    found = subjects[subj].last_at_or_before(s)
-                    if found is not None and (best is None or found > best):
-                        best = found
-                return best
+        matching = self._matching_subjects(filter_subject)
+        if len(matching) <= _SUBJECT_WALK_LIMIT:
+            best: int | None = None
+            subjects = self._subjects
+            for subj in matching:
+                found = subjects[subj].last_at_or_before(s)
+                if found is not None and (best is None or found > best):
+                    best = found
+            return best
         while s >= first:
-            rec = recs.get(s)
-            if rec is not None:
-                if memo is None:
-                    return s
-                m = memo.get(rec[0])
-                if m is None:
-                    m = memo[rec[0]] = match_literal(rec[0], filter_subject)
-                if m:
-                    return s
-            s -= 1
+            subject = recs[s][0]
+            m = memo.get(subject)
+            if m is None:
+                m = memo[subject] = match_literal(subject, filter_subject)
+            if m:
+                return s
+            s = self._live_at_or_before(s - 1)
         return None
 
     def seq_for_time(self, ts: int) -> int:

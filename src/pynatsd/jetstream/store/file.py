@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._core import Rec, StoreCore
+from ._core import Rec, SeqList, StoreCore
 from .base import (
     InsufficientResourcesError,
     StoredMsg,
@@ -279,6 +279,7 @@ class FileStore(StoreCore):
         self._wgen = 0
         self._synced_gen = 0
         self._sync_inflight = False
+        self._sync_future: concurrent.futures.Future[BaseException | None] | None = None
         self._dir_dirty = False
         self._waiters: collections.deque[
             tuple[int, Callable[[], None], Callable[[BaseException], None] | None]
@@ -337,6 +338,7 @@ class FileStore(StoreCore):
         )
         intern: dict[str, str] = {}
         scans: list[tuple[_Segment, _Scan]] = []
+        cut_at = -1  # where the newest segment's torn tail was cut off
         for i, seg_id in enumerate(seg_ids):
             path = os.path.join(self._msgs_dir, _seg_name(seg_id))
             fd = os.open(path, os.O_RDWR)
@@ -359,6 +361,7 @@ class FileStore(StoreCore):
                 )
                 os.ftruncate(fd, start)
                 seg.size = start
+                cut_at = start
                 if scan.tail_seq_hint == scan.max_seq + 1:
                     # The header of the torn record was intact: do not hand its sequence to
                     # another message, in case it had been acknowledged before the damage.
@@ -427,8 +430,10 @@ class FileStore(StoreCore):
             seg.live = live
             seg.live_bytes = live_bytes
             if s.msgs:
-                seg.first_seq = min(m[0] for m in s.msgs)
-                seg.last_seq = max(m[0] for m in s.msgs)
+                # Ascending within a segment (records out of order were skipped above; the
+                # compaction walk checks each record's segment anyway).
+                seg.first_seq = s.msgs[0][0]
+                seg.last_seq = s.msgs[-1][0]
             seg.tombs = s.tombs
             seg.max_floor = s.floor
             seg.max_seq = s.max_seq
@@ -439,7 +444,7 @@ class FileStore(StoreCore):
             for start, end in s.damaged:
                 before = max((m[0] for m in s.msgs if m[4] & 0xFFFFFFFF < start), default=0)
                 after = min((m[0] for m in s.msgs if m[4] & 0xFFFFFFFF >= end), default=None)
-                truncated = seg.size == start and seg is scans[-1][0]
+                truncated = seg is scans[-1][0] and start == cut_at
                 report = DamageReport(
                     os.path.basename(seg.path), start, end, before, after, truncated
                 )
@@ -455,8 +460,6 @@ class FileStore(StoreCore):
                         before,
                         "end" if after is None else after,
                     )
-
-        from ._core import SeqList
 
         self._subjects = {k: SeqList(v) for k, v in subjects.items()}
         self._subj_gen += 1
@@ -867,8 +870,21 @@ class FileStore(StoreCore):
             self._sync_done(target, self._fsync(fds, dir_sync))
             return
         self._sync_inflight = True
-        fut = loop.run_in_executor(_fsync_executor(), self._fsync, fds, dir_sync)
-        fut.add_done_callback(functools.partial(self._on_sync_future, target))
+        # A concurrent future rather than run_in_executor: close() can then wait for it even
+        # when the event loop is gone, before closing the descriptors the worker uses.
+        fut = _fsync_executor().submit(self._fsync, fds, dir_sync)
+        self._sync_future = fut
+        fut.add_done_callback(functools.partial(self._sync_finished_in_worker, loop, target))
+
+    def _sync_finished_in_worker(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        target: int,
+        fut: concurrent.futures.Future[BaseException | None],
+    ) -> None:
+        # Runs in the worker thread: hand the result to the loop thread.
+        with contextlib.suppress(RuntimeError):  # the loop is closed: close() cleans up
+            loop.call_soon_threadsafe(self._on_sync_future, target, fut)
 
     def _fsync(self, fds: list[int], dir_sync: bool) -> BaseException | None:
         """Runs in a worker thread: no store state is touched here."""
@@ -885,18 +901,19 @@ class FileStore(StoreCore):
             return exc
         return None
 
-    def _on_sync_future(self, target: int, fut: asyncio.Future[BaseException | None]) -> None:
+    def _on_sync_future(
+        self, target: int, fut: concurrent.futures.Future[BaseException | None]
+    ) -> None:
+        if self._closed or fut is not self._sync_future:
+            # close() waited for this sync, then synced and answered everything itself.
+            return
         self._sync_inflight = False
+        self._sync_future = None
         for fd in self._deferred_close:
             os.close(fd)
         self._deferred_close.clear()
         err: BaseException | None
         err = StoreError("fsync cancelled") if fut.cancelled() else fut.exception() or fut.result()
-        if self._closed:
-            # close() synced everything and answered the waiters already.
-            if self._active is None:
-                self._close_all_fds()
-            return
         self._sync_done(target, err)
 
     def _sync_done(self, target: int, err: BaseException | None) -> None:
@@ -991,8 +1008,12 @@ class FileStore(StoreCore):
     def _close_files(self) -> None:
         self._closed = True
         self._active = None
-        if not self._sync_inflight:
-            self._close_all_fds()
+        if self._sync_future is not None:
+            # The worker may be inside fsync(fd): let it finish before the numbers go.
+            concurrent.futures.wait([self._sync_future])
+            self._sync_future = None
+        self._sync_inflight = False
+        self._close_all_fds()
         with contextlib.suppress(OSError):
             os.close(self._lock_fd)
         self._lock_fd = -1
