@@ -83,7 +83,8 @@ class User:
 class StreamExport:
     """`exports: [{stream: "pub.>", accounts: [B]}]`: messages other accounts may import.
 
-    `accounts` None is a public export; a list restricts it to those accounts."""
+    `accounts` None is a public export; a list restricts it to those accounts (an empty list,
+    from a token-required export in an account JWT, to none)."""
 
     subject: str
     accounts: list[str] | None = None

@@ -116,7 +116,8 @@ class Claims:
     token: str = field(repr=False)
 
     def time_problem(self, now: float | None = None) -> str:
-        """"" if valid now, else nats-server's reason ("claim is expired", "... not yet valid")."""
+        """Why the claim is not valid at `now` ("claim is expired", "claim is not yet valid"),
+        or "" if it is."""
         current = int(time.time() if now is None else now)
         if self.expires > 0 and current > self.expires:
             return "claim is expired"
@@ -435,8 +436,13 @@ def permissions_from_jwt(nats: dict[str, Any]) -> Permissions | None:
     return Permissions(publish=publish, subscribe=subscribe, response=response)
 
 
-def user_claims_from(claims: Claims) -> UserClaims:
+def user_claims_from(claims: Claims, unset: int | None = None) -> UserClaims:
+    """The user fields of decoded claims. A limit the JWT leaves out is 0 in a v2 JWT (so a
+    hand-made JWT without `subs` may subscribe to nothing, as on nats-server) and unlimited in
+    a v1 JWT or a scope template; `unset` overrides that default."""
     nats = claims.nats
+    if unset is None:
+        unset = NO_LIMIT if claims.version <= 1 else 0
     times = []
     for entry in nats.get("times") or []:
         if isinstance(entry, dict):
@@ -450,9 +456,9 @@ def user_claims_from(claims: Claims) -> UserClaims:
         times=tuple(times),
         times_location=_str(nats.get("times_location")),
         permissions=permissions_from_jwt(nats),
-        max_subscriptions=_int(nats.get("subs")) if "subs" in nats else NO_LIMIT,
-        max_payload=_int(nats.get("payload")) if "payload" in nats else NO_LIMIT,
-        max_data=_int(nats.get("data")) if "data" in nats else NO_LIMIT,
+        max_subscriptions=_int(nats.get("subs", unset)),
+        max_payload=_int(nats.get("payload", unset)),
+        max_data=_int(nats.get("data", unset)),
     )
 
 

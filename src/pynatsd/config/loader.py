@@ -1,8 +1,8 @@
 """Parsed configuration -> `pynatsd.options.Options`, as nats-server's `server/opts.go` does it.
 
 Top-level keys are matched case-insensitively, with the real server's names and aliases. Keys that
-nats-server knows but pynatsd does not implement yet (cluster, gateway, leafnodes, tls, accounts,
-...) are accepted and ignored with a logged warning, so existing files still load. Anything else
+nats-server knows but pynatsd does not implement yet (cluster, gateway, leafnodes, mappings, ...)
+are accepted and ignored with a logged warning, so existing files still load. Anything else
 that is unknown, of the wrong type or out of range is an error that names `file:line:col`.
 
 Like nats-server, all errors are collected before failing, and some problems are only *warnings*
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import logging
 import os
 import re
@@ -23,18 +24,36 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pynatsd.auth.jwt import (
+    JwtError,
+    decode_account,
+    decode_operator,
+    decode_user,
+    read_operator_jwt,
+)
+from pynatsd.auth.keys import PREFIX_ACCOUNT, PREFIX_OPERATOR, is_valid_public_key
+from pynatsd.auth.permissions import subject_is_subset_match
 from pynatsd.config.parser import ConfigError, Node, config_digest, parse_file_nodes, to_plain
 from pynatsd.options import (
     AUTH_TIMEOUT,
     DEFAULT_HOST,
     JETSTREAM_SYNC_INTERVAL,
+    TLS_HANDSHAKE_FIRST_FALLBACK_DELAY,
+    TLS_TIMEOUT,
+    AccountConfig,
+    JetStreamAccountLimits,
     Options,
     Permissions,
     ResponsePermission,
+    ServiceExport,
+    ServiceImport,
+    StreamExport,
+    StreamImport,
     SubjectPermission,
     User,
 )
-from pynatsd.subjects import is_valid_subject
+from pynatsd.subjects import is_valid_subject, subjects_collide
+from pynatsd.tls import CIPHER_SUITES, INSECURE_CIPHER_SUITES, TLSConfigError, server_context
 
 log = logging.getLogger("pynatsd.config")
 
@@ -46,6 +65,8 @@ _CONNECTION_TYPES = frozenset(
     {"STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS"}
 )
 _USER_NKEY_PREFIX = 20 << 3  # the byte that base32-encodes to a leading 'U'
+GLOBAL_ACCOUNT = "$G"
+SYSTEM_ACCOUNT = "$SYS"
 
 
 class ConfigErrors(ConfigError):
@@ -272,26 +293,10 @@ _unsupported("gateways", "gateway")
 _unsupported("leaf nodes", "leaf", "leafnodes")
 _unsupported("WebSocket", "websocket", "ws")
 _unsupported("MQTT", "mqtt")
-_unsupported("TLS", "tls", "allow_non_tls", "ocsp", "ocsp_cache", "https", "https_port")
-_unsupported("accounts", "accounts", "mappings", "maps", "default_js_domain")
-_unsupported(
-    "operator mode",
-    "operator",
-    "operators",
-    "root",
-    "roots",
-    "root_operator",
-    "root_operators",
-    "resolver",
-    "account_resolver",
-    "accounts_resolver",
-    "resolver_tls",
-    "resolver_preload",
-    "resolver_pinned_accounts",
-    "trusted",
-    "trusted_keys",
-    "default_sentinel",
-)
+_unsupported("TLS", "ocsp", "ocsp_cache", "https", "https_port")
+_unsupported("subject mappings", "mappings", "maps")
+_unsupported("accounts", "default_js_domain")
+_unsupported("operator mode", "resolver_tls", "operators_resolver_tls")
 _unsupported("profiling", "prof_port", "prof_block_rate")
 _unsupported("proxies", "proxies", "proxy_protocol")
 _unsupported("feature flags", "feature_flags")
@@ -381,6 +386,16 @@ class _Loader:
                     self.unknown(name, node)
             except _Abort:
                 continue
+        self.finish()
+
+    def finish(self) -> None:
+        """What nats-server settles after reading the whole file (setBaselineOptions)."""
+        opts = self.opts
+        if opts.tls_timeout <= 0:
+            opts.tls_timeout = TLS_TIMEOUT
+        if opts.tls and not opts.auth_timeout_set:
+            # With TLS the default auth timeout covers the handshake too.
+            opts.auth_timeout = opts.tls_timeout + 1.0
 
 
 def _setter(attribute: str, kind: str) -> _Handler:
@@ -712,9 +727,11 @@ def _apply_authorization(loader: _Loader, name: str, node: Node) -> None:
     opts.username, opts.password, opts.authorization = auth.user, auth.password, auth.token
     # 0 (or no timeout) means the default, as nats-server fills it in at start-up.
     opts.auth_timeout = auth.timeout or AUTH_TIMEOUT
+    opts.auth_timeout_set = auth.timeout > 0
     if (auth.user or auth.password) and auth.token:
         raise loader.abort(node, "Cannot have a user/pass and token")
-    if auth.users is not None:
+    # Users from `accounts {}` (read first) count as a users array too.
+    if auth.users is not None or opts.users:
         if auth.user:
             raise loader.abort(node, "Can not have a single user/pass and a users array")
         if auth.token:
@@ -881,9 +898,13 @@ def _parse_permissions(loader: _Loader, node: Node) -> Permissions | None:
     return perms
 
 
-def _subject_permission(loader: _Loader, node: Node, *, allow_queue: bool) -> SubjectPermission:
+def _subject_permission(
+    loader: _Loader, node: Node, *, allow_queue: bool
+) -> SubjectPermission | None:
     if not isinstance(node.value, dict):
         return SubjectPermission(allow=_subjects(loader, node, allow_queue))
+    if not node.value:
+        return None  # `{}` sets nothing, as in nats-server
     permission = SubjectPermission()
     for key, entry in node.value.items():
         lowered = key.lower()
@@ -922,7 +943,8 @@ def _subjects(loader: _Loader, node: Node, allow_queue: bool) -> list[str] | Non
     if problem:
         loader.error(node, problem)
         return None
-    return subjects
+    # An empty array is no list at all in nats-server (a nil slice), not "nothing allowed".
+    return subjects or None
 
 
 def _check_subjects(subjects: list[str], allow_queue: bool) -> str:
@@ -963,6 +985,1148 @@ def _response_permission(loader: _Loader, node: Node) -> ResponsePermission | No
         elif not entry.used_variable:
             loader.error(entry, f'Unknown field "{key}" parsing permissions')
     return permission
+
+
+# -- security: accounts, operator mode, TLS ---------------------------------------------------
+
+
+def _conversion(node: Node, want: str) -> str:
+    """The message of the panic a failed Go type assertion raises (nats-server reports it)."""
+    return f"interface conversion: interface {{}} is {go_type(node.value)}, not {want}"
+
+
+def _go_quote(value: Any) -> str:
+    """Go's %q of a string or integer, for messages that quote a value."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 0x110000:
+        return "'" + json.dumps(chr(value))[1:-1].replace("\\u00", "\\x") + "'"
+    return f"%!q({go_type(value)}={value})"
+
+
+def _want_str(loader: _Loader, node: Node) -> str:
+    if not isinstance(node.value, str):
+        raise loader.abort(node, _conversion(node, "string"))
+    return node.value
+
+
+def _want_int(loader: _Loader, node: Node) -> int:
+    if isinstance(node.value, bool) or not isinstance(node.value, int):
+        raise loader.abort(node, _conversion(node, "int64"))
+    return node.value
+
+
+def _want_bool(loader: _Loader, node: Node) -> bool:
+    if not isinstance(node.value, bool):
+        raise loader.abort(node, _conversion(node, "bool"))
+    return node.value
+
+
+def _want_map(loader: _Loader, node: Node) -> dict[str, Node]:
+    if not isinstance(node.value, dict):
+        raise loader.abort(node, _conversion(node, "map[string]interface {}"))
+    return node.value
+
+
+def _want_list(loader: _Loader, node: Node) -> list[Node]:
+    if not isinstance(node.value, list):
+        raise loader.abort(node, _conversion(node, "[]interface {}"))
+    return node.value
+
+
+def _string_or_list(loader: _Loader, node: Node, what: str) -> list[str]:
+    """A string or an array of strings (operators, trusted keys, pinned accounts)."""
+    value = node.value
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        raise loader.abort(node, f"error parsing {what}: unsupported type {go_type(value)}")
+    out = []
+    for element in value:
+        if not isinstance(element.value, str):
+            loader.error(
+                element,
+                f"error parsing {what}: unsupported type in array {go_type(element.value)}",
+            )
+            continue
+        out.append(element.value)
+    return out
+
+
+def _subject_is_literal(subject: str) -> bool:
+    return not any(t in ("*", ">") for t in subject.split("."))
+
+
+# -- accounts {} -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _PendingExport:
+    account: AccountConfig
+    export: StreamExport | ServiceExport
+
+
+@dataclass(slots=True)
+class _PendingImport:
+    account: AccountConfig
+    stream: StreamImport | None = None
+    service: ServiceImport | None = None
+
+
+@_key("accounts")
+def _apply_accounts(loader: _Loader, name: str, node: Node) -> None:
+    opts = loader.opts
+    value = node.value
+    exports: list[_PendingExport] = []
+    imports: list[_PendingImport] = []
+    if isinstance(value, list):
+        # A plain list of account names.
+        seen: set[str] = set()
+        for element in value:
+            account_name = _want_str(loader, element)
+            if account_name == GLOBAL_ACCOUNT:
+                loader.error(element, f'"{account_name}" is a Reserved Account')
+                continue
+            if account_name in seen:
+                loader.error(element, f"Duplicate Account Entry: {account_name}")
+                continue
+            seen.add(account_name)
+            opts.accounts[account_name] = AccountConfig(account_name)
+    elif isinstance(value, dict):
+        known = {u.username for u in opts.users if u.username} | {
+            u.nkey for u in opts.users if u.nkey
+        }
+        for account_name, entry in value.items():
+            if entry.used_variable:
+                continue
+            if not isinstance(entry.value, dict):
+                loader.error(entry, "Expected map entries for accounts")
+                continue
+            if account_name == GLOBAL_ACCOUNT:
+                loader.error(entry, f'"{account_name}" is a Reserved Account')
+                continue
+            account = AccountConfig(account_name)
+            opts.accounts[account_name] = account
+            _parse_account(loader, account, entry.value, known, exports, imports)
+    if loader.errors:
+        # nats-server stops here when anything before failed: exports and imports are only
+        # checked in a configuration that is otherwise valid.
+        return
+    _check_exports(loader, node, exports)
+    _check_imports(loader, node, imports)
+
+
+def _parse_account(
+    loader: _Loader,
+    account: AccountConfig,
+    fields: dict[str, Node],
+    known: set[str],
+    exports: list[_PendingExport],
+    imports: list[_PendingImport],
+) -> None:
+    opts = loader.opts
+    users: list[User] = []
+    nkeys: list[User] = []
+    users_node: Node | None = None
+    for key, entry in fields.items():
+        lowered = key.lower()
+        try:
+            if lowered == "nkey":
+                nkey = entry.value
+                if not isinstance(nkey, str) or not is_valid_public_key(nkey, PREFIX_ACCOUNT):
+                    loader.error(
+                        entry, f"Not a valid public nkey for an account: {_go_quote(nkey)}"
+                    )
+                    continue
+                account.nkey = nkey
+            elif lowered == "imports":
+                imports.extend(_parse_imports(loader, account, entry))
+            elif lowered == "exports":
+                exports.extend(_parse_exports(loader, account, entry))
+            elif lowered == "jetstream":
+                account.jetstream = _parse_account_jetstream(loader, entry)
+            elif lowered == "users":
+                users_node = entry
+                users, nkeys = _parse_users(loader, key, entry)
+            elif lowered == "default_permissions":
+                account.default_permissions = _parse_permissions(loader, entry)
+            elif lowered in ("mappings", "maps"):
+                loader.ignore(f"accounts.{account.name}.{key}", entry, "subject mappings")
+            elif lowered == "limits":
+                _parse_account_limits(loader, account, entry)
+            elif lowered in ("msg_trace", "trace_dest"):
+                loader.ignore(f"accounts.{account.name}.{key}", entry, "message tracing")
+            else:
+                loader.unknown(key, entry)
+        except _Abort:
+            continue
+    if not (users or nkeys):
+        return
+    assert users_node is not None
+    if opts.username:
+        loader.error(users_node, "Can not have a single user/pass and accounts")
+        return
+    if opts.authorization:
+        loader.error(users_node, "Can not have a token and accounts")
+        return
+    for user in [*users, *nkeys]:
+        if user.permissions is None and account.default_permissions is not None:
+            user.permissions = account.default_permissions
+    for user in nkeys:
+        if user.nkey in known:
+            loader.error(users_node, f'Duplicate nkey "{user.nkey}" detected')
+            continue
+        known.add(user.nkey)
+        user.account = account.name
+        opts.users.append(user)
+    for user in users:
+        if user.username in known:
+            loader.error(users_node, f'Duplicate user "{user.username}" detected')
+            continue
+        known.add(user.username)
+        user.account = account.name
+        opts.users.append(user)
+
+
+def _parse_account_limits(loader: _Loader, account: AccountConfig, node: Node) -> None:
+    if not isinstance(node.value, dict):
+        raise loader.abort(
+            node, f"Expected account limits to be a map/struct, got {to_plain(node.value)}"
+        )
+    limits = account.limits
+    for key, entry in node.value.items():
+        lowered = key.lower()
+        if lowered in ("max_connections", "max_conn"):
+            limits.max_connections = _want_int(loader, entry)
+        elif lowered in ("max_subscriptions", "max_subs"):
+            limits.max_subscriptions = _want_int(loader, entry)
+        elif lowered in ("max_payload", "max_pay"):
+            limits.max_payload = _want_int(loader, entry)
+        elif lowered in ("max_leafnodes", "max_leafs"):
+            limits.max_leafnodes = _want_int(loader, entry)
+        elif not entry.used_variable:
+            loader.error(entry, f'Unknown field "{key}" parsing account limits')
+
+
+_JS_ACCOUNT_SIZES = {
+    "max_memory": "max_memory",
+    "max_mem": "max_memory",
+    "mem": "max_memory",
+    "memory": "max_memory",
+    "max_store": "max_store",
+    "max_file": "max_store",
+    "max_disk": "max_store",
+    "store": "max_store",
+    "disk": "max_store",
+    "max_streams": "max_streams",
+    "streams": "max_streams",
+    "max_consumers": "max_consumers",
+    "consumers": "max_consumers",
+    "mem_max_stream_bytes": "memory_max_stream_bytes",
+    "memory_max_stream_bytes": "memory_max_stream_bytes",
+    "disk_max_stream_bytes": "store_max_stream_bytes",
+    "store_max_stream_bytes": "store_max_stream_bytes",
+    "max_ack_pending": "max_ack_pending",
+}
+
+
+def _parse_account_jetstream(loader: _Loader, node: Node) -> JetStreamAccountLimits | None:
+    value = node.value
+    if isinstance(value, bool):
+        return JetStreamAccountLimits() if value else None
+    # nats-server reports these two without a position (it has lost the token by then).
+    if isinstance(value, str):
+        state = value.lower()
+        if state in ("enabled", "enable"):
+            return JetStreamAccountLimits()
+        if state in ("disabled", "disable"):
+            return None
+        loader.errors.append(
+            ConfigError(f"Expected 'enabled' or 'disabled' for string value, got '{value}'")
+        )
+        raise _Abort()
+    if not isinstance(value, dict):
+        loader.errors.append(
+            ConfigError(f"Expected map, bool or string to define JetStream, got {go_type(value)}")
+        )
+        raise _Abort()
+    limits = JetStreamAccountLimits()
+    for key, entry in value.items():
+        lowered = key.lower()
+        shown = to_plain(entry.value)
+        if lowered in _JS_ACCOUNT_SIZES:
+            if isinstance(entry.value, bool) or not isinstance(entry.value, int):
+                raise loader.abort(entry, f'Expected a parseable size for "{key}", got {shown}')
+            setattr(limits, _JS_ACCOUNT_SIZES[lowered], entry.value)
+        elif lowered in ("max_bytes_required", "max_stream_bytes", "max_bytes"):
+            if not isinstance(entry.value, bool):
+                raise loader.abort(entry, f'Expected a parseable bool for "{key}", got {shown}')
+            limits.max_bytes_required = entry.value
+        elif lowered == "cluster_traffic":
+            if entry.value not in ("system", "owner", ""):
+                raise loader.abort(
+                    entry, f"Expected 'system' or 'owner' string value for \"{key}\", got {shown}"
+                )
+        elif not entry.used_variable:
+            loader.error(entry, f'unknown field "{key}"')
+    return limits
+
+
+def _parse_exports(loader: _Loader, account: AccountConfig, node: Node) -> list[_PendingExport]:
+    if not isinstance(node.value, list):
+        raise loader.abort(node, f"Exports should be an array, got {go_type(node.value)}")
+    out = []
+    for element in node.value:
+        try:
+            pending = _parse_export(loader, account, element)
+        except _Abort:
+            continue
+        if pending is not None:
+            out.append(pending)
+    return out
+
+
+def _parse_export(loader: _Loader, account: AccountConfig, node: Node) -> _PendingExport | None:
+    if not isinstance(node.value, dict):
+        raise loader.abort(
+            node, f"Export Items should be a map with type entry, got {go_type(node.value)}"
+        )
+    stream: StreamExport | None = None
+    service: ServiceExport | None = None
+    accounts: list[str] | None = None
+    response: str | None = None
+    response_node: Node | None = None
+    threshold: float | None = None
+    latency: tuple[str, int] | None = None
+    latency_node: Node | None = None
+    position = 0
+    allow_trace: bool | None = None
+    trace_node: Node | None = None
+    for key, entry in node.value.items():
+        lowered = key.lower()
+        if lowered == "stream":
+            if service is not None:
+                loader.error(
+                    entry, f"Detected stream {_go_quote(entry.value)} but already saw a service"
+                )
+                continue
+            for seen, what in ((response_node, "response"), (latency_node, "latency")):
+                if seen is not None:
+                    loader.error(seen, f"Detected {what} directive on non-service")
+            if trace_node is not None:
+                loader.error(trace_node, "Detected allow_trace directive on non-service")
+            if response_node or latency_node or trace_node:
+                continue
+            if not isinstance(entry.value, str):
+                loader.error(
+                    entry, f"Expected stream name to be string, got {go_type(entry.value)}"
+                )
+                continue
+            stream = StreamExport(entry.value, accounts)
+        elif lowered == "service":
+            if stream is not None:
+                loader.error(
+                    entry, f"Detected service {_go_quote(entry.value)} but already saw a stream"
+                )
+                continue
+            if not isinstance(entry.value, str):
+                loader.error(
+                    entry, f"Expected service name to be string, got {go_type(entry.value)}"
+                )
+                continue
+            service = ServiceExport(entry.value, accounts)
+        elif lowered in ("response", "response_type"):
+            if response_node is not None:
+                loader.error(entry, "Duplicate response type definition")
+                continue
+            response_node = entry
+            if not isinstance(entry.value, str):
+                loader.error(
+                    entry, f"Expected response type to be string, got {go_type(entry.value)}"
+                )
+                continue
+            kind = {"single": "Singleton", "singleton": "Singleton", "stream": "Stream"}.get(
+                entry.value.lower()
+            ) or {"chunk": "Chunked", "chunked": "Chunked"}.get(entry.value.lower())
+            if kind is None:
+                loader.error(entry, f'Unknown response type: "{entry.value}"')
+                continue
+            response = kind
+            if stream is not None:
+                loader.error(entry, "Detected response directive on non-service")
+        elif lowered in ("threshold", "response_threshold", "response_max_time", "response_time"):
+            if threshold is not None:
+                loader.error(entry, "Duplicate response threshold detected")
+                continue
+            if not isinstance(entry.value, str):
+                loader.error(
+                    entry,
+                    "Expected response threshold to be a parseable time duration, "
+                    f"got {go_type(entry.value)}",
+                )
+                continue
+            try:
+                threshold = parse_go_duration(entry.value) / _NANOS
+            except ValueError:
+                loader.error(
+                    entry,
+                    "Expected response threshold to be a parseable time duration, "
+                    f'got "{entry.value}"',
+                )
+                continue
+            if stream is not None:
+                loader.error(entry, "Detected response directive on non-service")
+        elif lowered == "accounts":
+            # An empty list is no list (a public export), as a nil slice in nats-server.
+            accounts = [_want_str(loader, e) for e in _want_list(loader, entry)] or None
+            if stream is not None:
+                stream.accounts = accounts
+            elif service is not None:
+                service.accounts = accounts
+        elif lowered == "latency":
+            latency_node = entry
+            try:
+                latency = _parse_latency(loader, entry)
+            except _Abort:
+                continue
+            if stream is not None:
+                loader.error(entry, "Detected latency directive on non-service")
+                continue
+        elif lowered == "account_token_position":
+            position = _want_int(loader, entry)
+        elif lowered == "allow_trace":
+            trace_node = entry
+            allow_trace = _want_bool(loader, entry)
+            if stream is not None:
+                loader.error(entry, "Detected allow_trace directive on non-service")
+                continue
+        elif not entry.used_variable:
+            loader.error(entry, f'unknown field "{key}"')
+    if service is not None:
+        if response is not None:
+            service.response_type = response
+        if threshold is not None:
+            service.response_threshold = threshold
+        if latency is not None:
+            service.latency_subject, service.latency_sampling = latency
+        if allow_trace is not None:
+            service.allow_trace = allow_trace
+        service.account_token_position = position
+        return _PendingExport(account, service)
+    if stream is not None:
+        stream.account_token_position = position
+        return _PendingExport(account, stream)
+    return None
+
+
+_DEFAULT_LATENCY_SAMPLING = 100
+
+
+def _parse_latency(loader: _Loader, node: Node) -> tuple[str, int]:
+    value = node.value
+    if isinstance(value, str):
+        return value, _DEFAULT_LATENCY_SAMPLING
+    if not isinstance(value, dict):
+        raise loader.abort(
+            node,
+            f"Expected latency entry to be a map/struct or string, got {go_type(value)}",
+        )
+    sampling = _DEFAULT_LATENCY_SAMPLING
+    if "sampling" in value:
+        entry = value["sampling"]
+        sample = entry.value
+        if isinstance(sample, str):
+            if sample.strip().lower() == "headers":
+                sample = 0
+            else:
+                try:
+                    sample = _go_atoi(sample.removesuffix("%"))
+                except ValueError:
+                    raise loader.abort(
+                        entry,
+                        "Failed to parse latency sample: strconv.Atoi: parsing "
+                        f'"{sample.removesuffix("%")}": invalid syntax',
+                    ) from None
+                if not 1 <= sample <= 100:
+                    raise loader.abort(entry, "bad sampling percentage, should be 1-100")
+        elif isinstance(sample, int) and not isinstance(sample, bool):
+            if not 1 <= sample <= 100:
+                raise loader.abort(entry, "bad sampling percentage, should be 1-100")
+        else:
+            raise loader.abort(
+                entry,
+                f"Expected latency sample to be a string or map/struct, got {go_type(sample)}",
+            )
+        sampling = sample
+    if "subject" not in value:
+        raise loader.abort(node, "Latency subject required, but missing")
+    subject = value["subject"]
+    if not isinstance(subject.value, str):
+        raise loader.abort(subject, "Expected latency subject to be a string, got string")
+    return subject.value, sampling
+
+
+def _parse_imports(loader: _Loader, account: AccountConfig, node: Node) -> list[_PendingImport]:
+    if not isinstance(node.value, list):
+        raise loader.abort(node, f"Imports should be an array, got {go_type(node.value)}")
+    out: list[_PendingImport] = []
+    by_local: dict[str, list[ServiceImport]] = {}
+    for element in node.value:
+        try:
+            pending = _parse_import(loader, account, element)
+        except _Abort:
+            continue
+        if pending is None:
+            continue
+        service = pending.service
+        if service is not None:
+            clash = next(
+                (s for s in by_local.get(service.to, []) if s.account == service.account), None
+            )
+            if clash is not None:
+                loader.error(
+                    element,
+                    f'Duplicate service import subject "{service.to}", previously used in '
+                    f'import for account "{clash.account}", subject "{clash.subject}"',
+                )
+                continue
+            by_local.setdefault(service.to, []).append(service)
+        out.append(pending)
+    return out
+
+
+def _import_source(loader: _Loader, node: Node) -> tuple[str, str]:
+    account = subject = ""
+    for key, entry in _want_map(loader, node).items():
+        lowered = key.lower()
+        if lowered == "account":
+            account = _want_str(loader, entry)
+        elif lowered == "subject":
+            subject = _want_str(loader, entry)
+        elif not entry.used_variable:
+            loader.error(entry, f'unknown field "{key}"')
+    if not account or not subject:
+        raise loader.abort(node, "Expect an account name and a subject")
+    return account, subject
+
+
+def _parse_import(loader: _Loader, account: AccountConfig, node: Node) -> _PendingImport | None:
+    if not isinstance(node.value, dict):
+        raise loader.abort(
+            node, f"Import Items should be a map with type entry, got {go_type(node.value)}"
+        )
+    stream: StreamImport | None = None
+    service: ServiceImport | None = None
+    prefix = to = ""
+    share = False
+    allow_trace: bool | None = None
+    trace_node: Node | None = None
+    for key, entry in node.value.items():
+        lowered = key.lower()
+        if lowered == "stream":
+            if service is not None:
+                loader.error(entry, "Detected stream but already saw a service")
+                continue
+            if not isinstance(entry.value, dict):
+                loader.error(
+                    entry, f"Stream entry should be an account map, got {go_type(entry.value)}"
+                )
+                continue
+            try:
+                source, subject = _import_source(loader, entry)
+            except _Abort:
+                continue
+            stream = StreamImport(source, subject, to=to, prefix=prefix)
+            if allow_trace is not None:
+                stream.allow_trace = allow_trace
+        elif lowered == "service":
+            if stream is not None:
+                loader.error(entry, "Detected service but already saw a stream")
+                continue
+            if trace_node is not None:
+                loader.error(trace_node, "Detected allow_trace directive on a non-stream")
+                continue
+            if not isinstance(entry.value, dict):
+                loader.error(
+                    entry, f"Service entry should be an account map, got {go_type(entry.value)}"
+                )
+                continue
+            try:
+                source, subject = _import_source(loader, entry)
+            except _Abort:
+                continue
+            service = ServiceImport(source, subject, to=to or subject, share=share)
+        elif lowered == "prefix":
+            prefix = _want_str(loader, entry)
+            if stream is not None:
+                stream.prefix = prefix
+        elif lowered == "to":
+            to = _want_str(loader, entry)
+            if service is not None:
+                service.to = to
+            if stream is not None:
+                stream.to = to
+                if stream.prefix:
+                    loader.error(entry, "Stream import can not have a 'prefix' and a 'to' property")
+                    continue
+        elif lowered == "share":
+            share = _want_bool(loader, entry)
+            if service is not None:
+                service.share = share
+        elif lowered == "allow_trace":
+            if service is not None:
+                loader.error(entry, "Detected allow_trace directive on a non-stream")
+                continue
+            allow_trace, trace_node = _want_bool(loader, entry), entry
+            if stream is not None:
+                stream.allow_trace = allow_trace
+        elif not entry.used_variable:
+            loader.error(entry, f'unknown field "{key}"')
+    if stream is not None:
+        return _PendingImport(account, stream=stream)
+    if service is not None:
+        return _PendingImport(account, service=service)
+    return None
+
+
+def _export_allows(
+    exports: list[StreamExport] | list[ServiceExport], importer: str, subject: str
+) -> bool:
+    """checkStreamExportApproved / checkServiceExportApproved: an export equal to the imported
+    subject decides; else the first export the subject is a subset of."""
+    if not is_valid_subject(subject):
+        return False
+    tokens = subject.split(".")
+    exact = [e for e in exports if e.subject == subject]
+    candidates = exact or [e for e in exports if subject_is_subset_match(subject, e.subject)]
+    if not candidates:
+        return False
+    export = candidates[0]
+    position = export.account_token_position
+    if export.accounts is None and position == 0:
+        return True
+    if position > 0:
+        return not exact and position <= len(tokens) and tokens[position - 1] == importer
+    return importer in export.accounts if export.accounts else False
+
+
+def _check_exports(loader: _Loader, node: Node, exports: list[_PendingExport]) -> None:
+    opts = loader.opts
+    for pending in exports:
+        export = pending.export
+        kind = "service" if isinstance(export, ServiceExport) else "stream"
+        valid = []
+        for name in export.accounts or []:
+            if name not in opts.accounts:
+                loader.error(node, f'"{name}" account not defined for {kind} export')
+                continue
+            valid.append(name)
+        if export.accounts is not None:
+            export.accounts = valid
+        position = export.account_token_position
+        if position > 0:
+            tokens = export.subject.split(".")
+            if len(tokens) < position or tokens[position - 1] != "*":
+                loader.error(
+                    node,
+                    f'Error adding {kind} export "{export.subject}": sublist: invalid subject',
+                )
+                continue
+        if isinstance(export, ServiceExport):
+            if export.latency_subject and opts.no_system_account:
+                loader.error(
+                    node,
+                    f'Error adding service latency sampling for "{export.subject}": '
+                    "system account not setup",
+                )
+                continue
+            pending.account.service_exports.append(export)
+        else:
+            pending.account.stream_exports.append(export)
+
+
+def _check_imports(loader: _Loader, node: Node, imports: list[_PendingImport]) -> None:
+    accounts = loader.opts.accounts
+    for pending in imports:
+        stream, service = pending.stream, pending.service
+        if stream is not None:
+            source = accounts.get(stream.account)
+            if source is None:
+                loader.error(node, f'"{stream.account}" account not defined for stream import')
+                continue
+            problem = _add_stream_import(pending.account, source, stream)
+            if problem:
+                loader.error(node, f'Error adding stream import "{stream.subject}": {problem}')
+        elif service is not None:
+            source = accounts.get(service.account)
+            if source is None:
+                loader.error(node, f'"{service.account}" account not defined for service import')
+                continue
+            problem = _add_service_import(pending.account, source, service, accounts)
+            if problem:
+                loader.error(node, f'Error adding service import "{service.subject}": {problem}')
+
+
+def _add_stream_import(account: AccountConfig, source: AccountConfig, imp: StreamImport) -> str:
+    if not _export_allows(source.stream_exports, account.name, imp.subject):
+        return "stream import not authorized"
+    if imp.prefix:
+        if not _subject_is_literal(imp.prefix):
+            return "stream import prefix can not contain wildcard tokens"
+        prefix = imp.prefix if imp.prefix.endswith(".") else imp.prefix + "."
+        imp.to = prefix + imp.subject
+    elif not imp.to:
+        imp.to = imp.subject
+    visited = {account.name}
+    for subject in (imp.to, imp.subject):
+        if _stream_cycle(source, subject, visited, {}):
+            return "import forms a cycle"
+    if any(s.account == source.name and s.subject == imp.subject for s in account.stream_imports):
+        return "stream import already exists"
+    account.stream_imports.append(imp)
+    return ""
+
+
+def _stream_cycle(
+    account: AccountConfig, to: str, visited: set[str], accounts: Mapping[str, AccountConfig]
+) -> bool:
+    if not any(subject_is_subset_match(to, e.subject) for e in account.stream_exports):
+        return False
+    for imp in account.stream_imports:
+        if subjects_collide(to, imp.to):
+            if imp.account in visited:
+                return True
+            visited.add(account.name)
+            nxt = accounts.get(imp.account)
+            subject = imp.to if subject_is_subset_match(imp.to, to) else to
+            if nxt is not None and _stream_cycle(nxt, subject, visited, accounts):
+                return True
+    return False
+
+
+def _add_service_import(
+    account: AccountConfig,
+    source: AccountConfig,
+    imp: ServiceImport,
+    accounts: Mapping[str, AccountConfig],
+) -> str:
+    local, remote = imp.to or imp.subject, imp.subject
+    imp.to = local
+    if not is_valid_subject(local) or not is_valid_subject(remote):
+        return "sublist: invalid subject"
+    if not _export_allows(source.service_exports, account.name, remote):
+        return "service import not authorized"
+    if _service_cycle(source, local, {account.name}, accounts):
+        return "import forms a cycle"
+    account.service_imports.append(imp)
+    return ""
+
+
+def _service_cycle(
+    account: AccountConfig, local: str, visited: set[str], accounts: Mapping[str, AccountConfig]
+) -> bool:
+    for imp in account.service_imports:
+        if subjects_collide(local, imp.subject):
+            if imp.account in visited:
+                return True
+            visited.add(account.name)
+            nxt = accounts.get(imp.account)
+            subject = imp.to if subject_is_subset_match(imp.to, local) else local
+            if nxt is not None and _service_cycle(nxt, subject, visited, accounts):
+                return True
+    return False
+
+
+# -- operator mode -------------------------------------------------------------------------------
+
+_MEMORY_RESOLVER = re.compile(r"(?i)(MEM|MEMORY)\s*")
+_URL_RESOLVER = re.compile(r'(?i)(?:URL)(?:\(\s*"?([^\s"]*)"?\s*\))?\s*')
+
+
+@_key("operator", "operators", "roots", "root", "root_operators", "root_operator")
+def _apply_operator(loader: _Loader, name: str, node: Node) -> None:
+    opts = loader.opts
+    sources = _string_or_list(loader, node, "operators")
+    opts.operator_jwts = []
+    operators = []
+    for source in sources:
+        try:
+            operator = read_operator_jwt(source)
+        except FileNotFoundError:
+            loader.error(
+                node, f"error parsing operator JWT: open {source}: no such file or directory"
+            )
+            continue
+        except (OSError, JwtError) as e:
+            loader.error(node, f"error parsing operator JWT: {e}")
+            continue
+        opts.operator_jwts.append(operator.claims.token)
+        operators.append(operator)
+    if len(operators) == 1:
+        # The operator's account server becomes the resolver unless one is configured (even
+        # an empty URL, as nats-server does), and its system account the system account
+        # unless `system_account` names one.
+        if not opts.resolver:
+            opts.resolver = "URL"
+            opts.resolver_url = operators[0].account_server_url + "/accounts"
+        if not opts.system_account:
+            opts.system_account = operators[0].system_account
+
+
+@_key("resolver", "account_resolver", "accounts_resolver")
+def _apply_resolver(loader: _Loader, name: str, node: Node) -> None:
+    opts = loader.opts
+    value = node.value
+    opts.resolver = opts.resolver_url = opts.resolver_dir = ""
+    if isinstance(value, str):
+        if _MEMORY_RESOLVER.search(value):
+            opts.resolver = "MEMORY"
+        elif (m := _URL_RESOLVER.search(value)) is not None:
+            opts.resolver, opts.resolver_url = "URL", m.group(1) or ""
+    elif isinstance(value, dict):
+        _apply_resolver_map(loader, node, value)
+    else:
+        raise loader.abort(node, f"error parsing operator resolver, wrong type {go_type(value)}")
+    if not opts.resolver:
+        loader.error(
+            node,
+            'error parsing account resolver, should be MEM or  URL("url") or a map containing '
+            "dir and type state=[FULL|CACHE])",
+        )
+
+
+def _apply_resolver_map(loader: _Loader, node: Node, fields: dict[str, Node]) -> None:
+    opts = loader.opts
+    directory = kind = ""
+    delete = hard_delete_set = hard_delete = False
+    ttl = interval = 0
+    if "dir" in fields:
+        directory = _want_str(loader, fields["dir"])
+    if "type" in fields:
+        kind = _want_str(loader, fields["type"])
+    if "allow_delete" in fields:
+        delete = _want_bool(loader, fields["allow_delete"])
+    if "hard_delete" in fields:
+        hard_delete_set, hard_delete = True, _want_bool(loader, fields["hard_delete"])
+    if "limit" in fields:
+        _want_int(loader, fields["limit"])
+    for key in ("ttl", "interval", "timeout"):
+        if key in fields:
+            try:
+                nanos = parse_go_duration(_want_str(loader, fields[key]))
+            except ValueError as e:
+                raise loader.abort(node, str(e)) from None
+            if key == "ttl":
+                ttl = nanos
+            elif key == "interval":
+                interval = nanos
+
+    def check_dir() -> None:
+        if not directory:
+            loader.error(node, "dir has no value and needs to point to a directory")
+        elif os.path.exists(directory) and not os.path.isdir(directory):
+            loader.error(node, "dir needs to point to an accessible directory")
+
+    upper = kind.upper()
+    if upper == "CACHE":
+        check_dir()
+        if interval:
+            loader.error(node, "CACHE does not accept sync")
+        if delete:
+            loader.error(node, "CACHE does not accept allow_delete")
+        if hard_delete_set:
+            loader.error(node, "CACHE does not accept hard_delete")
+    elif upper == "FULL":
+        check_dir()
+        if ttl:
+            loader.error(node, "FULL does not accept ttl")
+        if hard_delete_set and not delete:
+            loader.error(node, "hard_delete has no effect without delete")
+    elif upper not in ("MEM", "MEMORY"):
+        return
+    opts.resolver = "MEMORY" if upper in ("MEM", "MEMORY") else upper
+    opts.resolver_dir = directory if upper in ("FULL", "CACHE") else ""
+    del hard_delete
+
+
+@_key("resolver_preload")
+def _apply_resolver_preload(loader: _Loader, name: str, node: Node) -> None:
+    if not isinstance(node.value, dict):
+        raise loader.abort(node, "preload should be a map of account_public_key:account_jwt")
+    preload = loader.opts.resolver_preload
+    preload.clear()
+    for key, entry in node.value.items():
+        if not isinstance(entry.value, str):
+            loader.error(entry, "preload map value should be a string JWT")
+            continue
+        try:
+            decode_account(entry.value)
+        except JwtError:
+            loader.error(entry, "invalid account JWT")
+            continue
+        preload[key] = entry.value
+
+
+@_key("resolver_pinned_accounts")
+def _apply_resolver_pinned_accounts(loader: _Loader, name: str, node: Node) -> None:
+    loader.opts.resolver_pinned_accounts = _string_or_list(loader, node, "resolver_pinned_accounts")
+
+
+@_key("trusted", "trusted_keys")
+def _apply_trusted(loader: _Loader, name: str, node: Node) -> None:
+    keys = _string_or_list(loader, node, "trusted")
+    loader.opts.trusted_keys = keys
+    for key in keys:
+        if not is_valid_public_key(key, PREFIX_OPERATOR):
+            loader.error(node, f'trust key "{key}" required to be a valid public operator nkey')
+
+
+@_key("default_sentinel")
+def _apply_default_sentinel(loader: _Loader, name: str, node: Node) -> None:
+    loader.opts.default_sentinel = _want_str(loader, node)
+
+
+# -- tls {} ------------------------------------------------------------------------------------
+
+_TLS_BOOLS = {
+    "insecure": "insecure",
+    "verify": "verify",
+    "verify_and_map": "verify_and_map",
+    "verify_cert_and_check_known_urls": "verify_cert_and_check_known_urls",
+    "allow_insecure_cipher_suites": "allow_insecure_cipher_suites",
+}
+_GO_CURVES = frozenset(
+    {
+        "CurveP256",
+        "CurveP384",
+        "CurveP521",
+        "X25519",
+        "X25519MLKEM768",
+        "SecP256r1MLKEM768",
+        "SecP384r1MLKEM1024",
+    }
+)
+_PINNED_CERT = re.compile(r"^[A-Fa-f0-9]{64}$")
+
+
+@_key("tls")
+def _apply_tls(loader: _Loader, name: str, node: Node) -> None:
+    fields = _want_map(loader, node)
+    opts = loader.opts
+    cert = key = ca = ""
+    verify = tls_map = False
+    timeout = 0.0
+    min_version = ""
+    ciphers: list[str] = []
+    insecure_ciphers: list[str] = []
+    allow_insecure = False
+    pinned: list[str] = []
+    rate_limit = 0
+    first, fallback = False, 0.0
+    for field_name, entry in fields.items():
+        lowered = field_name.lower()
+        value = entry.value
+        if lowered in ("cert_file", "key_file", "ca_file"):
+            if not isinstance(value, str):
+                raise loader.abort(
+                    entry, f"error parsing tls config, expected '{lowered}' to be filename"
+                )
+            if lowered == "cert_file":
+                cert = value
+            elif lowered == "key_file":
+                key = value
+            else:
+                ca = value
+        elif lowered in _TLS_BOOLS:
+            if not isinstance(value, bool):
+                raise loader.abort(
+                    entry, f"error parsing tls config, expected '{lowered}' to be a boolean"
+                )
+            if lowered == "verify":
+                verify = value
+            elif lowered == "verify_and_map":
+                verify = verify or value
+                tls_map = value
+            elif lowered == "verify_cert_and_check_known_urls" and value:
+                raise loader.abort(
+                    entry, "verify_cert_and_check_known_urls not supported in this context"
+                )
+            elif lowered == "allow_insecure_cipher_suites":
+                allow_insecure = value
+            elif lowered == "insecure" and value:
+                loader.ignore("tls.insecure", entry, "insecure TLS for outgoing connections")
+        elif lowered == "cipher_suites":
+            entries = _want_list(loader, entry)
+            if not entries:
+                raise loader.abort(
+                    entry, "error parsing tls config, 'cipher_suites' cannot be empty"
+                )
+            for element in entries:
+                suite = _want_str(loader, element)
+                if suite not in CIPHER_SUITES:
+                    raise loader.abort(element, f"unrecognized cipher {suite}")
+                ciphers.append(suite)
+                if suite in INSECURE_CIPHER_SUITES:
+                    insecure_ciphers.append(suite)
+        elif lowered == "curve_preferences":
+            entries = _want_list(loader, entry)
+            if not entries:
+                raise loader.abort(
+                    entry, "error parsing tls config, 'curve_preferences' cannot be empty"
+                )
+            for element in entries:
+                curve = _want_str(loader, element)
+                if curve not in _GO_CURVES:
+                    raise loader.abort(element, f"unrecognized curve preference {curve}")
+            loader.ignore("tls.curve_preferences", entry, "TLS curve preferences")
+        elif lowered == "timeout":
+            timeout = _tls_timeout(loader, entry)
+        elif lowered == "connection_rate_limit":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise loader.abort(
+                    entry, "error parsing tls config, 'connection_rate_limit' wrong type"
+                )
+            rate_limit = value
+        elif lowered == "pinned_certs":
+            if not isinstance(value, list):
+                raise loader.abort(
+                    entry,
+                    "error parsing tls config, expected 'pinned_certs' to be a list of "
+                    "hex-encoded sha256 of DER encoded SubjectPublicKeyInfo",
+                )
+            for element in value:
+                pin = _want_str(loader, element).lower()
+                if not _PINNED_CERT.match(pin):
+                    raise loader.abort(
+                        element,
+                        f"error parsing tls config, 'pinned_certs' key {pin} does not look "
+                        "like hex-encoded sha256 of DER encoded SubjectPublicKeyInfo",
+                    )
+                pinned.append(pin)
+        elif lowered in ("handshake_first", "first", "immediate"):
+            first, fallback = _handshake_first(loader, field_name, entry)
+        elif lowered == "min_version":
+            if not isinstance(value, str):
+                raise loader.abort(
+                    entry, f"error parsing tls config: 'min_version' wrong type: {value}"
+                )
+            version = value
+            if version not in ("1.0", "1.1", "1.2", "1.3"):
+                raise loader.abort(entry, f"error parsing tls config: unknown version: {value}")
+            if version in ("1.0", "1.1"):
+                raise loader.abort(
+                    entry, f"error parsing tls config: unsupported TLS version: TLS {version}"
+                )
+            min_version = version
+        elif lowered in (
+            "cert_store",
+            "cert_match_by",
+            "cert_match",
+            "ca_certs_match",
+            "cert_match_skip_invalid",
+            "ocsp_peer",
+        ):
+            loader.ignore(f"tls.{field_name}", entry, "Windows certificate store and OCSP")
+        elif lowered in ("certs", "certificates"):
+            loader.ignore(f"tls.{field_name}", entry, "several certificates")
+        else:
+            raise loader.abort(entry, f'error parsing tls config, unknown field "{field_name}"')
+    if insecure_ciphers and not allow_insecure:
+        raise loader.abort(
+            node,
+            "insecure cipher suites configured without 'allow_insecure_cipher_suites' option "
+            "set: " + ", ".join(insecure_ciphers),
+        )
+    opts.tls = True
+    opts.tls_cert, opts.tls_key, opts.tls_ca_cert = cert, key, ca
+    opts.tls_verify, opts.tls_map = verify, tls_map
+    opts.tls_timeout = timeout or TLS_TIMEOUT
+    opts.tls_min_version = min_version
+    opts.tls_ciphers = ciphers
+    opts.tls_pinned_certs = pinned
+    opts.tls_rate_limit = rate_limit
+    opts.tls_handshake_first, opts.tls_handshake_first_fallback = first, fallback
+    # nats-server builds the TLS configuration (and reads the files) while loading.
+    try:
+        server_context(opts)
+    except TLSConfigError as e:
+        raise loader.abort(node, str(e)) from None
+
+
+def _tls_timeout(loader: _Loader, node: Node) -> float:
+    value = node.value
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise loader.abort(node, "error parsing tls config, 'timeout' wrong type")
+    if isinstance(value, str):
+        try:
+            return parse_go_duration(value) / _NANOS
+        except ValueError as e:
+            raise loader.abort(node, f"error parsing tls config, 'timeout' {e}") from None
+    return float(value)
+
+
+def _handshake_first(loader: _Loader, name: str, node: Node) -> tuple[bool, float]:
+    value = node.value
+    if isinstance(value, bool):
+        return value, 0.0
+    if not isinstance(value, str):
+        raise loader.abort(
+            node, f'field "{name}" should be a boolean or a string, got {go_type(value)}'
+        )
+    lowered = value.lower()
+    if lowered in ("true", "on"):
+        return True, 0.0
+    if lowered in ("false", "off"):
+        return False, 0.0
+    if lowered in ("auto", "auto_fallback"):
+        return True, TLS_HANDSHAKE_FIRST_FALLBACK_DELAY
+    try:
+        return True, parse_go_duration(value) / _NANOS
+    except ValueError:
+        raise loader.abort(node, f'field "{name}"\'s value "{value}" is invalid') from None
+
+
+@_key("allow_non_tls")
+def _apply_allow_non_tls(loader: _Loader, name: str, node: Node) -> None:
+    loader.opts.allow_non_tls = _want_bool(loader, node)
+
+
+def apply_tls_flags(opts: Options, flags: Mapping[str, Any]) -> None:
+    """The `--tls`, `--tlscert`, `--tlskey`, `--tlscacert` and `--tlsverify` flags (as parsed by
+    `pynatsd.cli.parse_flags`: `tls`, `tls_cert`, `tls_key`, `tls_ca_cert`, `tls_verify`) on
+    top of the file's options, as nats-server's ConfigureOptions/overrideTLS do: any TLS flag
+    replaces the file's certificate settings and then needs both a certificate and a key;
+    `--tls=false` turns TLS off. Raises ConfigError with nats-server's message."""
+    names = ("tls", "tls_ca_cert", "tls_cert", "tls_key", "tls_verify")  # Go visits A-Z
+    override = disabled = False
+    for dest in names:
+        if dest not in flags:
+            continue
+        if dest == "tls" and not flags["tls"]:
+            disabled, override = True, False
+            opts.tls = False
+            continue
+        if not disabled:
+            override = True
+    if not override:
+        return
+    cert, key = str(flags.get("tls_cert") or ""), str(flags.get("tls_key") or "")
+    if not cert:
+        raise ConfigError("TLS Server certificate must be present and valid")
+    if not key:
+        raise ConfigError("TLS Server private key must be present and valid")
+    opts.tls = True
+    opts.tls_cert, opts.tls_key = cert, key
+    opts.tls_ca_cert = str(flags.get("tls_ca_cert") or "")
+    opts.tls_verify = bool(flags.get("tls_verify"))
+    opts.tls_ciphers = []
+    opts.tls_min_version = ""
+    try:
+        server_context(opts)
+    except TLSConfigError as e:
+        raise ConfigError(str(e)) from None
+    if not opts.auth_timeout_set:
+        opts.auth_timeout = (opts.tls_timeout or TLS_TIMEOUT) + 1.0
 
 
 # -- public API ------------------------------------------------------------------------------
@@ -1035,8 +2199,11 @@ def startup_errors(opts: Options) -> list[str]:
             f"max_payload ({opts.max_payload}) cannot be higher than max_pending "
             f"({opts.max_pending})"
         )
+    problems.extend(_operator_problems(opts))
     if opts.no_auth_user:
-        if not opts.users:
+        if opts.operator_jwts:
+            problems.append("no_auth_user not compatible with Trusted Operator")
+        elif not opts.users:
             problems.append(
                 f'no_auth_user: "{opts.no_auth_user}" present, but users/nkeys are not defined'
             )
@@ -1045,4 +2212,62 @@ def startup_errors(opts: Options) -> list[str]:
                 f'no_auth_user: "{opts.no_auth_user}" not present as user or nkey in '
                 "authorization block or account configuration"
             )
+    system = opts.system_account
+    if (
+        system
+        and not opts.operator_jwts
+        and not opts.trusted_keys
+        and system != SYSTEM_ACCOUNT
+        and system not in opts.accounts
+    ):
+        problems.append("error resolving system account: account missing")
     return problems
+
+
+def _operator_problems(opts: Options) -> list[str]:
+    """validateTrustedOperators: what operator mode does not combine with."""
+    if not opts.operator_jwts:
+        if opts.default_sentinel:
+            return ["default sentinel requires operators and accounts"]
+        return []
+    operators = []
+    for token in opts.operator_jwts:
+        try:
+            operators.append(decode_operator(token))
+        except JwtError as e:
+            return [f"error parsing operator JWT: {e}"]
+    if opts.default_sentinel:
+        try:
+            sentinel = decode_user(opts.default_sentinel)
+        except JwtError:
+            return ["default sentinel JWT not valid"]
+        scoped = sentinel.issuer_account and sentinel.has_empty_permissions()
+        if not sentinel.bearer_token and not scoped:
+            return ["default sentinel must be a bearer token"]
+    if not opts.resolver:
+        return ["operators require an account resolver to be configured"]
+    if opts.accounts:
+        return ["operators do not allow Accounts to be configured directly"]
+    if opts.users:
+        return ["operators do not allow users to be configured directly"]
+    if opts.trusted_keys:
+        return ["conflicting options for 'TrustedKeys' and 'TrustedOperators'"]
+    if opts.system_account:
+        named = [op.system_account for op in operators if op.system_account]
+        if named and opts.system_account not in named:
+            return ["system_account in config and operator JWT must be identical"]
+    elif not operators[0].system_account and opts.resolver in ("FULL", "CACHE"):
+        return [
+            "using nats based account resolver - the system account needs to be specified in "
+            "configuration or the operator jwt"
+        ]
+    for key in opts.resolver_pinned_accounts:
+        if not is_valid_public_key(key, PREFIX_ACCOUNT):
+            return [f'pinned account key "{key}" is not a valid public account nkey']
+    if opts.resolver == "URL":
+        # nats-server would fetch account JWTs over HTTP; pynatsd does not (yet).
+        return [
+            f"URL account resolver ({opts.resolver_url}) is not supported by pynatsd; use "
+            "resolver: MEMORY with resolver_preload, or a directory resolver"
+        ]
+    return []

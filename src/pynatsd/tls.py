@@ -1,0 +1,174 @@
+"""TLS for client connections: an `ssl.SSLContext` from the options, as nats-server's GenTLSConfig.
+
+Options come from `--tls`, `--tlscert`, `--tlskey`, `--tlscacert`, `--tlsverify` or the `tls {}`
+block (`cert_file`, `key_file`, `ca_file`, `verify`, `verify_and_map`, `timeout`,
+`handshake_first`, `min_version`, `cipher_suites`, `pinned_certs`). The handshake itself, its
+timeout and `handshake_first` belong to the listener; this module only builds the context and
+checks pinned certificates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import ssl
+
+from pynatsd.options import Options
+
+log = logging.getLogger("pynatsd.tls")
+
+__all__ = [
+    "CIPHER_SUITES",
+    "TLSConfigError",
+    "cipher_names",
+    "pinned_cert_ok",
+    "server_context",
+]
+
+
+class TLSConfigError(ValueError):
+    """The TLS options cannot make a context; the message is nats-server's."""
+
+
+# Go cipher suite names (nats-server cipherMap) -> OpenSSL names. TLS 1.3 suites are not
+# configurable in Go either.
+CIPHER_SUITES: dict[str, str] = {
+    "TLS_RSA_WITH_RC4_128_SHA": "RC4-SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA": "DES-CBC3-SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256": "AES128-SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA": "ECDHE-ECDSA-RC4-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA": "ECDHE-RSA-RC4-SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA": "ECDHE-RSA-DES-CBC3-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256": "ECDHE-ECDSA-AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256": "ECDHE-RSA-AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305": "ECDHE-ECDSA-CHACHA20-POLY1305",
+}
+# Suites Go marks insecure: configuring them needs allow_insecure_cipher_suites.
+INSECURE_CIPHER_SUITES = frozenset(
+    {
+        "TLS_RSA_WITH_RC4_128_SHA",
+        "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+        "TLS_RSA_WITH_AES_128_CBC_SHA256",
+        "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+        "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+        "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+    }
+)
+# nats-server's defaultCipherSuites for TLS 1.2: forward secret AEAD suites only.
+_DEFAULT_CIPHERS = (
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+)
+_MIN_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def cipher_names(names: list[str]) -> str:
+    """The OpenSSL cipher string for Go cipher suite names; TLSConfigError for an unknown one."""
+    out = []
+    for name in names:
+        openssl = CIPHER_SUITES.get(name)
+        if openssl is None:
+            raise TLSConfigError(f"unrecognized cipher {name}")
+        out.append(openssl)
+    return ":".join(out)
+
+
+def server_context(options: Options) -> ssl.SSLContext | None:
+    """The server-side TLS context for client connections, or None when TLS is off.
+
+    Raises TLSConfigError with nats-server's message when the files cannot be used."""
+    if not options.tls:
+        return None
+    cert, key = options.tls_cert, options.tls_key
+    if cert and not key:
+        raise TLSConfigError("missing 'key_file' in TLS configuration")
+    if key and not cert:
+        raise TLSConfigError("missing 'cert_file' in TLS configuration")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    version = options.tls_min_version or "1.2"
+    if version not in _MIN_VERSIONS:
+        raise TLSConfigError(f"unsupported minimum TLS version: TLS {version}")
+    context.minimum_version = _MIN_VERSIONS[version]
+    # Compression and renegotiation are off in Go's crypto/tls; keep OpenSSL in line.
+    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
+    _set_ciphers(context, options.tls_ciphers)
+    if cert:
+        try:
+            context.load_cert_chain(cert, key)
+        except FileNotFoundError as e:
+            missing = e.filename or cert
+            raise TLSConfigError(
+                "error parsing X509 certificate/key pair: "
+                f"open {missing}: no such file or directory"
+            ) from None
+        except (OSError, ssl.SSLError) as e:
+            raise TLSConfigError(f"error parsing X509 certificate/key pair: {e}") from None
+    if options.tls_ca_cert:
+        try:
+            context.load_verify_locations(cafile=options.tls_ca_cert)
+        except FileNotFoundError:
+            raise TLSConfigError(f"open {options.tls_ca_cert}: no such file or directory") from None
+        except (OSError, ssl.SSLError):
+            raise TLSConfigError("failed to parse root ca certificate") from None
+    if options.tls_verify or options.tls_map:
+        # Go's RequireAndVerifyClientCert; without a CA file, the system roots verify.
+        context.verify_mode = ssl.CERT_REQUIRED
+        if not options.tls_ca_cert:
+            context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    else:
+        # A CA file alone does not make the server ask for client certificates (as in Go).
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _set_ciphers(context: ssl.SSLContext, names: list[str]) -> None:
+    if not names:
+        context.set_ciphers(_DEFAULT_CIPHERS)
+        return
+    # Go knows suites this OpenSSL may have dropped (RC4, 3DES): keep the ones it has, and if
+    # none is left use the secure defaults rather than refuse to start.
+    usable = []
+    for suite in cipher_names(names).split(":"):
+        try:
+            context.set_ciphers(suite)
+        except ssl.SSLError:
+            log.warning("TLS cipher suite %s is not available in this OpenSSL", suite)
+            continue
+        usable.append(suite)
+    context.set_ciphers(":".join(usable) if usable else _DEFAULT_CIPHERS)
+
+
+def pinned_cert_ok(options: Options, peer_cert_der: bytes | None) -> bool:
+    """`tls { pinned_certs }`: the client certificate's SubjectPublicKeyInfo, hashed with
+    SHA-256, must be listed. True when no pins are configured."""
+    if not options.tls_pinned_certs:
+        return True
+    if not peer_cert_der:
+        return False
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    cert = x509.load_der_x509_certificate(peer_cert_der)
+    spki = cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    digest = hashlib.sha256(spki).hexdigest()
+    return digest in {p.lower() for p in options.tls_pinned_certs}
