@@ -42,7 +42,17 @@ NOT_RELOADABLE: dict[str, str] = {
     "max_closed_clients": "MaxClosedClients",
 }
 # Options whose change needs every connection's credentials checked again.
-AUTH_FIELDS = ("username", "password", "authorization", "users", "auth_timeout")
+AUTH_FIELDS = (
+    "username",
+    "password",
+    "authorization",
+    "users",
+    "auth_timeout",
+    "accounts",
+    "operator_jwts",
+    "trusted_keys",
+    "resolver_preload",
+)
 # Fields that are bookkeeping rather than configuration.
 IGNORED = ("config_file",)
 
@@ -120,6 +130,9 @@ def apply_changes(server: Server, old: Options, new: Options, changes: list[str]
         from pynatsd.runner import configure_logging
 
         configure_logging(new)
+    auth_changed = any(name in AUTH_FIELDS for name in changes)
+    if auth_changed:
+        server.reload_auth()
     server.rebuild_info()
     for client in list(server.clients.values()):
         client.parser.max_payload = new.max_payload
@@ -129,8 +142,7 @@ def apply_changes(server: Server, old: Options, new: Options, changes: list[str]
         for client in list(server.clients.values()):
             if client.protocol >= 1 and client.connected:
                 client.send_now(_info(server, client))
-    if any(name in AUTH_FIELDS for name in changes):
-        server.reload_auth()
+    if auth_changed:
         for client in list(server.clients.values()):
             if client.connected and not client.recheck_auth():
                 client.close_with_error(

@@ -1087,10 +1087,7 @@ def _diff_message(name: str, conn: str, ref: Transcript, cand: Transcript) -> st
 
 
 # Cases pynatsd is known to fail, with the issue that brings the missing feature.
-KNOWN_GAPS = {
-    "perms_violations": "publish/subscribe permissions arrive with the security issue",
-    "perms_verbose_and_max_subscriptions": "publish/subscribe permissions (security issue)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(

@@ -240,6 +240,12 @@ class PermissionChecker:
         # False: every publish is allowed and callers may skip can_publish altogether.
         self.publish_restricted = self._pub_allow is not None or self._pub_deny is not None
 
+    @property
+    def watching(self) -> bool:
+        """True when deliveries to this connection need a per-message check: a deny list its
+        wider subscriptions overlap, or replies to track for allow_responses."""
+        return self.delivery_filter or self._replies is not None
+
     # -- publish ---------------------------------------------------------------------------
 
     def can_publish(self, subject: str) -> bool:

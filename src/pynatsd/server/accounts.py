@@ -1,28 +1,219 @@
-"""Accounts: isolated subject spaces, each with its own SubList.
+"""Accounts: isolated subject spaces, each with its own SubList, joined only by exports and
+imports.
 
 Corresponds to nats-server's `server/accounts.go`. Clients without an account are in the global
-account `$G`.
+account `$G`. An import is wired as an internal subscription:
+
+- a stream import is a subscription in the exporting account on the exported subject whose
+  callback publishes each message into the importing account (under the import's prefix or `to`);
+- a service import is a subscription in the importing account on its local subject whose
+  callback forwards the request into the exporting account, with a reply subject `_R_.<id>` that
+  is itself subscribed in the exporter and carries responses back to the requester's inbox
+  (once for a singleton service, for two minutes for streamed/chunked responses).
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import TYPE_CHECKING
 
+from pynatsd.logger import log
 from pynatsd.sublist import SubList
 
 if TYPE_CHECKING:
-    from pynatsd.server.subscription import Subscription
+    from pynatsd.options import AccountConfig, ServiceExport, ServiceImport, StreamImport
+    from pynatsd.protocol.events import Pub
+    from pynatsd.server.client import Client
+    from pynatsd.server.server import Server
+    from pynatsd.server.subscription import InternalSubscription, Subscription
 
 GLOBAL_ACCOUNT = "$G"
 SYSTEM_ACCOUNT = "$SYS"
+# How long a streamed service response keeps its reply route open (nats-server's default TTL).
+RESPONSE_TTL = 120.0
 
 
 class Account:
-    __slots__ = ("name", "sublist")
+    __slots__ = ("config", "import_subs", "name", "num_clients", "sublist")
 
     def __init__(self, name: str, cache: bool = True) -> None:
         self.name = name
         self.sublist: SubList[Subscription] = SubList(cache=cache)
+        self.config: AccountConfig | None = None
+        self.num_clients = 0
+        self.import_subs: list[InternalSubscription] = []
+
+    @property
+    def max_connections(self) -> int:
+        return self.config.limits.max_connections if self.config is not None else -1
 
     def __repr__(self) -> str:
         return f"<Account {self.name}>"
+
+
+def _exported_to(exports: list[object], subject: str, importer: str) -> bool:
+    for export in exports:
+        export_subject: str = getattr(export, "subject", "")
+        accounts: list[str] | None = getattr(export, "accounts", None)
+        if accounts is not None and importer not in accounts:
+            continue
+        if subject == export_subject or _is_subset(subject, export_subject):
+            return True
+    return False
+
+
+def _is_subset(subject: str, pattern: str) -> bool:
+    """Every subject matching `subject` also matches `pattern` (an import may narrow an export)."""
+    a, b = subject.split("."), pattern.split(".")
+    for i, tok in enumerate(b):
+        if tok == ">":
+            return len(a) > i
+        if i >= len(a):
+            return False
+        if tok != "*" and tok != a[i]:
+            return False
+    return len(a) == len(b)
+
+
+def wire_imports(server: Server) -> None:
+    """(Re)install the internal subscriptions that carry every configured import."""
+    from pynatsd.server.subscription import InternalClient
+
+    for account in server.accounts.values():
+        for sub in account.import_subs:
+            sub.closed = True
+            # The owner records the account whose SubList holds the subscription.
+            holder: Account = sub.client.account
+            holder.sublist.remove(sub)
+        account.import_subs = []
+    for importer in list(server.accounts.values()):
+        config = importer.config
+        if config is None:
+            continue
+        for imp in config.stream_imports:
+            _wire_stream_import(server, importer, imp, InternalClient)
+        for simp in config.service_imports:
+            _wire_service_import(server, importer, simp, InternalClient)
+
+
+def _wire_stream_import(
+    server: Server, importer: Account, imp: StreamImport, owner_cls: type
+) -> None:
+    from pynatsd.server.subscription import InternalSubscription
+
+    exporter = server.accounts.get(imp.account)
+    if exporter is None or exporter.config is None:
+        log.warning("stream import of %q from unknown account %q", imp.subject, imp.account)
+        return
+    if not _exported_to(list(exporter.config.stream_exports), imp.subject, importer.name):
+        log.warning("stream import of %q from %q is not exported", imp.subject, imp.account)
+        return
+
+    def forward(sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
+        subject = ev.subject.decode("utf-8", "surrogateescape")
+        if imp.prefix:
+            subject = f"{imp.prefix}.{subject}"
+        elif imp.to:
+            subject = _map_subject(subject, imp.subject, imp.to)
+        hs = ev.header_size
+        header = ev.payload[:hs] if hs > 0 else b""
+        data = ev.payload[hs:] if hs > 0 else ev.payload
+        server.publish_internal(
+            importer, subject, ev.reply.decode("utf-8", "surrogateescape"), header, data
+        )
+
+    owner = owner_cls(exporter, f"import:{importer.name}")
+    sub = InternalSubscription(owner, imp.subject, forward)
+    exporter.sublist.insert(sub)
+    importer.import_subs.append(sub)
+
+
+def _service_export(exporter: Account, subject: str, importer: str) -> ServiceExport | None:
+    assert exporter.config is not None
+    for export in exporter.config.service_exports:
+        if export.accounts is not None and importer not in export.accounts:
+            continue
+        if subject == export.subject or _is_subset(subject, export.subject):
+            return export
+    return None
+
+
+def _wire_service_import(
+    server: Server, importer: Account, imp: ServiceImport, owner_cls: type
+) -> None:
+    from pynatsd.server.subscription import InternalSubscription
+
+    exporter = server.accounts.get(imp.account)
+    if exporter is None or exporter.config is None:
+        log.warning("service import of %q from unknown account %q", imp.subject, imp.account)
+        return
+    export = _service_export(exporter, imp.subject, importer.name)
+    if export is None:
+        log.warning("service import of %q from %q is not exported", imp.subject, imp.account)
+        return
+    local = imp.to or imp.subject
+    singleton = export.response_type.lower() == "singleton"
+    responder_owner = owner_cls(exporter, f"responses:{importer.name}")
+
+    def request(sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
+        subject = ev.subject.decode("utf-8", "surrogateescape")
+        remote = _map_subject(subject, local, imp.subject) if local != imp.subject else subject
+        hs = ev.header_size
+        header = ev.payload[:hs] if hs > 0 else b""
+        data = ev.payload[hs:] if hs > 0 else ev.payload
+        reply = ev.reply.decode("utf-8", "surrogateescape")
+        mapped = ""
+        if reply:
+            mapped = f"_R_.{secrets.token_hex(6)}.{secrets.token_hex(4)}"
+            route = InternalSubscription(responder_owner, mapped, _respond)
+            route_target[id(route)] = reply
+            exporter.sublist.insert(route)
+            ttl = None if singleton else RESPONSE_TTL
+            if ttl is not None:
+                server.loop.call_later(ttl, _drop, route)
+        server.publish_internal(exporter, remote, mapped, header, data)
+
+    route_target: dict[int, str] = {}
+
+    def _drop(route: InternalSubscription) -> None:
+        if not route.closed:
+            route.closed = True
+            exporter.sublist.remove(route)
+        route_target.pop(id(route), None)
+
+    def _respond(route: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
+        target = route_target.get(id(route))
+        if target is None:
+            return
+        hs = ev.header_size
+        header = ev.payload[:hs] if hs > 0 else b""
+        data = ev.payload[hs:] if hs > 0 else ev.payload
+        if singleton:
+            _drop(route)
+        server.publish_internal(importer, target, "", header, data)
+
+    owner = owner_cls(importer, f"service:{imp.account}")
+    sub = InternalSubscription(owner, local, request)
+    importer.sublist.insert(sub)
+    importer.import_subs.append(sub)
+
+
+def _map_subject(subject: str, src: str, dst: str) -> str:
+    """Map a subject matched by `src` onto `dst`: literal tokens replaced, wildcard tokens kept."""
+    if src == dst:
+        return subject
+    tokens = subject.split(".")
+    src_tokens = src.split(".")
+    dst_tokens = dst.split(".")
+    wild = [tokens[i] for i, t in enumerate(src_tokens) if t == "*"]
+    tail = tokens[len(src_tokens) - 1 :] if src_tokens[-1] == ">" else []
+    out: list[str] = []
+    it = iter(wild)
+    for t in dst_tokens:
+        if t == "*":
+            out.append(next(it, "*"))
+        elif t == ">":
+            out.extend(tail)
+        else:
+            out.append(t)
+    return ".".join(out)

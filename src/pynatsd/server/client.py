@@ -8,13 +8,13 @@ is handled here; outgoing frames are appended to the receivers' buffers and writ
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import random
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from pynatsd.auth import AuthResult, PermissionChecker, new_nonce
 from pynatsd.logger import TRACE, log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
@@ -88,10 +88,13 @@ class Client(asyncio.Protocol):
     # Slots: thousands of connections, each with dozens of fields, add up.
     __slots__ = (
         "_auth_timer",
+        "_auth_waiting",
         "_careful_pub",
+        "_expiry_timer",
         "_ping_timer",
         "_plans",
         "_stall_timer",
+        "_stashed",
         "_write_timer",
         "account",
         "auth_user",
@@ -109,15 +112,20 @@ class Client(asyncio.Protocol):
         "in_bytes",
         "in_msgs",
         "label",
+        "label_set",
         "last_activity",
         "last_in",
         "max_pending",
+        "max_subs",
         "no_responders",
+        "nonce",
         "out",
         "out_bytes",
         "out_msgs",
         "parser",
         "pedantic",
+        "peer_cert",
+        "perms",
         "pings_out",
         "port",
         "protocol",
@@ -186,6 +194,14 @@ class Client(asyncio.Protocol):
         self.congested = False  # asyncio paused writing to us: the transport buffer is full
         self.stalled_producers: list[Client] = []
         self.label = ""
+        self.label_set = False
+        self.nonce = ""
+        self.peer_cert: bytes | None = None
+        self.perms = PermissionChecker(None)
+        self.max_subs = opts.max_subscriptions
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._auth_waiting = False
+        self._stashed: list[Event | Pub] = []
         # Delivery plans keyed by PUB line: (SubList genid, plain targets, queue groups).
         self._plans: dict[bytes, Plan] = {}
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
@@ -219,6 +235,9 @@ class Client(asyncio.Protocol):
             log.error("%s - maximum connections exceeded", self.label)
             return
         server.add_client(self)
+        self.account.num_clients += 1
+        if server.authenticator.nonce_required:
+            self.nonce = new_nonce()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Client connection created", self.label)
         transport.write(info_frame(server.client_info(self)))
@@ -231,12 +250,19 @@ class Client(asyncio.Protocol):
         if self.closed:
             return
         self.last_in = time.monotonic()
-        events = self.parser.feed(data)
+        self._process_events(self.parser.feed(data))
+
+    def _process_events(self, events: list[Event | Pub]) -> None:
         for ev in events:
             if type(ev) is Pub:
                 self._process_pub(ev)
             else:
                 self._process_event(cast(Event, ev))
+                if self._auth_waiting:
+                    # A slow credential check (bcrypt) runs off the loop; what followed the
+                    # CONNECT in this read waits for it.
+                    self._stashed = events[events.index(ev) + 1 :]
+                    break
             if self.closed:
                 break
         server = self.server
@@ -374,10 +400,11 @@ class Client(asyncio.Protocol):
         self.stop = time.time()
         self.unstall()
         self._release_producers()
-        for timer in (self._ping_timer, self._auth_timer, self._write_timer):
+        self.account.num_clients -= 1
+        for timer in (self._ping_timer, self._auth_timer, self._write_timer, self._expiry_timer):
             if timer is not None:
                 timer.cancel()
-        self._ping_timer = self._auth_timer = self._write_timer = None
+        self._ping_timer = self._auth_timer = self._write_timer = self._expiry_timer = None
         transport = self.transport
         if transport is not None:
             if abort:
@@ -519,11 +546,20 @@ class Client(asyncio.Protocol):
         self.pedantic = bool(opts.get("pedantic"))
         self.no_responders = bool(opts.get("no_responders"))
         self.protocol = int(opts.get("protocol") or 0)
-        if not self._authenticate(opts):
+        if server.authenticator.is_slow(opts):
+            self._authenticate_off_loop(opts)
+            return
+        self._finish_connect(opts, self._authenticate(opts))
+
+    def _finish_connect(self, opts: dict[str, Any], result: AuthResult | None) -> None:
+        first = not self.label_set
+        if result is None:
             log.error("%s - Authorization Error", self.label)
             self.close_with_error(
                 errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION
             )
+            return
+        if not self._bind(result):
             return
         if opts.get("account") or opts.get("new_account"):
             self.close_with_error(
@@ -532,6 +568,7 @@ class Client(asyncio.Protocol):
             return
         if first:
             self._set_label(opts)
+            self.label_set = True
         self._plans.clear()
         self._careful_pub = self.trace or self.pedantic or self.verbose
         if self.protocol < 0 or self.protocol > 1:
@@ -560,42 +597,109 @@ class Client(asyncio.Protocol):
 
     def recheck_auth(self) -> bool:
         """After a configuration reload: do this connection's credentials still pass?"""
-        return self._authenticate(self.connect_opts)
+        result = self.server.authenticator.check(
+            self.connect_opts, self.nonce, self.peer_cert, "STANDARD", self.host
+        )
+        return result is not None and result.account == self.account.name and self._bind(result)
 
-    def _authenticate(self, opts: dict[str, Any]) -> bool:
-        """Simple authentication: a token, a single user, or a users list."""
-        sopts = self.server.options
-        if not self.server.auth_required:
-            return True
-        user = opts.get("user") or ""
-        password = opts.get("pass") or ""
-        token = opts.get("auth_token") or ""
-        if sopts.authorization:
-            return hmac.compare_digest(token.encode(), sopts.authorization.encode())
-        if sopts.username:
-            ok = hmac.compare_digest(user.encode(), sopts.username.encode()) and (
-                hmac.compare_digest(password.encode(), sopts.password.encode())
-            )
-            if ok:
-                self.auth_user = user
-            return ok
-        for u in sopts.users:
-            if u.username and hmac.compare_digest(user.encode(), u.username.encode()):
-                if hmac.compare_digest(password.encode(), u.password.encode()):
-                    self.auth_user = user
-                    return True
+    def _authenticate(self, opts: dict[str, Any]) -> AuthResult | None:
+        return self.server.authenticator.check(
+            opts, self.nonce, self.peer_cert, "STANDARD", self.host
+        )
+
+    def _authenticate_off_loop(self, opts: dict[str, Any]) -> None:
+        """bcrypt takes 50-300 ms: check in a worker thread so other clients are not held up,
+        and stop reading this client until the answer is in."""
+        self._auth_waiting = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        future = self.server.loop.run_in_executor(None, self._authenticate, opts)
+
+        def done(fut: asyncio.Future[AuthResult | None]) -> None:
+            self._auth_waiting = False
+            if self.closed:
+                return
+            try:
+                result = fut.result()
+            except Exception:  # a failing check is a failed authentication
+                log.exception("%s - authentication check failed", self.label)
+                result = None
+            self._finish_connect(opts, result)
+            stashed, self._stashed = self._stashed, []
+            if not self.closed:
+                self._process_events(stashed)
+                if self.transport is not None and not self._auth_waiting:
+                    self.transport.resume_reading()
+            self.server.flush_dirty()
+
+        future.add_done_callback(done)
+
+    def _bind(self, result: AuthResult) -> bool:
+        """Attach what authentication decided: account, permissions, limits, expiry."""
+        server = self.server
+        account = server.get_account(result.account)
+        if account is not self.account:
+            limit = account.max_connections
+            if limit >= 0 and account.num_clients >= limit:
+                self.close_with_error(
+                    errors.MAXIMUM_ACCOUNT_CONNECTIONS_EXCEEDED,
+                    CloseReason.MAX_CONNECTIONS_EXCEEDED,
+                )
                 return False
-        if not user and not token and sopts.no_auth_user:
-            self.auth_user = sopts.no_auth_user
-            return True
-        return False
+            self.account.num_clients -= 1
+            account.num_clients += 1
+            self.account = account
+        perms = result.permissions
+        if perms is None and account.config is not None:
+            perms = account.config.default_permissions
+        self.perms = PermissionChecker(perms)
+        self.auth_user = result.user_label if result.method != "none" else ""
+        if result.max_subscriptions >= 0:
+            self.max_subs = result.max_subscriptions
+        if account.config is not None and account.config.limits.max_subscriptions >= 0:
+            limit = account.config.limits.max_subscriptions
+            self.max_subs = limit if self.max_subs <= 0 else min(self.max_subs, limit)
+        payload_limits = [server.options.max_payload]
+        if result.max_payload >= 0:
+            payload_limits.append(result.max_payload)
+        if account.config is not None and account.config.limits.max_payload >= 0:
+            payload_limits.append(account.config.limits.max_payload)
+        self.parser.max_payload = min(payload_limits)
+        expires = [t for t in (result.expires_at, result.account_expires_at) if t]
+        if expires:
+            if self._expiry_timer is not None:
+                self._expiry_timer.cancel()
+            delay = max(min(expires) - time.time(), 0.0)
+            self._expiry_timer = server.loop.call_later(delay, self._credentials_expired)
+        return True
+
+    def _credentials_expired(self) -> None:
+        self._expiry_timer = None
+        if not self.closed:
+            log.info("%s - User Authentication Expired", self.label)
+            self.close_with_error(errors.AUTHENTICATION_EXPIRED, CloseReason.AUTHENTICATION_EXPIRED)
+            self.flush()
 
     def _process_sub(self, ev: Sub) -> None:
         if self.trace:
             line = b" ".join(p for p in (ev.subject, ev.queue, ev.sid) if p)
             log.log(TRACE, "%s - <<- [SUB %s]", self.label, line.decode(errors="replace"))
-        server = self.server
-        max_subs = server.options.max_subscriptions
+        subject = ev.subject.decode("utf-8", "surrogateescape")
+        queue = ev.queue.decode("utf-8", "surrogateescape") if ev.queue else None
+        if not self.perms.can_subscribe(subject, queue):
+            log.error(
+                "%s - Subscription Violation - %s, SID %s",
+                self.label,
+                f'Subject "{subject}" using queue "{queue}"' if queue else f'Subject "{subject}"',
+                ev.sid.decode(errors="replace"),
+            )
+            self.send_err(errors.permissions_subscribe(subject, queue))
+            return
+        max_tokens = self.server.options.max_sub_tokens
+        if max_tokens > 0 and subject.count(".") + 1 > max_tokens:
+            self.send_err(errors.permissions_subscribe_tokens(subject))
+            return
+        max_subs = self.max_subs
         if max_subs > 0 and len(self.subs) >= max_subs:
             log.error("%s - Maximum Subscriptions Exceeded (max=%d)", self.label, max_subs)
             self.send_err(errors.MAXIMUM_SUBSCRIPTIONS_EXCEEDED)
@@ -680,6 +784,13 @@ class Client(asyncio.Protocol):
             return
         if self.pedantic and not is_valid_publish_subject_bytes(subject):
             self.send_err(errors.INVALID_PUBLISH_SUBJECT)
+        perms = self.perms
+        if perms.publish_restricted:
+            text = subject.decode("utf-8", "surrogateescape")
+            if not perms.can_publish(text):
+                log.error('%s - Publish Violation - Subject "%s"', self.label, text)
+                self.send_err(errors.permissions_publish(text))
+                return
         if self.verbose:
             self.enqueue(OK_FRAME)
         sublist = self.account.sublist
@@ -699,10 +810,17 @@ class Client(asyncio.Protocol):
     def _remember_plan(self, ev: Pub, result: SubListResult[Subscription], genid: int) -> None:
         """Cache the receivers of a plain PUB line: every plain subscriber, and the members of
         each queue group to pick from. Not when a subscription counts deliveries
-        (auto-unsubscribe) or is internal: those need the full path every time."""
+        (auto-unsubscribe) or is internal: those need the full path every time. A publisher
+        with permissions gets a plan only for subjects its allow/deny lists permit (a decision
+        that never changes), never for a reply allowed once by allow_responses."""
+        perms = self.perms
+        if perms.publish_restricted and not perms.allowed_by_rules(
+            ev.subject.decode("utf-8", "surrogateescape")
+        ):
+            return
         receivers: list[Target] = []
         for sub in result.psubs:
-            if sub.max_msgs or sub.closed or sub.callback is not None:
+            if sub.max_msgs or sub.closed or sub.callback is not None or sub.client.perms.watching:
                 return
             if sub.client is self and not self.echo:
                 continue
@@ -711,7 +829,12 @@ class Client(asyncio.Protocol):
         for group in result.qsubs:
             members: list[Target] = []
             for sub in group:
-                if sub.max_msgs or sub.closed or sub.callback is not None:
+                if (
+                    sub.max_msgs
+                    or sub.closed
+                    or sub.callback is not None
+                    or sub.client.perms.watching
+                ):
                     return
                 if sub.client is self and not self.echo:
                     continue

@@ -43,6 +43,16 @@ def _deliver_one(publisher: Client | None, sub: Subscription, ev: Pub) -> bool:
     client = sub.client
     if sub.closed or client.closed or (client is publisher and not client.echo):
         return False
+    perms = client.perms
+    if perms.watching:
+        # Deny lists are checked at delivery too: a `foo.>` subscriber denied `foo.secret`
+        # never gets it; and a request's reply becomes publishable under allow_responses.
+        if perms.delivery_filter and perms.deny_delivery(
+            ev.subject.decode("utf-8", "surrogateescape"), sub.queue
+        ):
+            return False
+        if ev.reply:
+            perms.track_request(ev.reply.decode("utf-8", "surrogateescape"))
     sub.delivered += 1
     if sub.max_msgs:
         if sub.delivered > sub.max_msgs:

@@ -21,14 +21,16 @@ from typing import TYPE_CHECKING, Any
 import nkeys
 
 from pynatsd import __version__
+from pynatsd.auth import Authenticator
 from pynatsd.logger import log
 from pynatsd.options import Options
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import info_frame
-from pynatsd.server.accounts import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, Account
+from pynatsd.server.accounts import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, Account, wire_imports
 from pynatsd.server.client import Client
 from pynatsd.server.router import deliver, deliver_as
+from pynatsd.tls import server_context
 
 if TYPE_CHECKING:
     from pynatsd.jetstream import JetStream
@@ -78,6 +80,8 @@ class Server:
             GLOBAL_ACCOUNT: self.global_account,
             SYSTEM_ACCOUNT: self.system_account,
         }
+        self.authenticator = Authenticator(self.options)
+        self._configure_accounts()
         self.clients: dict[int, Client] = {}
         self.closed_clients: deque[dict[str, Any]] = deque(
             maxlen=max(self.options.max_closed_clients, 0)
@@ -114,13 +118,35 @@ class Server:
         # Command-line flags given at start: they keep overriding the file on reload.
         self.cli_flags: dict[str, Any] = {}
         self.config_digest = ""
+        self.tls_context = server_context(self.options)
         self._info_base: dict[str, Any] = {}
 
     # -- configuration-derived state -------------------------------------------------------------
 
     @property
     def auth_required(self) -> bool:
-        return self.options.auth_required
+        return self.authenticator.auth_required
+
+    def _configure_accounts(self) -> None:
+        """Accounts from the configuration, then their imports (which need the exporters)."""
+        cache = not self.options.disable_sublist_cache
+        for name, config in self.options.accounts.items():
+            account = self.accounts.get(name)
+            if account is None:
+                account = self.accounts[name] = Account(name, cache=cache)
+            account.config = config
+        wire_imports(self)
+
+    def get_account(self, name: str) -> Account:
+        """The account a client binds to; operator-mode accounts are made on first use."""
+        account = self.accounts.get(name)
+        if account is None:
+            account = self.accounts[name] = Account(
+                name, cache=not self.options.disable_sublist_cache
+            )
+            account.config = self.authenticator.lookup_account(name)
+            wire_imports(self)
+        return account
 
     def _build_info_base(self) -> None:
         opts = self.options
@@ -138,6 +164,10 @@ class Server:
         # nats-server leaves auth_required out when a no_auth_user lets anyone in.
         if self.auth_required and not opts.no_auth_user:
             info["auth_required"] = True
+        if self.tls_context is not None:
+            info["tls_required"] = True
+            if opts.tls_verify:
+                info["tls_verify"] = True
         info["max_payload"] = opts.max_payload
         if opts.jetstream:
             info["jetstream"] = True
@@ -149,11 +179,15 @@ class Server:
 
     def reload_auth(self) -> None:
         """After a reload that changed credentials (clients are then re-checked)."""
+        self.authenticator = Authenticator(self.options)
+        self._configure_accounts()
 
     def client_info(self, client: Client, connect_info: bool = False) -> dict[str, Any]:
         info = dict(self._info_base)
         info["client_id"] = client.cid
         info["client_ip"] = client.host
+        if client.nonce:
+            info["nonce"] = client.nonce
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = client.account.name
@@ -260,6 +294,8 @@ class Server:
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
         self._build_info_base()
+        for warning in self.authenticator.startup_warnings():
+            log.warning("%s", warning)
         if opts.jetstream:
             from pynatsd.jetstream import JetStream
 
