@@ -223,6 +223,9 @@ def apply_flags(opts: Options, flags: dict[str, Any]) -> Options:
     for dest in _OPTION_FLAGS:
         if dest in flags and hasattr(opts, dest):
             setattr(opts, dest, flags[dest])
+    from pynatsd.config.loader import apply_tls_flags
+
+    apply_tls_flags(opts, flags)
     if flags.get("debug_trace") or flags.get("debug_trace_verbose"):
         opts.debug = opts.trace = True
     if flags.get("trace_verbose") or flags.get("debug_trace_verbose"):

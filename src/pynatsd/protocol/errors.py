@@ -59,3 +59,4 @@ class CloseReason:
     MESSAGE_HEADER_VIOLATION = "Message Header Violation"
     NO_RESPONDERS_REQUIRES_HEADERS = "No Responders Requires Headers"
     LAME_DUCK_MODE = "Lame Duck Mode"
+    TLS_HANDSHAKE_ERROR = "TLS Handshake Failure"

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
+import ssl
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -95,6 +97,7 @@ class Client(asyncio.Protocol):
         "_plans",
         "_stall_timer",
         "_stashed",
+        "_tls_task",
         "_write_timer",
         "account",
         "auth_user",
@@ -202,6 +205,7 @@ class Client(asyncio.Protocol):
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._auth_waiting = False
         self._stashed: list[Event | Pub] = []
+        self._tls_task: asyncio.Task[None] | None = None
         # Delivery plans keyed by PUB line: (SubList genid, plain targets, queue groups).
         self._plans: dict[bytes, Plan] = {}
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
@@ -242,9 +246,63 @@ class Client(asyncio.Protocol):
             log.debug("%s - Client connection created", self.label)
         transport.write(info_frame(server.client_info(self)))
         loop = server.loop
+        if server.tls_context is not None and not opts.tls_handshake_first:
+            # INFO said tls_required: the client now starts the TLS handshake. Nothing is
+            # read in plain text meanwhile.
+            transport.pause_reading()
+            self._tls_task = loop.create_task(self._upgrade_to_tls())
+        elif server.tls_context is not None:
+            self._remember_peer_cert()
         if self.parser.expect_connect:
             self._auth_timer = loop.call_later(opts.auth_timeout, self._auth_timeout)
         self._set_first_ping_timer()
+
+    async def _upgrade_to_tls(self) -> None:
+        server = self.server
+        raw = self.transport
+        assert raw is not None and server.tls_context is not None
+        # A plain-text client makes the handshake fail, and the TLS layer closes the socket
+        # with it; a duplicate of the descriptor lets us still tell the client why.
+        spare_fd = -1
+        sock = raw.get_extra_info("socket")
+        if sock is not None:
+            try:
+                spare_fd = os.dup(sock.fileno())
+            except OSError:
+                spare_fd = -1
+        try:
+            tls = await server.loop.start_tls(
+                raw,
+                self,
+                server.tls_context,
+                server_side=True,
+                ssl_handshake_timeout=server.options.tls_timeout,
+            )
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as e:
+            log.error("%s - TLS handshake error: %s", self.label, e)
+            if spare_fd >= 0:
+                try:
+                    os.write(spare_fd, err_frame(errors.SECURE_CONNECTION_TLS_REQUIRED))
+                except OSError:
+                    pass
+                os.close(spare_fd)
+            self._close(CloseReason.TLS_HANDSHAKE_ERROR)
+            return
+        if spare_fd >= 0:
+            os.close(spare_fd)
+        if tls is None:
+            return
+        if self.closed:
+            tls.close()
+            return
+        self.transport = tls
+        self._remember_peer_cert()
+
+    def _remember_peer_cert(self) -> None:
+        assert self.transport is not None
+        ssl_object = self.transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.peer_cert = ssl_object.getpeercert(binary_form=True)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:

@@ -287,8 +287,17 @@ class Server:
         self._shutdown_done = asyncio.Event()
         opts = self.options
         port = 0 if opts.port == -1 else opts.port
+        # handshake_first: TLS from the first byte, INFO afterwards (nats-server's
+        # `handshake_first`); otherwise INFO in plain text and the client starts TLS.
+        first_ssl = self.tls_context if opts.tls_handshake_first else None
         self._listener = await self.loop.create_server(
-            lambda: Client(self), opts.host, port, reuse_address=True, backlog=1024
+            lambda: Client(self),
+            opts.host,
+            port,
+            reuse_address=True,
+            backlog=1024,
+            ssl=first_ssl,
+            ssl_handshake_timeout=opts.tls_timeout if first_ssl is not None else None,
         )
         sockets = self._listener.sockets
         if sockets:
