@@ -1,5 +1,11 @@
-"""The JetStream JSON API on `$JS.API.>`: request subjects to handlers, replies in
-nats-server's shapes (`server/jetstream_api.go`)."""
+"""The JetStream JSON API on `$JS.API.>`: request subjects to handlers, replies in nats-server's
+shapes and order of checks (`server/jetstream_api.go`).
+
+Direct gets (`$JS.API.DIRECT.GET.<stream>[.<subject>]`) are subscribed by each stream that
+allows them and pull requests (`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`) by each
+consumer, as in nats-server: a request for a stream or consumer that does not exist then finds
+nobody and the requester gets "no responders" instead of waiting for a timeout.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +16,41 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.config import (
+    check_consumer_config,
+    check_consumer_update,
+    check_stream_config,
     check_stream_update,
-    consumer_filters,
-    normalize_consumer_config,
-    normalize_stream_config,
+    consumers_equal,
+    decode,
+    decode_consumer_request,
+    decode_stream_request,
+    ephemeral_name,
+    has_path_separators,
+    set_consumer_defaults,
+    set_static_consumer_metadata,
+    set_static_stream_metadata,
     stream_config_reply,
     stream_configs_equal,
+    valid_name,
 )
-from pynatsd.jetstream.consumer import check_workqueue
-from pynatsd.jetstream.errors import ApiError
+from pynatsd.jetstream.consumer import check_workqueue, partition_unique
+from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.stream import Stream
-from pynatsd.jetstream.util import go_json, now_ns, rfc3339_ns
+from pynatsd.jetstream.util import (
+    format_go_time,
+    go_json,
+    now_ns,
+    parse_go_time,
+    rfc3339_ns,
+)
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.headers import append_headers
 from pynatsd.server.subscription import InternalSubscription
-from pynatsd.subjects import match_literal, subjects_collide
+from pynatsd.subjects import is_valid_subject, match_literal, subjects_collide
 
 if TYPE_CHECKING:
+    from pynatsd.jetstream.consumer import Consumer
     from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.server.client import Client
 
@@ -35,6 +58,27 @@ _PREFIX = "io.nats.jetstream.api.v1."
 _NAMES_LIMIT = 1024
 _LIST_LIMIT = 256
 _NOT_FOUND_DIRECT = b"NATS/1.0 404 Message Not Found\r\n\r\n"
+
+# The API subjects this layer answers (every one but the per-stream direct gets and the
+# per-consumer pull requests, which their owners subscribe).
+API_SUBJECTS = (
+    "$JS.API.*",
+    "$JS.API.STREAM.>",
+    "$JS.API.CONSUMER.*",
+    "$JS.API.CONSUMER.CREATE.>",
+    "$JS.API.CONSUMER.DURABLE.>",
+    "$JS.API.CONSUMER.INFO.>",
+    "$JS.API.CONSUMER.DELETE.>",
+    "$JS.API.CONSUMER.NAMES.>",
+    "$JS.API.CONSUMER.LIST.>",
+    "$JS.API.CONSUMER.PAUSE.>",
+    "$JS.API.CONSUMER.RESET.>",
+    "$JS.API.CONSUMER.UNPIN.>",
+    "$JS.API.CONSUMER.LEADER.>",
+    "$JS.API.ACCOUNT.>",
+    "$JS.API.META.>",
+    "$JS.API.SERVER.>",
+)
 
 Handler = Callable[[list[str], bytes, str], dict[str, Any] | None]
 
@@ -45,18 +89,83 @@ def _decode_body(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except ValueError as e:
-        raise errors.invalid_json(str(e)) from None
+        raise errors.invalid_json(_go_syntax_error(body, e)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise errors.invalid_json("json: cannot unmarshal into Go value of type object")
+        raise errors.invalid_json(
+            f"json: cannot unmarshal {_kind(data)} into Go value of type "
+            "server.JSApiStreamNamesRequest"
+        )
     return data
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _go_syntax_error(body: bytes, e: ValueError) -> str:
+    """The text of Go's json.SyntaxError for the common malformations."""
+    pos = getattr(e, "pos", None)
+    text = body.decode("utf-8", "replace")
+    if isinstance(pos, int):
+        if pos >= len(text.rstrip()):
+            return "unexpected end of JSON input"
+        ch = text[pos]
+        shown = json.dumps(ch)[1:-1] if ch not in "'\\" else ch
+        where = "looking for beginning of object key string"
+        msg = str(e)
+        if "Expecting value" in msg:
+            where = "looking for beginning of value"
+        elif "Expecting ',' delimiter" in msg:
+            where = "after object key:value pair"
+        elif "Expecting ':' delimiter" in msg:
+            where = "after object key"
+        return f"invalid character '{shown}' {where}"
+    return str(e)
+
+
+def _int_field(req: dict[str, Any], key: str, struct: str, go_type: str = "uint64") -> int:
+    value = req.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.invalid_json(
+            f"json: cannot unmarshal {_kind(value)} into Go struct field {struct}.{key} "
+            f"of type {go_type}"
+        )
+    return value
+
+
+def _str_field(req: dict[str, Any], key: str, struct: str) -> str:
+    value = req.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise errors.invalid_json(
+            f"json: cannot unmarshal {_kind(value)} into Go struct field {struct}.{key} "
+            "of type string"
+        )
+    return value
+
+
+def _check_fields(req: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    for key in req:
+        if key not in allowed:
+            raise errors.invalid_json(f'json: unknown field "{key}"')
 
 
 class JetStreamApi:
     def __init__(self, ajs: AccountJetStream) -> None:
         self.ajs = ajs
-        # (tokens after $JS.API., response type, handler, needs exact token count or None)
         self.routes: dict[tuple[str, ...], tuple[str, Handler]] = {
             ("INFO",): ("account_info_response", self.account_info),
             ("STREAM", "CREATE"): ("stream_create_response", self.stream_create),
@@ -77,6 +186,7 @@ class JetStreamApi:
             ("CONSUMER", "DELETE"): ("consumer_delete_response", self.consumer_delete),
             ("CONSUMER", "NAMES"): ("consumer_names_response", self.consumer_names),
             ("CONSUMER", "LIST"): ("consumer_list_response", self.consumer_list),
+            ("CONSUMER", "PAUSE"): ("consumer_pause_response", self.consumer_pause),
         }
 
     # -- dispatch --------------------------------------------------------------------------------
@@ -88,12 +198,6 @@ class JetStreamApi:
         body = ev.payload[hs:] if hs > 0 else ev.payload
         tokens = subject.split(".")[2:]
         if not tokens:
-            return
-        if tokens[0] == "DIRECT" and len(tokens) >= 3 and tokens[1] == "GET":
-            self.direct_get(tokens[2:], body, reply)
-            return
-        if tokens[:3] == ["CONSUMER", "MSG", "NEXT"]:
-            self.consumer_next(tokens[3:], body, reply)
             return
         route = None
         rest: list[str] = []
@@ -108,18 +212,24 @@ class JetStreamApi:
         if not reply:
             return
         rtype, handler = route
-        self.ajs.api_total += 1
+        failed = False
         try:
+            if not self.ajs.enabled:
+                raise errors.not_enabled_for_account()
             result = handler(rest, body, reply)
         except ApiError as e:
-            self.ajs.api_errors += 1
+            failed = True
             result = {"error": e.to_json()}
             if rtype == "stream_info_response":
                 result.update({"total": 0, "offset": 0, "limit": 0})
         except Exception:  # a bug in one request must not take the server down
             log.exception("JetStream API %s failed", subject)
-            self.ajs.api_errors += 1
+            failed = True
             result = {"error": errors.ApiError(500, 10000, "internal error").to_json()}
+        # nats-server counts a request once it is handled (the INFO reply shows the earlier).
+        self.ajs.api_total += 1
+        if failed:
+            self.ajs.api_errors += 1
         if result is None:
             return
         self.ajs.reply(reply, go_json({"type": _PREFIX + rtype, **result}))
@@ -130,28 +240,22 @@ class JetStreamApi:
         if rest:
             raise errors.bad_request()
         memory, storage, consumers = self.ajs.usage()
-        js = self.ajs.js
         out: dict[str, Any] = {
             "memory": memory,
             "storage": storage,
-            "reserved_memory": 0,
-            "reserved_storage": 0,
+            "reserved_memory": self.ajs.reserved("memory"),
+            "reserved_storage": self.ajs.reserved("file"),
             "streams": len(self.ajs.streams),
             "consumers": consumers,
-            "limits": {
-                "max_memory": -1,
-                "max_storage": -1,
-                "max_streams": -1,
-                "max_consumers": -1,
-                "max_ack_pending": -1,
-                "memory_max_stream_bytes": -1,
-                "storage_max_stream_bytes": -1,
-                "max_bytes_required": False,
-            },
+            "limits": self.ajs.limits_json(),
         }
-        if js.domain:
-            out["domain"] = js.domain
-        out["api"] = {"level": 5, "total": self.ajs.api_total, "errors": self.ajs.api_errors}
+        if self.ajs.domain:
+            out["domain"] = self.ajs.domain
+        out["api"] = {
+            "level": 5,
+            "total": self.ajs.api_total,
+            "errors": self.ajs.api_errors,
+        }
         return out
 
     # -- streams ---------------------------------------------------------------------------------
@@ -167,46 +271,88 @@ class JetStreamApi:
             raise errors.bad_request()
         return rest[0]
 
-    def stream_create(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+    def _decode_stream_config(self, rest: list[str], body: bytes) -> tuple[dict[str, Any], bool]:
         name = self._stream_name(rest)
         raw = _decode_body(body)
-        if raw.get("name", "") != name:
+        config, pedantic = decode_stream_request(raw)
+        set_static_stream_metadata(config)
+        if name != config["name"]:
             raise errors.stream_mismatch()
-        config = normalize_stream_config(raw)
-        existing = self.ajs.streams.get(name)
+        if has_path_separators(name):
+            raise errors.stream_name_path_separators()
+        return config, pedantic
+
+    def stream_create(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        config, pedantic = self._decode_stream_config(rest, body)
+        if config["sealed"]:
+            raise errors.stream_invalid_config("stream configuration for create can not be sealed")
+        if config["mirror_direct"] and config["mirror"] is None:
+            raise errors.stream_invalid_config("stream has no mirror but does have mirror direct")
+        if config["num_replicas"] > 1:
+            raise errors.replicas_not_supported()
+        self.ajs.check_stream_limits(config)
+        config = check_stream_config(config, pedantic, self.ajs.stream_configs())
+        self.ajs.check_max_bytes(config)
+        existing = self.ajs.streams.get(config["name"])
         if existing is not None:
             if not stream_configs_equal(existing.config, config):
                 raise errors.stream_name_exist()
-            stream = existing
-            did_create = False
-        else:
-            stream = self.ajs.add_stream(config)
-            did_create = True
+            out = existing.info()
+            out["ts"] = rfc3339_ns(now_ns())
+            return out
+        stream = self.ajs.add_stream(config)
         out = stream.info()
         out["ts"] = rfc3339_ns(now_ns())
-        if did_create:
-            out["did_create"] = True
+        out["did_create"] = True
         return out
 
     def stream_update(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
-        name = self._stream_name(rest)
-        raw = _decode_body(body)
-        if raw.get("name", "") != name:
-            raise errors.stream_mismatch()
-        config = normalize_stream_config(raw)
-        stream = self._stream(name)
+        config, pedantic = self._decode_stream_config(rest, body)
+        stream = self._stream(config["name"])
+        config = check_stream_config(config, pedantic, self.ajs.stream_configs())
+        self.ajs.check_max_bytes(config)
         check_stream_update(stream.config, config)
+        self._check_consumer_limits_update(stream, config)
         self.ajs.update_stream(stream, config)
         out = stream.info()
         out["ts"] = rfc3339_ns(now_ns())
         return out
 
+    @staticmethod
+    def _check_consumer_limits_update(stream: Stream, config: dict[str, Any]) -> None:
+        old, new = stream.config["consumer_limits"], config["consumer_limits"]
+        threshold, pending = new["inactive_threshold"], new["max_ack_pending"]
+        if (threshold <= 0 or threshold == old["inactive_threshold"]) and (
+            pending <= 0 or pending == old["max_ack_pending"]
+        ):
+            return
+        bad = [
+            c.name
+            for c in stream.consumers.values()
+            if (threshold > 0 and c.config["inactive_threshold"] > threshold)
+            or (pending > 0 and c.config["max_ack_pending"] > pending)
+        ]
+        if bad:
+            raise errors.stream_invalid_config(
+                f"change to limits violates consumers: {', '.join(bad)}"
+            )
+
     def stream_info(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         name = self._stream_name(rest)
         req = _decode_body(body)
+        _check_fields(req, ("deleted_details", "subjects_filter", "offset"))
+        subjects_filter = _str_field(req, "subjects_filter", "JSApiStreamInfoRequest")
+        details = req.get("deleted_details")
+        offset = _int_field(req, "offset", "JSApiStreamInfoRequest", "int")
         stream = self._stream(name)
-        info = stream.info(subjects_filter=str(req.get("subjects_filter") or ""))
+        info = stream.info(subjects_filter=subjects_filter, deleted_details=bool(details))
         out: dict[str, Any] = {"total": 0, "offset": 0, "limit": 0}
+        subjects = info["state"].get("subjects")
+        if subjects:
+            names = sorted(subjects)
+            page = names[offset : offset + 100_000]
+            info["state"]["subjects"] = {s: subjects[s] for s in page}
+            out = {"total": len(names), "offset": offset, "limit": 100_000}
         out.update(info)
         out["cluster"] = {"leader": self.ajs.server.server_name}
         out["ts"] = rfc3339_ns(now_ns())
@@ -220,27 +366,23 @@ class JetStreamApi:
     def stream_purge(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         stream = self._stream(self._stream_name(rest))
         req = _decode_body(body)
+        _check_fields(req, ("filter", "seq", "keep"))
+        subject = _str_field(req, "filter", "JSApiStreamPurgeRequest")
+        seq = _int_field(req, "seq", "JSApiStreamPurgeRequest")
+        keep = _int_field(req, "keep", "JSApiStreamPurgeRequest")
         if stream.config["sealed"]:
             raise errors.stream_sealed()
         if stream.config["deny_purge"]:
             raise errors.stream_purge_failed("stream purge is not permitted")
-        subject = str(req.get("filter") or "")
-        seq = int(req.get("seq") or 0)
-        keep = int(req.get("keep") or 0)
+        if subject and not is_valid_subject(subject):
+            raise errors.stream_purge_failed("invalid subject")
         if seq and keep:
             raise errors.bad_request()
-        purged = stream.store.purge(subject=subject, seq=seq, keep=keep)
-        for consumer in stream.consumers.values():
-            first = stream.store.state().first_seq
-            if consumer.next_sseq < first:
-                consumer.next_sseq = first
-            for s in [s for s in consumer.state.pending if stream.store.load_msg(s) is None]:
-                consumer.state.pending.pop(s, None)
-            consumer.save()
+        purged = stream.purge(subject=subject, seq=seq, keep=keep)
         return {"success": True, "purged": purged}
 
-    def _filtered_streams(self, req: dict[str, Any]) -> list[Stream]:
-        subject = str(req.get("subject") or "")
+    def _filtered_streams(self, req: dict[str, Any], struct: str) -> list[Stream]:
+        subject = _str_field(req, "subject", struct)
         streams = sorted(self.ajs.streams.values(), key=lambda s: s.name)
         if subject:
             streams = [
@@ -254,8 +396,9 @@ class JetStreamApi:
         if rest:
             raise errors.bad_request()
         req = _decode_body(body)
-        offset = max(int(req.get("offset") or 0), 0)
-        streams = self._filtered_streams(req)
+        _check_fields(req, ("offset", "subject"))
+        offset = max(_int_field(req, "offset", "JSApiStreamNamesRequest", "int"), 0)
+        streams = self._filtered_streams(req, "JSApiStreamNamesRequest")
         page = streams[offset : offset + _NAMES_LIMIT]
         return {
             "total": len(streams),
@@ -268,8 +411,9 @@ class JetStreamApi:
         if rest:
             raise errors.bad_request()
         req = _decode_body(body)
-        offset = max(int(req.get("offset") or 0), 0)
-        streams = self._filtered_streams(req)
+        _check_fields(req, ("offset", "subject"))
+        offset = max(_int_field(req, "offset", "JSApiStreamListRequest", "int"), 0)
+        streams = self._filtered_streams(req, "JSApiStreamListRequest")
         page = streams[offset : offset + _LIST_LIMIT]
         now = rfc3339_ns(now_ns())
         items = []
@@ -280,8 +424,12 @@ class JetStreamApi:
         return {"total": len(streams), "offset": offset, "limit": _LIST_LIMIT, "streams": items}
 
     def stream_msg_get(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
-        stream = self._stream(self._stream_name(rest))
+        name = self._stream_name(rest)
+        if not body.strip():
+            raise errors.bad_request()
         req = _decode_body(body)
+        self._check_get_request(req, direct=False)
+        stream = self._stream(name)
         msg = self._lookup(stream, req)
         if msg is None:
             raise errors.no_message_found()
@@ -293,58 +441,110 @@ class JetStreamApi:
         message["time"] = rfc3339_ns(msg.ts)
         return {"message": message}
 
-    def _lookup(self, stream: Stream, req: dict[str, Any]) -> Any:
+    @staticmethod
+    def _check_get_request(req: dict[str, Any], direct: bool) -> None:
+        struct = "JSApiMsgGetRequest"
+        _check_fields(
+            req,
+            (
+                "seq",
+                "last_by_subj",
+                "next_by_subj",
+                "batch",
+                "max_bytes",
+                "start_time",
+                "multi_last",
+                "up_to_seq",
+                "up_to_time",
+                "no_hdr",
+            ),
+        )
+        seq = _int_field(req, "seq", struct)
+        last_for = _str_field(req, "last_by_subj", struct)
+        next_for = _str_field(req, "next_by_subj", struct)
+        start_time = req.get("start_time")
+        if not direct and (req.get("batch") or req.get("max_bytes")):
+            raise errors.bad_request()
+        if (
+            (seq > 0 and last_for)
+            or (seq == 0 and not last_for and not next_for and start_time is None)
+            or (seq > 0 and start_time is not None)
+            or (start_time is not None and last_for)
+            or (last_for and next_for)
+        ):
+            raise errors.bad_request()
+
+    @staticmethod
+    def _lookup(stream: Stream, req: dict[str, Any]) -> Any:
         store = stream.store
         seq = int(req.get("seq") or 0)
         last_by = str(req.get("last_by_subj") or "")
         next_by = str(req.get("next_by_subj") or "")
+        start_time = req.get("start_time")
         if last_by:
             return store.load_last_msg(last_by)
+        if start_time is not None:
+            try:
+                seq = store.seq_for_time(parse_go_time(str(start_time))[0])
+            except ValueError:
+                raise errors.bad_request() from None
         if next_by:
             return store.load_next_msg(next_by, max(seq, 1))
-        if seq:
-            return store.load_msg(seq)
-        raise errors.bad_request()
+        if start_time is not None:
+            return store.load_next_msg("", max(seq, 1))
+        return store.load_msg(seq)
 
     def stream_msg_delete(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         stream = self._stream(self._stream_name(rest))
         req = _decode_body(body)
+        _check_fields(req, ("seq", "no_erase"))
+        seq = _int_field(req, "seq", "JSApiMsgDeleteRequest")
         if stream.config["sealed"]:
             raise errors.stream_sealed()
         if stream.config["deny_delete"]:
             raise errors.stream_msg_delete_failed("message delete not permitted")
-        seq = int(req.get("seq") or 0)
         if seq <= 0:
-            raise errors.bad_request()
-        if not stream.store.remove_msg(seq, erase=not req.get("no_erase")):
+            raise errors.stream_msg_delete_failed("sequence 0 not found")
+        if not stream.remove_msg(seq, erase=not req.get("no_erase")):
             if seq > stream.store.state().last_seq:
-                raise errors.stream_msg_delete_failed("stream store EOF")
+                raise errors.stream_msg_delete_failed(f"sequence {seq} not found")
             raise errors.stream_msg_delete_failed("no message found")
-        for consumer in stream.consumers.values():
-            if consumer.state.pending.pop(seq, None) is not None:
-                consumer.save()
         return {"success": True}
 
     # -- direct get ------------------------------------------------------------------------------
 
-    def direct_get(self, tokens: list[str], body: bytes, reply: str) -> None:
+    def direct_get(self, stream: Stream, subject: str, body: bytes, reply: str) -> None:
+        """`$JS.API.DIRECT.GET.<stream>` and `.<stream>.<subject>` (nats-server's
+        processDirectGetRequest and processDirectGetLastBySubjectRequest)."""
         if not reply:
             return
-        stream = self.ajs.streams.get(tokens[0])
-        if stream is None or not stream.config["allow_direct"]:
-            return  # not served: the requester sees no responders, as with nats-server
-        self.ajs.api_total += 1
-        try:
-            if len(tokens) > 1:
-                req: dict[str, Any] = {"last_by_subj": ".".join(tokens[1:])}
-            else:
+        if subject:
+            req: dict[str, Any] = {}
+            if body.strip():
+                try:
+                    req = _decode_body(body)
+                except ApiError:
+                    self._direct_status(reply, b"NATS/1.0 408 Malformed Request\r\n\r\n")
+                    return
+            req["last_by_subj"] = subject
+        else:
+            if not body.strip():
+                self._direct_status(reply, b"NATS/1.0 408 Empty Request\r\n\r\n")
+                return
+            try:
                 req = _decode_body(body)
-        except ApiError:
-            self._direct_status(reply, b"NATS/1.0 408 Bad Request\r\n\r\n")
-            return
+                self._check_get_request(req, direct=True)
+            except ApiError as e:
+                status = b"408 Malformed Request" if e.err_code == 10025 else b"408 Bad Request"
+                if e.err_code == 10003 and not any(
+                    req.get(k) for k in ("seq", "last_by_subj", "next_by_subj", "start_time")
+                ):
+                    status = b"408 Empty Request"
+                self._direct_status(reply, b"NATS/1.0 " + status + b"\r\n\r\n")
+                return
         batch = int(req.get("batch") or 0)
-        if batch > 0:
-            self._direct_batch(stream, req, reply, batch)
+        if batch > 0 or req.get("multi_last"):
+            self._direct_batch(stream, req, reply, max(batch, 1))
             return
         try:
             msg = self._lookup(stream, req)
@@ -354,32 +554,46 @@ class JetStreamApi:
         if msg is None:
             self._direct_status(reply, _NOT_FOUND_DIRECT)
             return
-        self._direct_send(stream, msg, reply, [])
+        self._direct_send(stream, msg, reply, [], bool(req.get("no_hdr")))
 
     def _direct_send(
-        self, stream: Stream, msg: Any, reply: str, extra: list[tuple[str, str]]
+        self, stream: Stream, msg: Any, reply: str, extra: list[tuple[str, str]], no_hdr: bool
     ) -> None:
-        header = append_headers(
-            msg.header,
-            [
-                ("Nats-Stream", stream.name),
-                ("Nats-Subject", msg.subject),
-                ("Nats-Sequence", str(msg.seq)),
-                ("Nats-Time-Stamp", rfc3339_ns(msg.ts)),
-                *extra,
-            ],
-        )
+        fields = [
+            ("Nats-Stream", stream.name),
+            ("Nats-Subject", msg.subject),
+            ("Nats-Sequence", str(msg.seq)),
+            ("Nats-Time-Stamp", rfc3339_ns(msg.ts)),
+            *extra,
+        ]
+        header = append_headers(b"" if no_hdr else msg.header, fields)
         self.ajs.reply(reply, msg.data, header)
 
     def _direct_batch(self, stream: Stream, req: dict[str, Any], reply: str, batch: int) -> None:
         store = stream.store
+        multi = req.get("multi_last")
+        if multi:
+            self._direct_multi_last(stream, req, reply, list(multi))
+            return
         subject = str(req.get("next_by_subj") or "")
         seq = max(int(req.get("seq") or 0), 1)
+        if req.get("start_time") is not None:
+            try:
+                seq = store.seq_for_time(parse_go_time(str(req["start_time"]))[0])
+            except ValueError:
+                self._direct_status(reply, b"NATS/1.0 408 Bad Request\r\n\r\n")
+                return
+        max_bytes = int(req.get("max_bytes") or 0)
+        up_to = int(req.get("up_to_seq") or 0)
         sent = 0
+        size = 0
         last = 0
         while sent < batch:
             msg = store.load_next_msg(subject, seq)
-            if msg is None:
+            if msg is None or (up_to and msg.seq > up_to):
+                break
+            size += len(msg.header) + len(msg.data)
+            if max_bytes and sent and size > max_bytes:
                 break
             pending = store.num_pending(msg.seq + 1, subject)
             self._direct_send(
@@ -387,6 +601,7 @@ class JetStreamApi:
                 msg,
                 reply,
                 [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last))],
+                bool(req.get("no_hdr")),
             )
             last = msg.seq
             seq = msg.seq + 1
@@ -400,70 +615,167 @@ class JetStreamApi:
         ).encode()
         self._direct_status(reply, eob)
 
+    def _direct_multi_last(
+        self, stream: Stream, req: dict[str, Any], reply: str, filters: list[str]
+    ) -> None:
+        store = stream.store
+        up_to = int(req.get("up_to_seq") or 0)
+        seqs: set[int] = set()
+        for f in filters:
+            for subject in store.subjects_state(f):
+                msg = store.load_prev_msg(subject, up_to) if up_to else store.load_last_msg(subject)
+                if msg is not None:
+                    seqs.add(msg.seq)
+        if not seqs:
+            self._direct_status(reply, _NOT_FOUND_DIRECT)
+            return
+        ordered = sorted(seqs)
+        last = 0
+        for i, seq in enumerate(ordered):
+            msg = store.load_msg(seq)
+            if msg is None:
+                continue
+            self._direct_send(
+                stream,
+                msg,
+                reply,
+                [
+                    ("Nats-Num-Pending", str(len(ordered) - i - 1)),
+                    ("Nats-Last-Sequence", str(last)),
+                ],
+                bool(req.get("no_hdr")),
+            )
+            last = seq
+        eob = f"NATS/1.0 204 EOB\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: {last}\r\n\r\n"
+        self._direct_status(reply, eob.encode())
+
     def _direct_status(self, reply: str, header: bytes) -> None:
         self.ajs.reply(reply, b"", header)
 
     # -- consumers -------------------------------------------------------------------------------
 
-    def consumer_create(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
-        if not rest:
-            raise errors.bad_request()
-        stream_name = rest[0]
-        name = rest[1] if len(rest) > 1 else ""
-        filter_subject = ".".join(rest[2:]) if len(rest) > 2 else ""
-        return self._create_consumer(stream_name, name, filter_subject, body, durable=False)
+    def consumer_create(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+        return self._create_consumer(rest, body, legacy_durable=False)
 
-    def consumer_durable_create(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
-        if len(rest) != 2:
-            raise errors.bad_request()
-        return self._create_consumer(rest[0], rest[1], "", body, durable=True)
+    def consumer_durable_create(
+        self, rest: list[str], body: bytes, reply: str
+    ) -> dict[str, Any] | None:
+        return self._create_consumer(rest, body, legacy_durable=True)
 
     def _create_consumer(
-        self, stream_name: str, name: str, filter_subject: str, body: bytes, durable: bool
-    ) -> dict[str, Any]:
-        req = _decode_body(body)
-        for key in req:
-            if key not in ("stream_name", "config", "action", "pedantic"):
-                raise errors.invalid_json(f'json: unknown field "{key}"')
-        if req.get("stream_name", "") != stream_name:
+        self, rest: list[str], body: bytes, legacy_durable: bool
+    ) -> dict[str, Any] | None:
+        """nats-server's jsConsumerCreateRequest, single server."""
+        if not rest:
+            return None
+        raw = _decode_body(body)
+        stream_name_req, config, action, pedantic = decode_consumer_request(raw)
+        filtered = ""
+        if legacy_durable:
+            if len(rest) != 2:
+                raise js_error("ConsumerDurableNameNotInSubject")
+            stream_name, name = rest[0], rest[1]
+        elif len(rest) == 1:
+            stream_name = rest[0]
+            name = config["name"] if config is not None else ""
+        else:
+            stream_name, name = rest[0], rest[1]
+            if len(rest) > 2:
+                filtered = ".".join(rest[2:])
+        if stream_name != stream_name_req:
             raise errors.stream_mismatch()
-        raw = req.get("config")
-        if not isinstance(raw, dict):
+        if name and has_path_separators(name):
+            raise errors.consumer_name_path_separators()
+        if config is None:
             raise errors.consumer_config_required()
-        raw = dict(raw)
-        if durable:
-            if raw.get("durable_name") and raw["durable_name"] != name:
-                raise errors.consumer_create(
-                    "consumer name in subject does not match durable name in request"
-                )
-            raw["durable_name"] = name
-        if filter_subject:
-            if raw.get("filter_subject") and raw["filter_subject"] != filter_subject:
-                raise errors.consumer_filter_mismatch()
-            raw["filter_subject"] = filter_subject
+        if legacy_durable:
+            if not config["durable_name"]:
+                raise js_error("ConsumerDurableNameNotSet")
+            if name != config["durable_name"]:
+                raise js_error("ConsumerDurableNameNotMatchSubject")
+            config["name"] = name
+        elif len(rest) > 1:
+            if config["durable_name"] and name != config["durable_name"]:
+                raise js_error("ConsumerDurableNameNotMatchSubject")
+            config["name"] = name
+        elif config["durable_name"]:
+            raise js_error("ConsumerEphemeralWithDurableName")
+        if filtered and config["filter_subjects"]:
+            raise js_error("ConsumerMultipleFiltersNotAllowed")
+        if filtered and config["filter_subject"] != filtered:
+            raise errors.consumer_filter_mismatch()
+        if config["num_replicas"] > 1:
+            raise errors.replicas_not_supported()
         stream = self._stream(stream_name)
-        config = normalize_consumer_config(raw, name)
-        action = str(req.get("action") or "")
-        existing = stream.consumers.get(config["name"])
+        existing_name = config["durable_name"] or config["name"]
+        existing = stream.consumers.get(existing_name) if existing_name else None
         if existing is not None:
-            if action == "create" and _consumer_differs(existing.config, config):
-                raise errors.consumer_already_exists()
-            if _consumer_differs(existing.config, config):
-                existing.config = {**config, "name": existing.name}
-                existing.filters = consumer_filters(existing.config)
-                existing.save()
-            out = existing.info()
-            out["ts"] = rfc3339_ns(now_ns())
-            return out
-        if action == "update":
-            raise errors.consumer_does_not_exist()
-        check_workqueue(stream, config)
-        consumer = self.ajs.add_consumer(stream, config)
+            # An existing consumer keeps its pause (only CONSUMER.PAUSE changes it).
+            config["pause_until"] = existing.config["pause_until"]
+        set_static_consumer_metadata(config)
+        consumer = self._add_consumer(stream, config, action, pedantic)
         out = consumer.info()
         out["ts"] = rfc3339_ns(now_ns())
+        groups = consumer.priority_groups_info()
+        if groups:
+            out["priority_groups"] = groups
         return out
 
-    def _consumer(self, rest: list[str]) -> Any:
+    def _add_consumer(
+        self, stream: Stream, config: dict[str, Any], action: str, pedantic: bool
+    ) -> Consumer:
+        """nats-server's addConsumerWithAssignmentAndMode, single server."""
+        acc_max_ack_pending = self.ajs.limit("max_ack_pending")
+        set_consumer_defaults(config, stream.config, pedantic, acc_max_ack_pending)
+        check_consumer_config(config, stream.config, acc_max_ack_pending)
+        name = config["durable_name"] or config["name"]
+        if name:
+            existing = stream.consumers.get(name)
+            if existing is not None:
+                if not config["durable_name"] and existing.durable is False:
+                    config["inactive_threshold"] = (
+                        config["inactive_threshold"] or (existing.config["inactive_threshold"])
+                    )
+                if action == "create" and not consumers_equal(existing.config, config):
+                    raise js_error("ConsumerAlreadyExists")
+                if stream.config["retention"] == "workqueue":
+                    from pynatsd.jetstream.config import consumer_filters
+
+                    partition_unique(stream, name, consumer_filters(config))
+                if consumers_equal(existing.config, config):
+                    return existing
+                try:
+                    check_consumer_update(
+                        existing.config,
+                        config,
+                        existing.push and existing.active,
+                    )
+                except ApiError:
+                    raise
+                existing.update_config(config)
+                return existing
+        if action == "update":
+            raise js_error("ConsumerDoesNotExist")
+        max_consumers = stream.config["max_consumers"]
+        acc_max = self.ajs.limit("max_consumers")
+        if max_consumers <= 0 or (0 < acc_max < max_consumers):
+            max_consumers = acc_max
+        if max_consumers > 0 and len(stream.consumers) >= max_consumers:
+            raise js_error("MaximumConsumersLimit")
+        check_workqueue(stream, config)
+        if config["durable_name"] and len(config["durable_name"]) > 255:
+            raise js_error("ConsumerNameTooLong", max=255)
+        if not name:
+            # Legacy ephemeral: a generated name, which nats-server does not echo in the config.
+            while True:
+                name = ephemeral_name()
+                if name not in stream.consumers:
+                    break
+        if not valid_name(name):
+            raise js_error("ConsumerBadDurableName")
+        return self.ajs.add_consumer(stream, config, name)
+
+    def _consumer(self, rest: list[str]) -> Consumer:
         if len(rest) != 2:
             raise errors.bad_request()
         stream = self._stream(rest[0])
@@ -476,6 +788,9 @@ class JetStreamApi:
         consumer = self._consumer(rest)
         out: dict[str, Any] = consumer.info()
         out["ts"] = rfc3339_ns(now_ns())
+        groups = consumer.priority_groups_info()
+        if groups:
+            out["priority_groups"] = groups
         return out
 
     def consumer_delete(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
@@ -483,12 +798,40 @@ class JetStreamApi:
         self.ajs.delete_consumer(consumer.stream, consumer.name)
         return {"success": True}
 
+    def consumer_pause(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        req = _decode_body(body)
+        _check_fields(req, ("pause_until",))
+        until_text = req.get("pause_until")
+        ns = 0
+        zero = True
+        if until_text is not None:
+            parsed = decode("ConsumerConfig", {"pause_until": until_text}, "JSApiConsumerPause")
+            ns, _ = parse_go_time(parsed["pause_until"])
+            zero = parsed["pause_until"] == "0001-01-01T00:00:00Z"
+        consumer = self._consumer(rest)
+        until = "" if zero else format_go_time(ns, 0)
+        cfg = dict(consumer.config)
+        cfg["pause_until"] = until
+        set_static_consumer_metadata(cfg)
+        consumer.config["metadata"] = cfg["metadata"]
+        consumer.set_pause(until)
+        out: dict[str, Any] = {
+            "paused": False,
+            "pause_until": "0001-01-01T00:00:00Z" if zero else format_go_time(ns, 0),
+        }
+        remaining = ns - now_ns()
+        if not zero and remaining > 0:
+            out["paused"] = True
+            out["pause_remaining"] = remaining
+        return out
+
     def consumer_names(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         if len(rest) != 1:
             raise errors.bad_request()
-        stream = self._stream(rest[0])
         req = _decode_body(body)
-        offset = max(int(req.get("offset") or 0), 0)
+        _check_fields(req, ("offset",))
+        offset = max(_int_field(req, "offset", "JSApiConsumersRequest", "int"), 0)
+        stream = self._stream(rest[0])
         names = sorted(stream.consumers)
         return {
             "total": len(names),
@@ -500,9 +843,10 @@ class JetStreamApi:
     def consumer_list(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         if len(rest) != 1:
             raise errors.bad_request()
-        stream = self._stream(rest[0])
         req = _decode_body(body)
-        offset = max(int(req.get("offset") or 0), 0)
+        _check_fields(req, ("offset",))
+        offset = max(_int_field(req, "offset", "JSApiConsumersRequest", "int"), 0)
+        stream = self._stream(rest[0])
         consumers = [stream.consumers[n] for n in sorted(stream.consumers)]
         now = rfc3339_ns(now_ns())
         items = []
@@ -512,27 +856,9 @@ class JetStreamApi:
             items.append(info)
         return {"total": len(consumers), "offset": offset, "limit": _LIST_LIMIT, "consumers": items}
 
-    def consumer_next(self, rest: list[str], body: bytes, reply: str) -> None:
-        if len(rest) != 2:
-            return
-        stream = self.ajs.streams.get(rest[0])
-        consumer = stream.consumers.get(rest[1]) if stream is not None else None
-        if consumer is None:
-            if reply:
-                self.ajs.reply(reply, b"", b"NATS/1.0 404 No Messages\r\n\r\n")
-            return
-        consumer.process_next_request(reply, body)
-
-
-def _consumer_differs(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    skip = {"name", "metadata"}
-    return {k: v for k, v in a.items() if k not in skip} != {
-        k: v for k, v in b.items() if k not in skip
-    }
-
 
 def stream_matches(stream: Stream, subject: str) -> bool:
     return any(match_literal(subject, s) for s in stream.config["subjects"])
 
 
-__all__ = ["JetStreamApi", "stream_config_reply"]
+__all__ = ["API_SUBJECTS", "JetStreamApi", "stream_config_reply"]

@@ -1,149 +1,254 @@
-"""Stream and consumer configurations: strict decoding, validation and defaults.
+"""Stream and consumer configurations: strict decoding, validation, defaults and the reply form.
 
-The JSON field names, their order in replies, the defaults filled in and the error texts follow
-nats-server (`StreamConfig` in `server/stream.go`, `ConsumerConfig` in `server/consumer.go`,
-`checkStreamCfg` and `setConsumerConfigDefaults`). Decoding is strict as in nats-server's API:
-an unknown field or a value of the wrong JSON type is an `invalid JSON` error.
+The JSON field names, their order in replies, which ones Go leaves out when empty (`omitempty`),
+the defaults filled in and the error texts follow nats-server: `StreamConfig` and
+`checkStreamCfg` in `server/stream.go`, `ConsumerConfig`, `setConsumerConfigDefaults` and
+`checkConsumerCfg` in `server/consumer.go`. Decoding is strict as in nats-server's API: an
+unknown field or a value of the wrong JSON type is an `invalid JSON` error naming the field the
+way Go's decoder does.
+
+A configuration is kept as a plain dict holding every field (zero values included), so that
+comparing two of them is comparing dicts; `stream_config_reply`/`consumer_config_reply` turn one
+into the JSON nats-server would write.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
+from dataclasses import dataclass
 from typing import Any
 
 from pynatsd.jetstream import errors
-from pynatsd.subjects import is_valid_subject, subjects_collide
+from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.jetstream.transform import TransformError, validate_mapping
+from pynatsd.jetstream.util import format_go_time, parse_go_time
+from pynatsd.subjects import (
+    is_literal,
+    is_valid_publish_subject,
+    is_valid_subject,
+    match_literal,
+    subjects_collide,
+)
 
 NS = 1_000_000_000
+MS = 1_000_000
 DEFAULT_DUPLICATE_WINDOW = 120 * NS
 DEFAULT_ACK_WAIT = 30 * NS
 DEFAULT_MAX_WAITING = 512
 DEFAULT_MAX_ACK_PENDING = 1000
 DEFAULT_EPHEMERAL_INACTIVE = 5 * NS
+DEFAULT_PINNED_TTL = 120 * NS
 SERVER_VERSION = "2.15.1"
 API_LEVEL = "5"
+MAX_NAME_LEN = 255
+MAX_DESCRIPTION_LEN = 4 * 1024
+MAX_METADATA_LEN = 128 * 1024
+STREAM_MAX_REPLICAS = 5
+_DYNAMIC_METADATA = ("_nats.ver", "_nats.level")
+_GROUP_NAME = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")
 
-# field -> Go type name (for decode errors); "enum:" types list their accepted values.
-_STREAM_FIELDS: dict[str, str] = {
-    "name": "string",
-    "description": "string",
-    "subjects": "[]string",
-    "retention": "enum:limits,interest,workqueue",
-    "max_consumers": "int",
-    "max_msgs": "int64",
-    "max_bytes": "int64",
-    "max_age": "time.Duration",
-    "max_msgs_per_subject": "int64",
-    "max_msg_size": "int32",
-    "discard": "enum:old,new",
-    "storage": "enum:file,memory",
-    "num_replicas": "int",
-    "no_ack": "bool",
-    "duplicate_window": "time.Duration",
-    "placement": "object",
-    "mirror": "object",
-    "sources": "array",
-    "compression": "enum:none,s2",
-    "first_seq": "uint64",
-    "subject_transform": "object",
-    "republish": "object",
-    "allow_direct": "bool",
-    "mirror_direct": "bool",
-    "discard_new_per_subject": "bool",
-    "sealed": "bool",
-    "deny_delete": "bool",
-    "deny_purge": "bool",
-    "allow_rollup_hdrs": "bool",
-    "consumer_limits": "object",
-    "allow_msg_ttl": "bool",
-    "subject_delete_marker_ttl": "time.Duration",
-    "allow_msg_counter": "bool",
-    "allow_atomic": "bool",
-    "allow_msg_schedules": "bool",
-    "persist_mode": "string",
-    "allow_batched": "bool",
-    "metadata": "map[string]string",
-    "pedantic": "bool",
+
+# -- Go struct descriptions ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of a Go struct: JSON key, Go type, `omitempty`. Types: string, bool, int,
+    int32, int64, uint64, duration, time, []string, []duration, map, enum:a,b and struct:Name
+    (a value), *struct:Name (a pointer: absent when nil) or []*struct:Name."""
+
+    key: str
+    go: str
+    omitempty: bool = False
+
+
+_GO_NAMES = {
+    "duration": "time.Duration",
+    "time": "time.Time",
+    "map": "map[string]string",
+    "[]duration": "time.Duration",
 }
 
-_CONSUMER_FIELDS: dict[str, str] = {
-    "durable_name": "string",
-    "name": "string",
-    "description": "string",
-    "deliver_policy": "enum:all,last,new,by_start_sequence,by_start_time,last_per_subject",
-    "opt_start_seq": "uint64",
-    "opt_start_time": "time.Time",
-    "ack_policy": "enum:none,all,explicit",
-    "ack_wait": "time.Duration",
-    "max_deliver": "int",
-    "backoff": "[]time.Duration",
-    "filter_subject": "string",
-    "filter_subjects": "[]string",
-    "replay_policy": "enum:instant,original",
-    "rate_limit_bps": "uint64",
-    "sample_freq": "string",
-    "max_waiting": "int",
-    "max_ack_pending": "int",
-    "flow_control": "bool",
-    "headers_only": "bool",
-    "max_batch": "int",
-    "max_expires": "time.Duration",
-    "max_bytes": "int",
-    "deliver_subject": "string",
-    "deliver_group": "string",
-    "idle_heartbeat": "time.Duration",
-    "inactive_threshold": "time.Duration",
-    "num_replicas": "int",
-    "mem_storage": "bool",
-    "direct": "bool",
-    "metadata": "map[string]string",
-    "pause_until": "time.Time",
-    "priority_groups": "[]string",
-    "priority_policy": "string",
-    "priority_timeout": "time.Duration",
+STRUCTS: dict[str, list[Field]] = {
+    "StreamConfig": [
+        Field("name", "string"),
+        Field("description", "string", True),
+        Field("subjects", "[]string", True),
+        Field("retention", "enum:limits,interest,workqueue"),
+        Field("max_consumers", "int"),
+        Field("max_msgs", "int64"),
+        Field("max_bytes", "int64"),
+        Field("max_age", "duration"),
+        Field("max_msgs_per_subject", "int64"),
+        Field("max_msg_size", "int32", True),
+        Field("discard", "enum:old,new"),
+        Field("storage", "enum:file,memory"),
+        Field("num_replicas", "int"),
+        Field("no_ack", "bool", True),
+        Field("duplicate_window", "duration", True),
+        Field("placement", "*struct:Placement", True),
+        Field("mirror", "*struct:StreamSource", True),
+        Field("sources", "[]*struct:StreamSource", True),
+        Field("compression", "enum:none,s2"),
+        Field("first_seq", "uint64", True),
+        Field("subject_transform", "*struct:SubjectTransformConfig", True),
+        Field("republish", "*struct:RePublish", True),
+        Field("allow_direct", "bool"),
+        Field("mirror_direct", "bool"),
+        Field("discard_new_per_subject", "bool", True),
+        Field("sealed", "bool"),
+        Field("deny_delete", "bool"),
+        Field("deny_purge", "bool"),
+        Field("allow_rollup_hdrs", "bool"),
+        Field("consumer_limits", "struct:StreamConsumerLimits"),
+        Field("allow_msg_ttl", "bool"),
+        Field("subject_delete_marker_ttl", "duration", True),
+        Field("allow_msg_counter", "bool", True),
+        Field("allow_atomic", "bool", True),
+        Field("allow_msg_schedules", "bool", True),
+        Field("persist_mode", "enum:default,async", True),
+        Field("allow_batched", "bool", True),
+        Field("metadata", "map", True),
+    ],
+    "Placement": [
+        Field("cluster", "string", True),
+        Field("tags", "[]string", True),
+        Field("preferred", "string", True),
+    ],
+    "StreamSource": [
+        Field("name", "string"),
+        Field("opt_start_seq", "uint64", True),
+        Field("opt_start_time", "time", True),
+        Field("filter_subject", "string", True),
+        Field("subject_transforms", "[]struct:SubjectTransformConfig", True),
+        Field("external", "*struct:ExternalStream", True),
+        Field("consumer", "*struct:StreamConsumerSource", True),
+    ],
+    "ExternalStream": [Field("api", "string"), Field("deliver", "string")],
+    "StreamConsumerSource": [
+        Field("name", "string", True),
+        Field("deliver_subject", "string", True),
+    ],
+    "SubjectTransformConfig": [Field("src", "string"), Field("dest", "string")],
+    "RePublish": [
+        Field("src", "string", True),
+        Field("dest", "string"),
+        Field("headers_only", "bool", True),
+    ],
+    "StreamConsumerLimits": [
+        Field("inactive_threshold", "duration", True),
+        Field("max_ack_pending", "int", True),
+    ],
+    "ConsumerConfig": [
+        Field("durable_name", "string", True),
+        Field("name", "string", True),
+        Field("description", "string", True),
+        Field(
+            "deliver_policy", "enum:all,last,new,by_start_sequence,by_start_time,last_per_subject"
+        ),
+        Field("opt_start_seq", "uint64", True),
+        Field("opt_start_time", "time", True),
+        Field("ack_policy", "enum:none,all,explicit,flow_control"),
+        Field("ack_wait", "duration", True),
+        Field("max_deliver", "int", True),
+        Field("backoff", "[]duration", True),
+        Field("filter_subject", "string", True),
+        Field("filter_subjects", "[]string", True),
+        Field("replay_policy", "enum:instant,original"),
+        Field("rate_limit_bps", "uint64", True),
+        Field("sample_freq", "string", True),
+        Field("max_waiting", "int", True),
+        Field("max_ack_pending", "int", True),
+        Field("flow_control", "bool", True),
+        Field("headers_only", "bool", True),
+        Field("max_batch", "int", True),
+        Field("max_expires", "duration", True),
+        Field("max_bytes", "int", True),
+        Field("deliver_subject", "string", True),
+        Field("deliver_group", "string", True),
+        Field("idle_heartbeat", "duration", True),
+        Field("inactive_threshold", "duration", True),
+        Field("num_replicas", "int"),
+        Field("mem_storage", "bool", True),
+        Field("direct", "bool", True),
+        Field("sourcing", "bool", True),
+        Field("metadata", "map", True),
+        Field("pause_until", "time", True),
+        Field("priority_groups", "[]string", True),
+        Field("priority_policy", "enum:none,overflow,pinned_client,prioritized", True),
+        Field("priority_timeout", "duration", True),
+    ],
 }
 
-# Reply order of stream config keys, and which are left out when empty (Go `omitempty`).
-_STREAM_ORDER = list(_STREAM_FIELDS)
-_STREAM_OMITEMPTY = {
-    "description",
-    "subjects",
-    "max_msg_size",
-    "no_ack",
-    "duplicate_window",
-    "placement",
-    "mirror",
-    "sources",
-    "first_seq",
-    "subject_transform",
-    "republish",
-    "discard_new_per_subject",
-    "subject_delete_marker_ttl",
-    "allow_msg_counter",
-    "allow_atomic",
-    "allow_msg_schedules",
-    "persist_mode",
-    "allow_batched",
-    "metadata",
+# The request wrappers: their own fields besides the embedded config.
+_STREAM_REQUEST_EXTRA = {"pedantic": "bool"}
+_ENUM_ZERO = {
+    "retention": "limits",
+    "discard": "old",
+    "storage": "file",
+    "compression": "none",
+    "persist_mode": "",
+    "deliver_policy": "all",
+    "ack_policy": "none",
+    "replay_policy": "instant",
+    "priority_policy": "",
 }
-_CONSUMER_ALWAYS = {"deliver_policy", "ack_policy", "replay_policy", "num_replicas"}
 
 
-def _type_ok(value: Any, go_type: str) -> bool:
-    if go_type.startswith("enum:"):
-        return isinstance(value, str)
-    if go_type in ("string", "time.Time"):
-        return isinstance(value, str)
-    if go_type == "bool":
-        return isinstance(value, bool)
-    if go_type in ("int", "int32", "int64", "uint64", "time.Duration"):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if go_type in ("[]string", "[]time.Duration", "array"):
-        return isinstance(value, list)
-    if go_type in ("object", "map[string]string"):
-        return isinstance(value, dict)
-    return True
+def _zero(f: Field) -> Any:
+    go = f.go
+    if go.startswith("enum:"):
+        return _ENUM_ZERO.get(f.key, "")
+    if go in ("string", "time"):
+        return ""
+    if go == "bool":
+        return False
+    if go in ("int", "int32", "int64", "uint64", "duration"):
+        return 0
+    if go.startswith("[]"):
+        return []
+    if go == "map":
+        return {}
+    if go.startswith("*"):
+        return None
+    if go.startswith("struct:"):
+        return complete(go[7:], {})
+    raise AssertionError(go)
+
+
+def complete(struct: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """`cfg` with every field of `struct` present (zero values for the missing ones)."""
+    out: dict[str, Any] = {}
+    for f in STRUCTS[struct]:
+        out[f.key] = cfg[f.key] if f.key in cfg else _zero(f)
+    return out
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value is False or value == 0 or value == "" or value in ([], {})
+
+
+def encode(struct: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The JSON object Go's encoder writes for `cfg`: struct order, `omitempty` applied."""
+    out: dict[str, Any] = {}
+    for f in STRUCTS[struct]:
+        value = cfg.get(f.key, _zero(f))
+        if f.omitempty and _empty(value):
+            continue
+        go = f.go
+        if go.startswith("*struct:") and value is not None:
+            value = encode(go[8:], value)
+        elif go.startswith("struct:"):
+            value = encode(go[7:], value or {})
+        elif go.startswith("[]*struct:") or go.startswith("[]struct:"):
+            name = go.split(":", 1)[1]
+            value = [encode(name, v) for v in value]
+        elif go == "map" and value is not None:
+            value = dict(sorted(value.items()))
+        out[f.key] = value
+    return out
 
 
 def _json_kind(value: Any) -> str:
@@ -160,285 +265,882 @@ def _json_kind(value: Any) -> str:
     return "null"
 
 
-def decode_strict(
-    raw: dict[str, Any], fields: dict[str, str], struct: str, allowed_extra: tuple[str, ...] = ()
+def _unmarshal_error(value: Any, path: str, go_type: str, element: bool = False) -> ApiError:
+    kind = _json_kind(value)
+    if (kind == "number" and isinstance(value, float) and not float(value).is_integer()) or (
+        kind == "number" and go_type in ("uint64",) and isinstance(value, int) and value < 0
+    ):
+        kind = f"number {value}"
+    where = path if element else f"Go struct field {path}"
+    return errors.invalid_json(f"json: cannot unmarshal {kind} into {where} of type {go_type}")
+
+
+_INT_RANGES = {
+    "int": (-(2**63), 2**63 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "uint64": (0, 2**64 - 1),
+    "duration": (-(2**63), 2**63 - 1),
+}
+
+
+def _decode_int(value: Any, path: str, go: str, element: bool = False) -> int:
+    gname = _GO_NAMES.get(go, go)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _unmarshal_error(value, path, gname, element)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise _unmarshal_error(value, path, gname, element)
+        value = int(value)
+    lo, hi = _INT_RANGES[go]
+    if not lo <= value <= hi:
+        raise errors.invalid_json(
+            f"json: cannot unmarshal number {value} into "
+            f"{path if element else 'Go struct field ' + path} of type {gname}"
+        )
+    return int(value)
+
+
+def _decode_value(value: Any, f: Field, path: str) -> Any:
+    go = f.go
+    if go.startswith("enum:"):
+        if not isinstance(value, str) or value not in go[5:].split(","):
+            shown = value if isinstance(value, str) else str(value)
+            raise errors.invalid_json(f'can not unmarshal "\\"{shown}\\""')
+        # Go keeps the zero value of these enums, which `omitempty` then leaves out.
+        if (f.key, value) in (("persist_mode", "default"), ("priority_policy", "none")):
+            return ""
+        return value
+    if go == "string":
+        if not isinstance(value, str):
+            raise _unmarshal_error(value, path, "string")
+        return value
+    if go == "time":
+        if not isinstance(value, str):
+            raise _unmarshal_error(value, path, "time.Time")
+        try:
+            return format_go_time(*parse_go_time(value))
+        except ValueError:
+            raise errors.invalid_json(
+                f'parsing time "{value}" as "2006-01-02T15:04:05Z07:00": '
+                f'cannot parse "{value}" as "2006"'
+            ) from None
+    if go == "bool":
+        if not isinstance(value, bool):
+            raise _unmarshal_error(value, path, "bool")
+        return value
+    if go in _INT_RANGES:
+        return _decode_int(value, path, go)
+    if go.startswith("[]"):
+        if not isinstance(value, list):
+            raise _unmarshal_error(value, path, "[]" + _GO_NAMES.get(go[2:], go[2:]))
+        elem = go[2:]
+        out: list[Any] = []
+        for i, v in enumerate(value):
+            epath = f"{path}.{i}"
+            if elem == "string":
+                if not isinstance(v, str):
+                    raise _unmarshal_error(v, epath, "string", element=True)
+                out.append(v)
+            elif elem == "duration":
+                out.append(_decode_int(v, epath, "duration", element=True))
+            elif elem.startswith("*struct:") or elem.startswith("struct:"):
+                name = elem.split(":", 1)[1]
+                if v is None and elem.startswith("*"):
+                    out.append(None)
+                    continue
+                if not isinstance(v, dict):
+                    raise _unmarshal_error(v, epath, name, element=True)
+                out.append(decode(name, v, path))
+            else:
+                raise AssertionError(elem)
+        return out
+    if go == "map":
+        if not isinstance(value, dict):
+            raise _unmarshal_error(value, path, "map[string]string")
+        for k, v in value.items():
+            if not isinstance(v, str):
+                raise _unmarshal_error(v, f"{path}.{k}", "string", element=True)
+        return dict(value)
+    if go.startswith("*struct:") or go.startswith("struct:"):
+        name = go.split(":", 1)[1]
+        if not isinstance(value, dict):
+            raise _unmarshal_error(value, path, name)
+        return decode(name, value, path)
+    raise AssertionError(go)
+
+
+def decode(
+    struct: str, raw: dict[str, Any], path: str, extra: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """Check names and JSON types as Go's strict decoder would; JSON null means "not set"."""
-    out: dict[str, Any] = {}
+    """Decode a JSON object into `struct` as Go's strict decoder would (unknown fields are an
+    error, JSON null leaves the zero value); the result holds every field."""
+    fields = {f.key: f for f in STRUCTS[struct]}
+    out = complete(struct, {})
     for key, value in raw.items():
-        if key in allowed_extra:
-            continue
-        go_type = fields.get(key)
-        if go_type is None:
+        f = fields.get(key)
+        if f is None:
+            if extra is not None and key in extra:
+                if value is not None:
+                    out[key] = _decode_value(value, Field(key, extra[key]), f"{path}.{key}")
+                continue
             raise errors.invalid_json(f'json: unknown field "{key}"')
         if value is None:
             continue
-        if not _type_ok(value, go_type):
-            shown = go_type.split(":")[0] if not go_type.startswith("enum:") else "string"
-            raise errors.invalid_json(
-                f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
-                f"{struct}.{key} of type {shown}"
-            )
-        if go_type.startswith("enum:") and value not in go_type[5:].split(","):
-            raise errors.invalid_json(f'can not unmarshal "\\"{value}\\""')
-        wrong = [v for v in value if not isinstance(v, str)] if go_type == "[]string" else []
-        if wrong:
-            raise errors.invalid_json(
-                f"json: cannot unmarshal {_json_kind(wrong[0])} "
-                f"into Go struct field {struct}.{key} of type string"
-            )
-        out[key] = value
+        out[key] = _decode_value(value, f, f"{path}.{key}")
     return out
+
+
+# -- names --------------------------------------------------------------------------------------
 
 
 def valid_name(name: str) -> bool:
-    return bool(name) and not any(c in name for c in " \t\r\n.*>\\/")
+    """nats-server's isValidAssetName."""
+    return bool(name) and not any(c in name for c in " \t\r\n\f.*>\\/")
 
 
-def check_name_separators(name: str) -> bool:
+def has_path_separators(name: str) -> bool:
     return "/" in name or "\\" in name
 
 
-def normalize_stream_config(raw: dict[str, Any]) -> dict[str, Any]:
-    """A stream config with nats-server's defaults filled in, in its reply order."""
-    cfg = decode_strict(raw, _STREAM_FIELDS, "StreamConfigRequest")
-    cfg.pop("pedantic", None)
-    name = cfg.get("name", "")
-    if check_name_separators(name):
-        raise errors.stream_name_path_separators()
-    if not valid_name(name):
-        raise errors.stream_invalid_config(
-            "stream name is required and can not contain '.', '*', '>', '\\', '/'"
-        )
-    if cfg.get("num_replicas", 0) > 1:
-        raise errors.replicas_not_supported()
-    if cfg.get("num_replicas", 0) < 0:
-        raise errors.stream_invalid_config("replicas must be a positive number")
-    for key in ("max_age", "duplicate_window"):
-        if cfg.get(key, 0) < 0:
-            label = "max age" if key == "max_age" else "duplicate window"
-            raise errors.stream_invalid_config(f"{label} can not be negative")
-    subjects = cfg.get("subjects") or [name]
-    for subj in subjects:
-        if not is_valid_subject(subj):
-            raise errors.stream_invalid_config("invalid subject")
-    for i, a in enumerate(subjects):
-        for b in subjects[i + 1 :]:
-            if a == b:
-                raise errors.stream_invalid_config("duplicate subjects detected")
-            if subjects_collide(a, b):
-                raise errors.stream_invalid_config(f'subject "{a}" overlaps with "{b}"')
-    out: dict[str, Any] = {
-        "name": name,
-        "description": cfg.get("description", ""),
-        "subjects": list(subjects),
-        "retention": cfg.get("retention", "limits"),
-        "max_consumers": cfg.get("max_consumers") or -1,
-        "max_msgs": cfg.get("max_msgs") or -1,
-        "max_bytes": cfg.get("max_bytes") or -1,
-        "max_age": cfg.get("max_age", 0),
-        "max_msgs_per_subject": cfg.get("max_msgs_per_subject") or -1,
-        "max_msg_size": cfg.get("max_msg_size") or -1,
-        "discard": cfg.get("discard", "old"),
-        "storage": cfg.get("storage", "file"),
-        "num_replicas": cfg.get("num_replicas") or 1,
-        "no_ack": cfg.get("no_ack", False),
-        "duplicate_window": cfg.get("duplicate_window", 0),
-        "compression": cfg.get("compression", "none"),
-        "first_seq": cfg.get("first_seq", 0),
-        "allow_direct": cfg.get("allow_direct", False),
-        "mirror_direct": cfg.get("mirror_direct", False),
-        "discard_new_per_subject": cfg.get("discard_new_per_subject", False),
-        "sealed": cfg.get("sealed", False),
-        "deny_delete": cfg.get("deny_delete", False),
-        "deny_purge": cfg.get("deny_purge", False),
-        "allow_rollup_hdrs": cfg.get("allow_rollup_hdrs", False),
-        "consumer_limits": cfg.get("consumer_limits", {}),
-        "allow_msg_ttl": cfg.get("allow_msg_ttl", False),
-    }
-    for key in ("placement", "mirror", "sources", "subject_transform", "republish"):
-        if key in cfg:
-            out[key] = cfg[key]
-    if out["duplicate_window"] == 0:
-        window = DEFAULT_DUPLICATE_WINDOW
-        if 0 < out["max_age"] < window:
-            window = out["max_age"]
-        out["duplicate_window"] = window
-    elif out["max_age"] and out["duplicate_window"] > out["max_age"]:
-        raise errors.stream_invalid_config("duplicates window can not be larger then max age")
-    if out["discard_new_per_subject"] and (
-        out["discard"] != "new" or out["max_msgs_per_subject"] <= 0
+# -- streams ------------------------------------------------------------------------------------
+
+
+def decode_stream_request(raw: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A `StreamConfigRequest`: the config (every field) and the `pedantic` flag."""
+    cfg = decode("StreamConfig", raw, "StreamConfigRequest", _STREAM_REQUEST_EXTRA)
+    pedantic = bool(cfg.pop("pedantic", False))
+    return cfg, pedantic
+
+
+def set_static_stream_metadata(cfg: dict[str, Any]) -> None:
+    """`_nats.req.level`: the API level the features in use need (jetstream_versioning.go)."""
+    metadata = {k: v for k, v in (cfg.get("metadata") or {}).items() if k not in _DYNAMIC_METADATA}
+    level = 0
+    if cfg["allow_msg_ttl"] or cfg["subject_delete_marker_ttl"] > 0:
+        level = max(level, 1)
+    if (
+        cfg["allow_msg_counter"]
+        or cfg["allow_atomic"]
+        or cfg["allow_msg_schedules"]
+        or cfg["persist_mode"] == "async"
     ):
-        raise errors.stream_invalid_config(
-            "discard new per subject requires discard new policy to be set"
+        level = max(level, 2)
+    if cfg["allow_batched"]:
+        level = max(level, 4)
+    metadata["_nats.req.level"] = str(level)
+    cfg["metadata"] = metadata
+
+
+def _pedantic(detail: str) -> ApiError:
+    return js_error("Pedantic", err=detail)
+
+
+def check_stream_config(
+    config: dict[str, Any], pedantic: bool, streams: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """nats-server's checkStreamCfg: validate and fill in the defaults. `streams` maps the other
+    streams of the account to their configs (mirror and source checks)."""
+    cfg = dict(config)
+    invalid = errors.stream_invalid_config
+    name = cfg["name"]
+    if not valid_name(name):
+        raise invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
+    if len(name) > MAX_NAME_LEN:
+        raise invalid(f"stream name is too long, maximum allowed is {MAX_NAME_LEN}")
+    if len(cfg["description"]) > MAX_DESCRIPTION_LEN:
+        raise invalid(f"stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}")
+    if sum(len(k) + len(v) for k, v in (cfg["metadata"] or {}).items()) > MAX_METADATA_LEN:
+        raise invalid(f"stream metadata exceeds maximum size of {MAX_METADATA_LEN} bytes")
+    if cfg["num_replicas"] == 0:
+        cfg["num_replicas"] = 1
+    if cfg["num_replicas"] > STREAM_MAX_REPLICAS:
+        raise invalid(f"maximum replicas is {STREAM_MAX_REPLICAS}")
+    if cfg["num_replicas"] < 0:
+        raise js_error("ReplicasCountCannotBeNegative")
+    for key in ("max_msgs", "max_msgs_per_subject", "max_bytes", "max_msg_size", "max_consumers"):
+        if cfg[key] == 0 or cfg[key] < -1:
+            if pedantic and cfg[key] < -1:
+                raise _pedantic(f"{key} must be set to -1")
+            cfg[key] = -1
+    if cfg["max_age"] < 0:
+        raise invalid("max age can not be negative")
+    if cfg["max_age"] != 0 and cfg["max_age"] < 100 * MS:
+        raise invalid("max age needs to be >= 100ms")
+    if cfg["duplicate_window"] == 0 and cfg["mirror"] is None and not cfg["sources"]:
+        window = DEFAULT_DUPLICATE_WINDOW
+        if cfg["max_age"] != 0 and cfg["max_age"] < window:
+            if pedantic:
+                raise _pedantic("duplicate window cannot be bigger than max age")
+            cfg["duplicate_window"] = cfg["max_age"]
+        else:
+            cfg["duplicate_window"] = window
+    if cfg["duplicate_window"] < 0:
+        raise invalid("duplicates window can not be negative")
+    if cfg["max_age"] != 0 and cfg["duplicate_window"] > cfg["max_age"]:
+        raise invalid("duplicates window can not be larger then max age")
+    if 0 < cfg["duplicate_window"] < 100 * MS:
+        raise invalid("duplicates window needs to be >= 100ms")
+    if cfg["deny_purge"] and cfg["allow_rollup_hdrs"]:
+        raise invalid("roll-ups require the purge permission")
+    if cfg["allow_msg_counter"]:
+        if cfg["discard"] == "new":
+            raise invalid("counter stream cannot use discard new")
+        if cfg["allow_msg_ttl"]:
+            raise invalid("counter stream cannot use message TTLs")
+        if cfg["allow_msg_schedules"]:
+            raise invalid("counter stream cannot use message schedules")
+        if cfg["retention"] != "limits":
+            raise invalid("counter stream can only use limits retention")
+    if cfg["discard_new_per_subject"]:
+        if cfg["discard"] != "new":
+            raise invalid("discard new per subject requires discard new policy to be set")
+        if cfg["max_msgs_per_subject"] <= 0:
+            raise invalid("discard new per subject requires max msgs per subject > 0")
+    marker_ttl = cfg["subject_delete_marker_ttl"]
+    if marker_ttl > 0:
+        if marker_ttl < NS:
+            raise invalid("subject delete marker TTL must be at least 1 second")
+        if not cfg["allow_msg_ttl"]:
+            if pedantic:
+                raise invalid("subject delete marker cannot be set if message TTLs are disabled")
+            cfg["allow_msg_ttl"] = True
+        if not cfg["allow_rollup_hdrs"]:
+            if pedantic:
+                raise invalid("subject delete marker cannot be set if roll-ups are disabled")
+            cfg["allow_rollup_hdrs"], cfg["deny_purge"] = True, False
+    elif marker_ttl < 0:
+        raise invalid("subject delete marker TTL must not be negative")
+    if cfg["allow_msg_schedules"]:
+        if cfg["discard"] == "new":
+            raise invalid("message scheduling cannot use discard new")
+        if not cfg["allow_rollup_hdrs"]:
+            if pedantic:
+                raise invalid("message scheduling cannot be set if roll-ups are disabled")
+            cfg["allow_rollup_hdrs"], cfg["deny_purge"] = True, False
+    if cfg["persist_mode"] == "async":
+        if cfg["storage"] != "file":
+            raise invalid("async persist mode is only supported on file storage")
+        if cfg["num_replicas"] > 1:
+            raise invalid("async persist mode is not supported on replicated streams")
+        if cfg["allow_atomic"]:
+            raise invalid("async persist mode is not supported with atomic batch publish")
+    _check_mirror_and_sources(cfg, pedantic, streams)
+    subjects = cfg["subjects"]
+    if not subjects:
+        if cfg["mirror"] is None and not cfg["sources"]:
+            cfg["subjects"] = [name]
+    else:
+        if cfg["mirror"] is not None:
+            raise js_error("MirrorWithSubjects")
+        seen: set[str] = set()
+        for i, subj in enumerate(subjects):
+            if not is_valid_subject(subj):
+                raise invalid("invalid subject")
+            if subj in seen:
+                raise invalid("duplicate subjects detected")
+            if subj == ">":
+                if not cfg["no_ack"]:
+                    raise invalid("capturing all subjects requires no-ack to be true")
+                if cfg["num_replicas"] != 1:
+                    raise invalid("capturing all subjects requires replicas of 1")
+            if not cfg["no_ack"]:
+                for namespace in ("$JS.>", "$JSC.>", "$NRG.>"):
+                    if subjects_collide(subj, namespace) and not _subset(subj, "$JS.EVENT.>"):
+                        raise invalid(
+                            "subjects that overlap with jetstream api require no-ack to be true"
+                        )
+                if subjects_collide(subj, "$SYS.>") and not _subset(subj, "$SYS.ACCOUNT.>"):
+                    raise invalid("subjects that overlap with system api require no-ack to be true")
+            for other in subjects[i + 1 :]:
+                if subjects_collide(other, subj):
+                    raise invalid(f'subject "{subj}" overlaps with "{other}"')
+            seen.add(subj)
+    if not cfg["subjects"] and not cfg["sources"] and cfg["mirror"] is None:
+        raise invalid("stream needs at least one configured subject or be a source/mirror")
+    transform = cfg["subject_transform"]
+    if transform is not None:
+        if transform["src"] and not is_valid_subject(transform["src"]):
+            raise js_error(
+                "StreamTransformInvalidSource", err=f"invalid subject {transform['src']}"
+            )
+        try:
+            validate_mapping(transform["src"], transform["dest"])
+        except TransformError as e:
+            raise js_error("StreamTransformInvalidDestination", err=str(e)) from None
+    republish = cfg["republish"]
+    if republish is not None:
+        if not republish["src"]:
+            if pedantic:
+                raise _pedantic("republish source can not be empty")
+            republish = cfg["republish"] = {**republish, "src": ">"}
+        if any(subjects_collide(republish["dest"], s) for s in cfg["subjects"]):
+            raise invalid("stream configuration for republish destination forms a cycle")
+        try:
+            validate_mapping(republish["src"], republish["dest"])
+        except TransformError:
+            raise invalid(
+                "stream configuration for republish with transform from "
+                f"'{republish['src']}' to '{republish['dest']}' not valid"
+            ) from None
+    placement = cfg["placement"]
+    if placement is not None and all(_empty(v) for v in placement.values()):
+        cfg["placement"] = None
+    elif placement is not None and placement["preferred"]:
+        raise invalid("preferred server not permitted in placement")
+    return cfg
+
+
+def _subset(subject: str, pattern: str) -> bool:
+    """nats-server's subjectIsSubsetMatch: every subject matching `subject` matches `pattern`."""
+    st, pt = subject.split("."), pattern.split(".")
+    for i, p in enumerate(pt):
+        if i >= len(st):
+            return False
+        s = st[i]
+        if p == ">":
+            return True
+        if p == "*":
+            if s == ">":
+                return False
+            continue
+        if s != p:
+            return False
+    return len(st) == len(pt)
+
+
+def _check_mirror_and_sources(
+    cfg: dict[str, Any], pedantic: bool, streams: dict[str, dict[str, Any]]
+) -> None:
+    mirror = cfg["mirror"]
+    if mirror is not None:
+        if cfg["first_seq"] > 0:
+            raise js_error("MirrorWithFirstSeq")
+        if cfg["subjects"]:
+            raise js_error("MirrorWithSubjects")
+        if cfg["sources"]:
+            raise js_error("MirrorWithSources")
+        if cfg["allow_msg_counter"]:
+            raise js_error("MirrorWithCounters")
+        if cfg["allow_atomic"]:
+            raise js_error("MirrorWithAtomicPublish")
+        if cfg["allow_batched"]:
+            raise js_error("MirrorWithBatchPublish")
+        if cfg["allow_msg_schedules"]:
+            raise js_error("MirrorWithMsgSchedules")
+        if mirror["filter_subject"] and mirror["subject_transforms"]:
+            raise js_error("MirrorMultipleFiltersNotAllowed")
+        if cfg["subject_delete_marker_ttl"] > 0:
+            raise errors.stream_invalid_config("subject delete markers forbidden on mirrors")
+        transforms = mirror["subject_transforms"]
+        for i, tr in enumerate(transforms):
+            if tr["src"] and not is_valid_subject(tr["src"]):
+                raise js_error("MirrorInvalidSubjectFilter", err=f"invalid subject {tr['src']}")
+            try:
+                validate_mapping(tr["src"], tr["dest"])
+            except TransformError as e:
+                raise js_error("MirrorInvalidTransformDestination", err=str(e)) from None
+            for j, other in enumerate(transforms):
+                if i != j and subjects_collide(tr["src"], other["src"]):
+                    raise js_error("MirrorOverlappingSubjectFilters")
+        if mirror["external"] is None:
+            if not valid_name(mirror["name"]):
+                raise js_error("MirrorInvalidStreamName")
+            origin = streams.get(mirror["name"])
+            if origin is not None:
+                if 0 < cfg["max_msg_size"] < origin["max_msg_size"]:
+                    raise js_error("MirrorMaxMessageSizeTooBig")
+                if pedantic and cfg["mirror_direct"] != origin["allow_direct"]:
+                    raise _pedantic("origin stream has direct get set, mirror has it disabled")
+                cfg["mirror_direct"] = origin["allow_direct"]
+    sources = cfg["sources"]
+    if sources and cfg["allow_msg_schedules"]:
+        raise js_error("SourceWithMsgSchedules")
+    seen: set[str] = set()
+    for src in sources:
+        if src is None or not valid_name(src["name"]):
+            raise js_error("SourceInvalidStreamName")
+        iname = _source_iname(src)
+        if iname in seen:
+            raise js_error("SourceDuplicateDetected")
+        seen.add(iname)
+        transforms = src["subject_transforms"]
+        if src["filter_subject"] and transforms:
+            raise js_error("SourceMultipleFiltersNotAllowed")
+        for tr in transforms:
+            if tr["src"] and not is_valid_subject(tr["src"]):
+                raise js_error("SourceInvalidSubjectFilter", err=f"invalid subject {tr['src']}")
+            try:
+                validate_mapping(tr["src"], tr["dest"])
+            except TransformError as e:
+                raise js_error("SourceInvalidTransformDestination", err=str(e)) from None
+        for i, tr in enumerate(transforms):
+            for j, other in enumerate(transforms):
+                if i != j and _subset(tr["src"], other["src"]):
+                    raise js_error("SourceOverlappingSubjectFilters")
+        if src["external"] is None:
+            origin = streams.get(src["name"])
+            if origin is not None and 0 < cfg["max_msg_size"] < origin["max_msg_size"]:
+                raise js_error("SourceMaxMessageSizeTooBig")
+
+
+def _source_iname(src: dict[str, Any]) -> str:
+    """nats-server's composeIName: the source's identity (name, filters, transforms)."""
+    parts = [src["name"]]
+    if src["external"] is not None:
+        parts.append(src["external"]["api"])
+    filters = [src["filter_subject"] or ">"] if not src["subject_transforms"] else []
+    filters += [f"{t['src']}:{t['dest']}" for t in src["subject_transforms"]]
+    return " ".join(parts + sorted(filters))
+
+
+def check_stream_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """What nats-server's configUpdateCheck refuses to change on STREAM.UPDATE."""
+    invalid = errors.stream_invalid_config
+    if new["name"] != old["name"]:
+        raise invalid("stream configuration name must match original")
+    if new["num_replicas"] > 1:
+        raise errors.replicas_not_supported()
+    if old["storage"] != new["storage"]:
+        raise invalid("stream configuration update can not change storage type")
+    if old["retention"] != new["retention"] and "workqueue" in (old["retention"], new["retention"]):
+        raise invalid(
+            "stream configuration update can not change retention policy to/from workqueue"
         )
-    metadata = dict(cfg.get("metadata") or {})
-    metadata["_nats.req.level"] = "0"
-    out["metadata"] = metadata
-    return out
+    if old["sealed"] and not new["sealed"]:
+        raise invalid("stream configuration update can not unseal a sealed stream")
+    if old["deny_delete"] and not new["deny_delete"]:
+        raise invalid("stream configuration update can not cancel deny message deletes")
+    if old["deny_purge"] and not new["deny_purge"]:
+        raise invalid("stream configuration update can not cancel deny purge")
+    if new["mirror"] is not None and new["mirror"] != old["mirror"]:
+        raise js_error("StreamMirrorNotUpdatable")
+    if old["allow_msg_ttl"] and not new["allow_msg_ttl"]:
+        raise invalid("message TTL status can not be disabled")
+    if new["allow_msg_counter"] != old["allow_msg_counter"]:
+        raise invalid("stream configuration update can not change message counter setting")
+    if old["allow_msg_schedules"] and not new["allow_msg_schedules"]:
+        raise invalid("message schedules can not be disabled")
+    if old["persist_mode"] != new["persist_mode"]:
+        raise invalid("stream configuration update can not change persist mode")
+    if new["sealed"]:
+        new["max_age"] = 0
+        new["discard"] = "new"
+        new["deny_delete"] = new["deny_purge"] = True
+        new["allow_rollup_hdrs"] = False
 
 
 def stream_config_reply(cfg: dict[str, Any], full_metadata: bool = True) -> dict[str, Any]:
-    """The config as nats-server writes it in replies: its key order, `omitempty` applied, and
-    the server's own metadata keys added (create/info/update replies carry all of them)."""
-    out: dict[str, Any] = {}
-    for key in _STREAM_ORDER:
-        if key not in cfg or key == "pedantic":
-            continue
-        value = cfg[key]
-        if key in _STREAM_OMITEMPTY and value in ("", 0, False, None, [], {}):
-            continue
-        if key == "max_msg_size" and value == -1:
-            out[key] = value
-            continue
-        out[key] = value
+    """The config as nats-server writes it in replies; create, info and update replies carry
+    the server's own metadata keys too (setDynamicStreamMetadata)."""
+    out = encode("StreamConfig", cfg)
     metadata = dict(cfg.get("metadata") or {})
     if full_metadata:
         metadata["_nats.level"] = API_LEVEL
         metadata["_nats.ver"] = SERVER_VERSION
-    out["metadata"] = dict(sorted(metadata.items()))
+    out.pop("metadata", None)
+    if metadata:
+        out["metadata"] = dict(sorted(metadata.items()))
     return out
 
 
 def stream_configs_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return stream_config_reply(a) == stream_config_reply(b)
+    return encode("StreamConfig", a) == encode("StreamConfig", b)
 
 
-def check_stream_update(old: dict[str, Any], new: dict[str, Any]) -> None:
-    """What nats-server refuses to change on STREAM.UPDATE."""
-    if old["storage"] != new["storage"]:
-        raise errors.stream_invalid_config(
-            "stream configuration update can not change storage type"
-        )
-    if old["retention"] != new["retention"]:
-        raise errors.stream_invalid_config(
-            "stream configuration update can not change retention policy"
-        )
-    if old["sealed"] and not new["sealed"]:
-        raise errors.stream_invalid_config(
-            "stream configuration update can not unseal a sealed stream"
-        )
-    if old["deny_delete"] and not new["deny_delete"]:
-        raise errors.stream_invalid_config(
-            "stream configuration update can not cancel deny message deletes"
-        )
-    if old["deny_purge"] and not new["deny_purge"]:
-        raise errors.stream_invalid_config("stream configuration update can not cancel deny purge")
+def upgrade_stream_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A config read back from disk (perhaps written by an older pynatsd) with every field."""
+    out = complete("StreamConfig", cfg)
+    for key in ("placement", "mirror", "subject_transform", "republish"):
+        if out[key] is not None:
+            name = next(f.go for f in STRUCTS["StreamConfig"] if f.key == key)[8:]
+            out[key] = complete(name, out[key])
+    out["sources"] = [complete("StreamSource", s) for s in out["sources"] or []]
+    out["consumer_limits"] = complete("StreamConsumerLimits", out["consumer_limits"] or {})
+    return out
 
 
-def _ephemeral_name() -> str:
-    alphabet = string.ascii_letters + string.digits
-    return "".join(secrets.choice(alphabet) for _ in range(8))
+# -- consumers ----------------------------------------------------------------------------------
 
 
-def normalize_consumer_config(raw: dict[str, Any], name_from_subject: str = "") -> dict[str, Any]:
-    """A pull or push consumer config with nats-server's defaults, in its reply order."""
-    cfg = decode_strict(raw, _CONSUMER_FIELDS, "ConsumerConfig")
-    durable = cfg.get("durable_name", "")
-    name = cfg.get("name", "")
-    if durable and name and durable != name:
-        raise errors.consumer_durable_name_mismatch()
-    if name_from_subject:
-        name = name_from_subject
-    name = name or durable
-    for n in (name, durable):
-        if n and check_name_separators(n):
-            raise errors.consumer_name_path_separators()
-        if n and not valid_name(n):
-            raise errors.consumer_create(
-                "consumer name can not contain '.', '*', '>' or whitespace"
-            )
-    if "filter_subject" in cfg and cfg.get("filter_subjects"):
-        raise errors.consumer_duplicate_filters()
-    for f in [cfg.get("filter_subject", ""), *(cfg.get("filter_subjects") or [])]:
-        if f and not is_valid_subject(f):
-            raise errors.consumer_create("consumer filter subject is not a valid subset")
-    ack_policy = cfg.get("ack_policy", "none")
-    deliver_policy = cfg.get("deliver_policy", "all")
-    if deliver_policy == "by_start_sequence" and not cfg.get("opt_start_seq"):
-        raise errors.consumer_invalid_policy(
-            "consumer deliver policy by_start_sequence requires a start sequence"
-        )
-    if deliver_policy == "by_start_time" and not cfg.get("opt_start_time"):
-        raise errors.consumer_invalid_policy(
-            "consumer deliver policy by_start_time requires a start time"
-        )
-    if cfg.get("opt_start_seq") and deliver_policy != "by_start_sequence":
-        raise errors.consumer_invalid_policy(
-            "consumer deliver policy requires no start sequence or start time"
-        )
-    push = bool(cfg.get("deliver_subject"))
-    if push and "max_waiting" in cfg:
-        raise errors.consumer_push_max_waiting()
-    if cfg.get("max_waiting", 0) < 0:
-        raise errors.consumer_max_waiting_negative()
-    out: dict[str, Any] = {}
-    if durable:
-        out["durable_name"] = durable
-    out["name"] = name or _ephemeral_name()
-    if cfg.get("description"):
-        out["description"] = cfg["description"]
-    out["deliver_policy"] = deliver_policy
-    if cfg.get("opt_start_seq"):
-        out["opt_start_seq"] = cfg["opt_start_seq"]
-    if cfg.get("opt_start_time"):
-        out["opt_start_time"] = cfg["opt_start_time"]
-    out["ack_policy"] = ack_policy
-    if ack_policy != "none":
-        out["ack_wait"] = cfg.get("ack_wait") or DEFAULT_ACK_WAIT
-    out["max_deliver"] = cfg.get("max_deliver") or -1
-    if cfg.get("backoff"):
-        out["backoff"] = cfg["backoff"]
-    if cfg.get("filter_subject") and cfg["filter_subject"] != ">":
-        out["filter_subject"] = cfg["filter_subject"]
-    if cfg.get("filter_subjects"):
-        out["filter_subjects"] = cfg["filter_subjects"]
-    out["replay_policy"] = cfg.get("replay_policy", "instant")
-    for key in ("rate_limit_bps", "sample_freq"):
-        if cfg.get(key):
-            out[key] = cfg[key]
-    if not push:
-        out["max_waiting"] = cfg.get("max_waiting") or DEFAULT_MAX_WAITING
-    if ack_policy != "none":
-        out["max_ack_pending"] = cfg.get("max_ack_pending") or DEFAULT_MAX_ACK_PENDING
-    for key in (
-        "flow_control",
-        "headers_only",
-        "max_batch",
-        "max_expires",
-        "max_bytes",
-        "deliver_subject",
-        "deliver_group",
-        "idle_heartbeat",
+def decode_consumer_request(raw: dict[str, Any]) -> tuple[str, dict[str, Any] | None, str, bool]:
+    """A `CreateConsumerRequest`: (stream_name, config or None, action, pedantic)."""
+    for key in raw:
+        if key not in ("stream_name", "config", "action", "pedantic"):
+            raise errors.invalid_json(f'json: unknown field "{key}"')
+    stream = raw.get("stream_name")
+    if stream is not None and not isinstance(stream, str):
+        raise _unmarshal_error(stream, "CreateConsumerRequest.stream_name", "string")
+    action = raw.get("action")
+    if action is None:
+        action = ""
+    if action not in ("", "create", "update", "create_or_update"):
+        raise errors.invalid_json(f'can not unmarshal "\\"{action}\\""')
+    pedantic = raw.get("pedantic")
+    if pedantic is not None and not isinstance(pedantic, bool):
+        raise _unmarshal_error(pedantic, "CreateConsumerRequest.pedantic", "bool")
+    config = raw.get("config")
+    if config is None:
+        return stream or "", None, action, bool(pedantic)
+    if not isinstance(config, dict):
+        raise _unmarshal_error(config, "CreateConsumerRequest.config", "ConsumerConfig")
+    return (
+        stream or "",
+        decode("ConsumerConfig", config, "CreateConsumerRequest.config"),
+        action,
+        (bool(pedantic)),
+    )
+
+
+def set_static_consumer_metadata(cfg: dict[str, Any]) -> None:
+    metadata = {k: v for k, v in (cfg.get("metadata") or {}).items() if k not in _DYNAMIC_METADATA}
+    level = 0
+    if cfg["pause_until"] and parse_go_time(cfg["pause_until"])[0] > 0:
+        level = 1
+    if (
+        cfg["priority_policy"] not in ("", "none")
+        or cfg["priority_timeout"]
+        or cfg["priority_groups"]
     ):
-        if cfg.get(key):
-            out[key] = cfg[key]
-    threshold = cfg.get("inactive_threshold", 0)
-    if not durable and not threshold:
-        threshold = DEFAULT_EPHEMERAL_INACTIVE
-    if threshold:
-        out["inactive_threshold"] = threshold
-    out["num_replicas"] = cfg.get("num_replicas", 0)
-    if cfg.get("mem_storage"):
-        out["mem_storage"] = True
-    metadata = dict(cfg.get("metadata") or {})
-    metadata["_nats.req.level"] = "0"
-    out["metadata"] = metadata
-    return out
+        level = 1
+    if cfg["ack_policy"] == "flow_control":
+        level = 4
+    metadata["_nats.req.level"] = str(level)
+    cfg["metadata"] = metadata
 
 
-def consumer_config_reply(cfg: dict[str, Any]) -> dict[str, Any]:
-    out = dict(cfg)
-    metadata = dict(cfg.get("metadata") or {})
-    metadata["_nats.level"] = API_LEVEL
-    metadata["_nats.ver"] = SERVER_VERSION
-    out["metadata"] = dict(sorted(metadata.items()))
-    return out
+def set_consumer_defaults(
+    cfg: dict[str, Any], stream_cfg: dict[str, Any], pedantic: bool, acc_max_ack_pending: int = 0
+) -> None:
+    """nats-server's setConsumerConfigDefaults."""
+    if cfg["max_deliver"] == 0 or cfg["max_deliver"] < -1:
+        if pedantic and cfg["max_deliver"] < -1:
+            raise _pedantic("max_deliver must be set to -1")
+        cfg["max_deliver"] = -1
+    if cfg["max_waiting"] < 0:
+        if pedantic:
+            raise _pedantic("max_waiting must not be negative")
+        cfg["max_waiting"] = 0
+    if cfg["max_ack_pending"] < -1:
+        if pedantic:
+            raise _pedantic("max_ack_pending must be set to -1")
+        cfg["max_ack_pending"] = -1
+    for key, label in (
+        ("max_batch", "max_batch"),
+        ("max_expires", "max_expires"),
+        ("max_bytes", "max_bytes"),
+        ("idle_heartbeat", "idle_heartbeat"),
+        ("inactive_threshold", "inactive_threshold"),
+        ("priority_timeout", "priority_timeout"),
+    ):
+        if cfg[key] < 0:
+            if pedantic:
+                raise _pedantic(f"{label} must not be negative")
+            cfg[key] = 0
+    if not cfg["deliver_subject"] and cfg["max_waiting"] == 0:
+        cfg["max_waiting"] = DEFAULT_MAX_WAITING
+    if cfg["ack_wait"] == 0 and cfg["ack_policy"] in ("explicit", "all"):
+        cfg["ack_wait"] = DEFAULT_ACK_WAIT
+    if cfg["backoff"]:
+        if pedantic and cfg["ack_wait"] != cfg["backoff"][0]:
+            raise _pedantic("first backoff value has to equal batch AckWait")
+        cfg["ack_wait"] = cfg["backoff"][0]
+    limits = stream_cfg["consumer_limits"]
+    if cfg["max_ack_pending"] == 0:
+        if pedantic and limits["max_ack_pending"] > 0:
+            raise _pedantic("max_ack_pending must be set if it's configured in stream limits")
+        cfg["max_ack_pending"] = limits["max_ack_pending"]
+    if cfg["inactive_threshold"] == 0:
+        if pedantic and limits["inactive_threshold"] > 0:
+            raise _pedantic("inactive_threshold must be set if it's configured in stream limits")
+        cfg["inactive_threshold"] = limits["inactive_threshold"]
+    if cfg["max_ack_pending"] == 0 and cfg["ack_policy"] != "none":
+        pending = DEFAULT_MAX_ACK_PENDING
+        if 0 < acc_max_ack_pending < pending:
+            pending = acc_max_ack_pending
+        cfg["max_ack_pending"] = pending
+    if cfg["priority_policy"] == "pinned_client" and cfg["priority_timeout"] == 0:
+        cfg["priority_timeout"] = DEFAULT_PINNED_TTL
+    if cfg["ack_policy"] == "flow_control" and not pedantic:
+        cfg["flow_control"] = True
+        cfg["idle_heartbeat"] = NS
 
 
 def consumer_filters(cfg: dict[str, Any]) -> list[str]:
+    """nats-server's gatherSubjectFilters."""
     if cfg.get("filter_subjects"):
         return list(cfg["filter_subjects"])
     if cfg.get("filter_subject"):
         return [cfg["filter_subject"]]
     return []
+
+
+def check_consumer_config(
+    cfg: dict[str, Any], stream_cfg: dict[str, Any], acc_max_ack_pending: int = 0
+) -> None:
+    """nats-server's checkConsumerCfg."""
+    invalid = errors.stream_invalid_config
+    if cfg["name"] and not valid_name(cfg["name"]):
+        raise invalid("consumer name can not contain '.', '*', '>', '\\', '/'")
+    if cfg["durable_name"] and not valid_name(cfg["durable_name"]):
+        raise invalid("consumer durable name can not contain '.', '*', '>', '\\', '/'")
+    if cfg["num_replicas"] > 0 and cfg["num_replicas"] > stream_cfg["num_replicas"]:
+        raise js_error("ConsumerReplicasExceedsStream")
+    if cfg["num_replicas"] < 0:
+        raise js_error("ReplicasCountCannotBeNegative")
+    if (
+        stream_cfg["retention"] in ("interest", "workqueue")
+        and cfg["num_replicas"] != 0
+        and cfg["num_replicas"] != stream_cfg["num_replicas"]
+    ):
+        raise js_error("ConsumerReplicasShouldMatchStream")
+    if any(b < 0 for b in cfg["backoff"]):
+        raise js_error("ConsumerBackOffNegative")
+    if cfg["ack_wait"] < 0:
+        raise js_error("ConsumerAckWaitNegative")
+    push = bool(cfg["deliver_subject"])
+    if cfg["ack_policy"] == "flow_control":
+        if not push:
+            raise js_error("ConsumerAckFCRequiresPush")
+        if not cfg["flow_control"]:
+            raise js_error("ConsumerAckFCRequiresFC")
+        if cfg["idle_heartbeat"] != NS:
+            raise invalid("flow control ack policy heartbeat needs to be 1s")
+        if cfg["max_ack_pending"] <= 0:
+            raise js_error("ConsumerAckFCRequiresMaxAckPending")
+        if cfg["ack_wait"] != 0 or cfg["backoff"]:
+            raise js_error("ConsumerAckFCRequiresNoAckWait")
+        if cfg["max_deliver"] > 0:
+            raise js_error("ConsumerAckFCRequiresNoMaxDeliver")
+    if cfg["backoff"] and cfg["max_deliver"] != -1 and len(cfg["backoff"]) > cfg["max_deliver"]:
+        raise js_error("ConsumerMaxDeliverBackoff")
+    if len(cfg["description"]) > MAX_DESCRIPTION_LEN:
+        raise js_error("ConsumerDescriptionTooLong", max=MAX_DESCRIPTION_LEN)
+    if push:
+        deliver = cfg["deliver_subject"]
+        if not is_literal(deliver):
+            raise js_error("ConsumerDeliverToWildcards")
+        if not is_valid_subject(deliver):
+            raise js_error("ConsumerInvalidDeliverSubject")
+        if any(match_literal(deliver, s) for s in stream_cfg["subjects"]):
+            raise js_error("ConsumerDeliverCycle")
+        if cfg["max_waiting"] != 0:
+            raise js_error("ConsumerPushMaxWaiting")
+        if cfg["max_ack_pending"] > 0 and cfg["ack_policy"] == "none":
+            raise js_error("ConsumerMaxPendingAckPolicyRequired")
+        if 0 < cfg["idle_heartbeat"] < 100 * MS:
+            raise js_error("ConsumerSmallHeartbeat")
+    else:
+        if cfg["ack_policy"] == "none" and stream_cfg["retention"] == "workqueue":
+            raise js_error("ConsumerPullRequiresAck")
+        if cfg["rate_limit_bps"] > 0:
+            raise js_error("ConsumerPullWithRateLimit")
+        if cfg["max_waiting"] < 0:
+            raise js_error("ConsumerMaxWaitingNegative")
+        if cfg["idle_heartbeat"] > 0:
+            raise js_error("ConsumerHBRequiresPush")
+        if cfg["flow_control"]:
+            raise js_error("ConsumerFCRequiresPush")
+        if cfg["max_batch"] < 0:
+            raise js_error("ConsumerMaxRequestBatchNegative")
+        if cfg["max_expires"] != 0 and cfg["max_expires"] < MS:
+            raise js_error("ConsumerMaxRequestExpiresTooSmall")
+    if 0 < acc_max_ack_pending < cfg["max_ack_pending"]:
+        raise js_error("ConsumerMaxPendingAckExcess", limit=acc_max_ack_pending)
+    limits = stream_cfg["consumer_limits"]
+    if 0 < limits["max_ack_pending"] < cfg["max_ack_pending"]:
+        raise js_error("ConsumerMaxPendingAckExcess", limit=limits["max_ack_pending"])
+    if 0 < limits["inactive_threshold"] < cfg["inactive_threshold"]:
+        raise js_error(
+            "ConsumerInactiveThresholdExcess", limit=_go_duration(limits["inactive_threshold"])
+        )
+    if cfg["direct"]:
+        if not push:
+            raise js_error("ConsumerDirectRequiresPush")
+        if cfg["durable_name"]:
+            raise js_error("ConsumerDirectRequiresEphemeral")
+    if cfg["filter_subject"] and cfg["filter_subjects"]:
+        raise js_error("ConsumerDuplicateFilterSubjects")
+    if cfg["filter_subject"] and not is_valid_subject(cfg["filter_subject"]):
+        raise invalid("invalid subject")
+    if any(f == "" for f in cfg["filter_subjects"]):
+        raise js_error("ConsumerEmptyFilter")
+    filters = consumer_filters(cfg)
+    for i, f in enumerate(filters):
+        if not is_valid_subject(f):
+            raise invalid("invalid subject")
+        for j, other in enumerate(filters):
+            if i != j and _subset(f, other):
+                raise js_error("ConsumerOverlappingSubjectFilters")
+    _check_start_policy(cfg)
+    if cfg["sample_freq"]:
+        text = cfg["sample_freq"].removesuffix("%")
+        if not text.isdigit():
+            raise js_error(
+                "ConsumerInvalidSampling", err=f'strconv.Atoi: parsing "{text}": invalid syntax'
+            )
+    if cfg["flow_control"] and cfg["idle_heartbeat"] == 0:
+        raise js_error("ConsumerWithFlowControlNeedsHeartbeats")
+    if cfg["durable_name"] and cfg["name"] and cfg["name"] != cfg["durable_name"]:
+        raise js_error("ConsumerCreateDurableAndNameMismatch")
+    if sum(len(k) + len(v) for k, v in (cfg["metadata"] or {}).items()) > MAX_METADATA_LEN:
+        raise js_error("ConsumerMetadataLength", limit=f"{MAX_METADATA_LEN // 1024}KB")
+    if cfg["priority_policy"] not in ("", "none"):
+        if push:
+            raise js_error("ConsumerPushWithPriorityGroup")
+        if not cfg["priority_groups"]:
+            raise js_error("ConsumerPriorityPolicyWithoutGroup")
+        for group in cfg["priority_groups"]:
+            if not group:
+                raise js_error("ConsumerEmptyGroupName")
+            if not _GROUP_NAME.match(group):
+                raise js_error("ConsumerInvalidGroupName")
+    else:
+        if cfg["priority_groups"]:
+            raise js_error("ConsumerPriorityGroupWithPolicyNone")
+        if cfg["priority_timeout"] > 0:
+            raise js_error("ConsumerPinnedTTLWithoutPriorityPolicyNone")
+
+
+def _check_start_policy(cfg: dict[str, Any]) -> None:
+    def bad_start(policy: str, start: str) -> ApiError:
+        return errors.consumer_invalid_policy(
+            f"consumer delivery policy is deliver {policy}, but optional start {start} is also set"
+        )
+
+    def not_set(policy: str, what: str) -> ApiError:
+        return errors.consumer_invalid_policy(
+            f"consumer delivery policy is deliver {policy}, but optional {what} is not set"
+        )
+
+    policy = cfg["deliver_policy"]
+    seq, start_time = cfg["opt_start_seq"], cfg["opt_start_time"]
+    label = {
+        "all": "all",
+        "last": "last",
+        "last_per_subject": "last per subject",
+        "new": "new",
+    }.get(policy)
+    if label is not None:
+        if seq > 0:
+            raise bad_start(label, "sequence")
+        if start_time:
+            raise bad_start(label, "time")
+        if policy == "last_per_subject" and not consumer_filters(cfg):
+            raise not_set("last per subject", "filter subject")
+    elif policy == "by_start_sequence":
+        if seq == 0:
+            raise not_set("by start sequence", "start sequence")
+        if start_time:
+            raise bad_start("by start sequence", "time")
+    elif policy == "by_start_time":
+        if not start_time:
+            raise not_set("by start time", "start time")
+        if seq != 0:
+            raise bad_start("by start time", "start sequence")
+
+
+def check_consumer_update(old: dict[str, Any], new: dict[str, Any], bound: bool) -> None:
+    """nats-server's checkNewConsumerConfig: what an update may not change. `bound` says
+    whether the old deliver subject has interest."""
+    if old == new:
+        return
+
+    def fail(text: str) -> ApiError:
+        return errors.consumer_create(text)
+
+    checks = (
+        ("deliver_policy", "deliver policy can not be updated"),
+        ("mem_storage", "storage type can not be updated"),
+        ("direct", "direct can not be updated"),
+        ("sourcing", "sourcing can not be updated"),
+        ("opt_start_seq", "start sequence can not be updated"),
+        ("opt_start_time", "start time can not be updated"),
+        ("ack_policy", "ack policy can not be updated"),
+        ("replay_policy", "replay policy can not be updated"),
+        ("idle_heartbeat", "heart beats can not be updated"),
+        ("flow_control", "flow control can not be updated"),
+    )
+    for key, text in checks:
+        if key == "opt_start_time":
+            if (old[key] and new[key] and parse_go_time(old[key]) != parse_go_time(new[key])) or (
+                bool(old[key]) != bool(new[key])
+            ):
+                raise fail(text)
+            continue
+        if old[key] != new[key]:
+            raise fail(text)
+    if old["deliver_subject"] != new["deliver_subject"]:
+        if not old["deliver_subject"]:
+            raise fail("can not update pull consumer to push based")
+        if not new["deliver_subject"]:
+            raise fail("can not update push consumer to pull based")
+        if bound:
+            raise errors.consumer_name_exist()
+    if old["max_waiting"] != new["max_waiting"]:
+        raise fail("max waiting can not be updated")
+    if new["backoff"] and new["max_deliver"] != -1 and len(new["backoff"]) > new["max_deliver"]:
+        raise js_error("ConsumerMaxDeliverBackoff")
+
+
+def consumer_config_reply(cfg: dict[str, Any]) -> dict[str, Any]:
+    out = encode("ConsumerConfig", cfg)
+    metadata = dict(cfg.get("metadata") or {})
+    metadata["_nats.level"] = API_LEVEL
+    metadata["_nats.ver"] = SERVER_VERSION
+    # Go writes the map in key order, in the struct's place (after `sourcing`).
+    rebuilt: dict[str, Any] = {}
+    placed = False
+    tail = ("pause_until", "priority_groups", "priority_policy", "priority_timeout")
+    for key, value in out.items():
+        if key in tail and not placed:
+            rebuilt["metadata"] = dict(sorted(metadata.items()))
+            placed = True
+        if key == "metadata":
+            continue
+        rebuilt[key] = value
+    if not placed:
+        rebuilt["metadata"] = dict(sorted(metadata.items()))
+    return rebuilt
+
+
+def consumers_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Equal configs, ignoring the server's own metadata keys (copyConsumerMetadata)."""
+    skip = {"metadata"}
+    if {k: v for k, v in a.items() if k not in skip} != {
+        k: v for k, v in b.items() if k not in skip
+    }:
+        return False
+    ma = {k: v for k, v in (a.get("metadata") or {}).items() if not k.startswith("_nats.")}
+    mb = {k: v for k, v in (b.get("metadata") or {}).items() if not k.startswith("_nats.")}
+    return ma == mb
+
+
+def upgrade_consumer_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    return complete("ConsumerConfig", cfg)
+
+
+def ephemeral_name() -> str:
+    """nats-server's createConsumerName: 8 characters of a hash of a fresh NUID."""
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+def _go_duration(ns: int) -> str:
+    """Go's time.Duration.String for whole seconds and milliseconds (the common cases)."""
+    if ns % NS == 0:
+        secs = ns // NS
+        h, rem = divmod(secs, 3600)
+        m, s = divmod(rem, 60)
+        if h:
+            return f"{h}h{m}m{s}s"
+        if m:
+            return f"{m}m{s}s"
+        return f"{s}s"
+    if ns % MS == 0:
+        return f"{ns // MS}ms"
+    return f"{ns}ns"
+
+
+def is_valid_deliver_prefix(prefix: str) -> bool:
+    return is_valid_publish_subject(prefix)

@@ -15,19 +15,27 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
+from pynatsd.jetstream.config import upgrade_consumer_config, upgrade_stream_config
 from pynatsd.jetstream.consumer import Consumer
 from pynatsd.jetstream.store import open_file_store, open_memory_store
 from pynatsd.jetstream.store.base import StreamStore
 from pynatsd.jetstream.stream import Stream, limits_of
 from pynatsd.jetstream.util import now_ns
 from pynatsd.logger import log
-from pynatsd.options import JETSTREAM_SYNC_INTERVAL
+from pynatsd.options import JETSTREAM_SYNC_INTERVAL, JetStreamAccountLimits
+from pynatsd.protocol.events import Pub
+from pynatsd.server.router import deliver
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import subjects_collide
 
 if TYPE_CHECKING:
+    from pynatsd.jetstream.api import JetStreamApi
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
+
+
+# How often the account looks for subscription changes that concern push consumers (seconds).
+_INTEREST_TICK = 0.005
 
 
 def default_store_dir() -> str:
@@ -38,16 +46,30 @@ def default_store_dir() -> str:
 class AccountJetStream:
     """JetStream inside one account."""
 
-    def __init__(self, js: JetStream, account: Account) -> None:
+    def __init__(
+        self,
+        js: JetStream,
+        account: Account,
+        limits: JetStreamAccountLimits | None = None,
+        enabled: bool = True,
+    ) -> None:
         self.js = js
         self.account = account
+        self.limits = limits or JetStreamAccountLimits()
+        # A disabled account only answers `$JS.API.INFO` ("not enabled for account"), as
+        # nats-server's info-only service import does.
+        self.enabled = enabled
+        self.api: JetStreamApi | None = None
         self.server = js.server
         self.streams: dict[str, Stream] = {}
         self.dir = os.path.join(js.store_dir, "jetstream", account.name, "streams")
         self._api_owner = InternalClient(account, "jetstream-api")
-        self._api_sub: InternalSubscription | None = None
+        self._api_subs: list[InternalSubscription] = []
         self.api_total = 0
         self.api_errors = 0
+        self._push: set[Consumer] = set()
+        self._interest_timer: asyncio.TimerHandle | None = None
+        self._interest_gen = 0
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -62,11 +84,51 @@ class AccountJetStream:
     def reply(self, subject: str, data: bytes, header: bytes = b"") -> None:
         self.server.publish_internal(self.account, subject, "", header, data)
 
-    def deliver(self, inbox: str, subject: str, reply: str, header: bytes, data: bytes) -> None:
-        self.server.deliver_to_inbox(self.account, inbox, subject, reply, header, data)
+    def deliver(self, inbox: str, subject: str, reply: str, header: bytes, data: bytes) -> bool:
+        """To one subscriber of `inbox` (a pull request's reply), shown under `subject`."""
+        return self.server.deliver_to_inbox(self.account, inbox, subject, reply, header, data)
+
+    def deliver_push(
+        self, deliver_subject: str, subject: str, reply: str, header: bytes, data: bytes
+    ) -> bool:
+        """To a push consumer's deliver subject as a publish would go (every plain subscriber,
+        one member of each queue group), the MSG line showing the stream subject."""
+        result = self.account.sublist.match_bytes(deliver_subject.encode())
+        if not result.psubs and not result.qsubs:
+            return False
+        payload = header + data
+        ev = Pub(subject.encode(), reply.encode(), payload, len(header) if header else -1)
+        delivered = deliver(None, result, ev)
+        self.server.flush_soon()
+        return delivered
 
     def has_interest(self, subject: str) -> bool:
         return self.account.sublist.has_interest(subject)
+
+    # -- interest in push consumers' deliver subjects --------------------------------------------
+
+    def watch_interest(self, consumer: Consumer) -> None:
+        """nats-server registers a sublist notification per push consumer; here one timer per
+        account compares the SubList's change counter and tells the push consumers when it
+        moved (a few integer comparisons per tick while nothing changes)."""
+        self._push.add(consumer)
+        if self._interest_timer is None:
+            self._interest_gen = self.account.sublist.genid
+            self._interest_timer = self.loop.call_later(_INTEREST_TICK, self._interest_tick)
+
+    def unwatch_interest(self, consumer: Consumer) -> None:
+        self._push.discard(consumer)
+
+    def _interest_tick(self) -> None:
+        self._interest_timer = None
+        if not self._push:
+            return
+        gen = self.account.sublist.genid
+        if gen != self._interest_gen:
+            self._interest_gen = gen
+            for consumer in list(self._push):
+                consumer.interest_changed()
+        self._interest_timer = self.loop.call_later(_INTEREST_TICK, self._interest_tick)
 
     # -- streams ---------------------------------------------------------------------------------
 
@@ -102,10 +164,19 @@ class AccountJetStream:
         if config["storage"] == "file":
             self._write_meta(config, created)
         store = self.open_store(config)
+        if config["first_seq"] > 1 and store.state().last_seq == 0:
+            # An empty store "purged up to" first_seq starts numbering there (Go's Compact).
+            store.purge(seq=config["first_seq"])
         stream = Stream(self, config, store, created)
         self.streams[stream.name] = stream
-        stream.subscribe()
+        stream.start()
+        for other in list(self.streams.values()):
+            if other is not stream:
+                other.origin_created(stream.name)
         return stream
+
+    def stream_configs(self) -> dict[str, dict[str, Any]]:
+        return {name: s.config for name, s in self.streams.items()}
 
     def _write_meta(self, config: dict[str, Any], created: int) -> None:
         path = self._stream_dir(config["name"])
@@ -123,15 +194,17 @@ class AccountJetStream:
         if config["storage"] == "file":
             self._write_meta(config, stream.created_ns)
         for consumer in list(stream.consumers.values()):
-            consumer.pump()
+            consumer.signal()
 
     def delete_stream(self, stream: Stream) -> None:
         stream.delete()
         self.streams.pop(stream.name, None)
         shutil.rmtree(self._stream_dir(stream.name), ignore_errors=True)
+        for other in self.streams.values():
+            other.origin_deleted(stream.name)
 
-    def add_consumer(self, stream: Stream, config: dict[str, Any]) -> Consumer:
-        consumer = Consumer(stream, config, now_ns())
+    def add_consumer(self, stream: Stream, config: dict[str, Any], name: str) -> Consumer:
+        consumer = Consumer(stream, config, now_ns(), name)
         stream.consumers[consumer.name] = consumer
         consumer.start()
         return consumer
@@ -158,6 +231,7 @@ class AccountJetStream:
                 log.error("JetStream: skipping stream directory %s: %s", name, e)
                 continue
             try:
+                config = upgrade_stream_config(config)
                 store = self.open_store(config)
             except Exception as e:
                 log.error("JetStream: could not open stream %s: %s", name, e)
@@ -165,14 +239,19 @@ class AccountJetStream:
             stream = Stream(self, config, store, created)
             stream.rebuild_msg_ids()
             self.streams[stream.name] = stream
-            stream.subscribe()
             for cname in store.consumer_names():
                 state = store.consumer_state_store(cname).load()
                 if not state or "config" not in state:
                     continue
-                consumer = Consumer(stream, state["config"], int(state.get("created", 0)))
-                stream.consumers[consumer.name] = consumer
-                consumer.start(restored=state)
+                try:
+                    ccfg = upgrade_consumer_config(state["config"])
+                    consumer = Consumer(
+                        stream, ccfg, int(state.get("created", 0)), state.get("name") or cname
+                    )
+                    stream.consumers[consumer.name] = consumer
+                    consumer.start(restored=state)
+                except Exception:  # one bad consumer state must not keep the stream down
+                    log.exception("JetStream: could not restore consumer %s > %s", name, cname)
             st = store.state()
             log.info(
                 "  Restored %d messages for stream '%s > %s'",
@@ -180,23 +259,99 @@ class AccountJetStream:
                 self.account.name,
                 stream.name,
             )
+        # Subjects and sources only once every stream is back (a source may name a later one).
+        for stream in list(self.streams.values()):
+            stream.start()
 
     # -- API subscription ------------------------------------------------------------------------
 
     def start_api(self) -> None:
-        from pynatsd.jetstream.api import JetStreamApi
+        from pynatsd.jetstream.api import API_SUBJECTS, JetStreamApi
 
-        api = JetStreamApi(self)
-        self._api_sub = InternalSubscription(self._api_owner, "$JS.API.>", api.on_request)
-        self.account.sublist.insert(self._api_sub)
+        api = self.api = JetStreamApi(self)
+        subjects = API_SUBJECTS if self.enabled else ("$JS.API.INFO",)
+        self._api_subs = [
+            InternalSubscription(self._api_owner, subject, api.on_request) for subject in subjects
+        ]
+        for sub in self._api_subs:
+            self.account.sublist.insert(sub)
 
     def stop(self) -> None:
-        if self._api_sub is not None:
-            self._api_sub.closed = True
-            self.account.sublist.remove(self._api_sub)
-            self._api_sub = None
+        if self._interest_timer is not None:
+            self._interest_timer.cancel()
+            self._interest_timer = None
+        if self._api_subs:
+            for sub in self._api_subs:
+                sub.closed = True
+            self.account.sublist.remove_batch(self._api_subs)
+            self._api_subs = []
         for stream in list(self.streams.values()):
             stream.stop()
+
+    # -- limits (the account's `jetstream {}` block) ---------------------------------------------
+
+    def limit(self, key: str) -> int:
+        value: int = getattr(self.limits, key)
+        return value
+
+    def limits_json(self) -> dict[str, Any]:
+        lim = self.limits
+        return {
+            "max_memory": lim.max_memory,
+            "max_storage": lim.max_store,
+            "max_streams": lim.max_streams,
+            "max_consumers": lim.max_consumers,
+            "max_ack_pending": lim.max_ack_pending,
+            "memory_max_stream_bytes": lim.memory_max_stream_bytes,
+            "storage_max_stream_bytes": lim.store_max_stream_bytes,
+            "max_bytes_required": lim.max_bytes_required,
+        }
+
+    def reserved(self, storage: str) -> int:
+        """Bytes reserved by streams with max_bytes (nats-server's tieredReservation)."""
+        return sum(
+            s.config["max_bytes"]
+            for s in self.streams.values()
+            if s.config["storage"] == storage and s.config["max_bytes"] > 0
+        )
+
+    def check_stream_limits(self, config: dict[str, Any]) -> None:
+        """nats-server's jsNonClusteredStreamLimitsCheck: stream count and storage."""
+        lim = self.limits
+        if 0 < lim.max_streams <= len(self.streams) and config["name"] not in self.streams:
+            raise errors.js_error("MaximumStreamsLimit")
+        if config["max_consumers"] > 0 and 0 < lim.max_consumers < config["max_consumers"]:
+            raise errors.js_error("MaximumConsumersLimit")
+        add = config["max_bytes"] if config["max_bytes"] > 0 else 1
+        current = self.reserved(config["storage"])
+        if config["storage"] == "memory":
+            if lim.max_memory >= 0 and (current > lim.max_memory or add > lim.max_memory - current):
+                raise errors.js_error("MemoryResourcesExceeded")
+        elif lim.max_store >= 0 and (current > lim.max_store or add > lim.max_store - current):
+            raise errors.js_error("StorageResourcesExceeded")
+
+    def check_max_bytes(self, config: dict[str, Any]) -> None:
+        """checkStreamCfg's account part: max_bytes required, and within the per-stream cap."""
+        lim = self.limits
+        cap = (
+            lim.memory_max_stream_bytes
+            if config["storage"] == "memory"
+            else lim.store_max_stream_bytes
+        )
+        if lim.max_bytes_required and config["max_bytes"] <= 0:
+            raise errors.js_error("StreamMaxBytesRequired")
+        if cap > 0 and config["max_bytes"] > cap:
+            raise errors.js_error("StreamMaxStreamBytesExceeded")
+
+    def check_resources(self, stream: Stream) -> None:
+        """Before a store: the account's and the server's storage limits."""
+        memory, storage, _ = self.usage()
+        lim = self.limits
+        if stream.config["storage"] == "memory":
+            if 0 <= lim.max_memory < memory or 0 < self.js.max_memory < memory:
+                raise errors.insufficient_resources()
+        elif 0 <= lim.max_store < storage or 0 < self.js.max_store < storage:
+            raise errors.insufficient_resources()
 
     def usage(self) -> tuple[int, int, int]:
         """(memory bytes, file bytes, consumers)."""
@@ -228,19 +383,46 @@ class JetStream:
             opts.jetstream_sync_interval == JETSTREAM_SYNC_INTERVAL
         )
         self.accounts: dict[str, AccountJetStream] = {}
+        self.disabled: dict[str, AccountJetStream] = {}
 
     def start(self) -> None:
         os.makedirs(os.path.join(self.store_dir, "jetstream"), exist_ok=True)
         log.info("Starting JetStream")
         log.info("  Store Directory: %r", self.store_dir)
-        for account in (self.server.global_account,):
-            ajs = AccountJetStream(self, account)
+        for account, limits in self._account_limits():
+            if limits is None:
+                # nats-server gives such an account only the info API, answering "not enabled".
+                ajs = AccountJetStream(self, account, enabled=False)
+                self.disabled[account.name] = ajs
+                ajs.start_api()
+                continue
+            ajs = AccountJetStream(self, account, limits)
             self.accounts[account.name] = ajs
             ajs.recover()
             ajs.start_api()
 
+    def _account_limits(self) -> list[tuple[Account, JetStreamAccountLimits | None]]:
+        """Which accounts get JetStream (nats-server's configAllJetStreamAccounts): without an
+        `accounts {}` block, the global account, unlimited; with one, the accounts that have a
+        `jetstream` entry, with its limits (the others answer "not enabled for account")."""
+        server = self.server
+        configs = list((server.options.accounts or {}).values())
+        if not configs:
+            return [(server.global_account, JetStreamAccountLimits())]
+        out: list[tuple[Account, JetStreamAccountLimits | None]] = []
+        configured = set()
+        for cfg in configs:
+            account = server.accounts.get(cfg.name)
+            if account is None or account is server.system_account:
+                continue
+            configured.add(cfg.name)
+            out.append((account, cfg.jetstream))
+        if server.global_account.name not in configured:
+            out.append((server.global_account, None))
+        return out
+
     def stop(self) -> None:
-        for ajs in self.accounts.values():
+        for ajs in [*self.accounts.values(), *self.disabled.values()]:
             ajs.stop()
 
     def totals(self) -> dict[str, int]:

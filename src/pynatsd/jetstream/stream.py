@@ -1,24 +1,30 @@
 """A stream: captures its subjects into a store, acknowledges publishers, feeds consumers.
 
-Corresponds to nats-server's `server/stream.go` (`processJetStreamMsg`): size limits, the
-`Nats-Msg-Id` duplicate window, the `Nats-Expected-*` checks, `Nats-Rollup`, and the PubAck that
-is sent only once the record is durable (see `StreamStore.when_durable`).
+Corresponds to nats-server's `server/stream.go` (`processJetStreamMsg`): the input subject
+transform, the header checks in Go's order (`Nats-Expected-*`, `Nats-TTL`, `Nats-Msg-Id`
+duplicates, `Nats-Rollup`), the size limits, per-message TTLs with subject delete markers, the
+rollup purge, republish, and the PubAck, which is sent only once the record is durable (see
+`StreamStore.when_durable`). Mirrors and sources follow other streams of the same account
+(`sourcing.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.config import stream_config_reply
-from pynatsd.jetstream.errors import ApiError
-from pynatsd.jetstream.store.base import StoreError, StreamLimits, StreamStore
+from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.jetstream.sourcing import Source
+from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
+from pynatsd.jetstream.transform import SubjectTransform
 from pynatsd.jetstream.util import go_json, now_ns, rfc3339_ns
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
-from pynatsd.protocol.headers import header_value
+from pynatsd.protocol.headers import append_headers, header_value
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import match_literal
 
@@ -26,6 +32,9 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer
     from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.server.client import Client
+
+NS = 1_000_000_000
+_MAX_HEADER = 65535
 
 
 def limits_of(config: dict[str, Any]) -> StreamLimits:
@@ -37,6 +46,46 @@ def limits_of(config: dict[str, Any]) -> StreamLimits:
         max_msg_size=config["max_msg_size"],
         discard=config["discard"],
         discard_new_per_subject=config.get("discard_new_per_subject", False),
+    )
+
+
+def parse_message_ttl(text: str) -> int:
+    """Go's parseMessageTTL: seconds; -1 for "never"; ApiError 10165 when invalid."""
+    if text.lower() == "never":
+        return -1
+    from pynatsd.jetstream.consumer import _parse_go_duration
+
+    ns = _parse_go_duration(text)
+    if ns is not None:
+        if ns < NS:
+            raise js_error("MessageTTLInvalid")
+        return ns // NS
+    try:
+        value = int(text)
+    except ValueError:
+        raise js_error("MessageTTLInvalid") from None
+    if value < 0:
+        raise js_error("MessageTTLInvalid")
+    return value
+
+
+def _ttl_or_zero(header: bytes) -> int:
+    """The TTL as Go's first (lenient) look at it sees it: 0 when absent or unparsable."""
+    text = header_value(header, "Nats-TTL")
+    if not text:
+        return 0
+    try:
+        return parse_message_ttl(text)
+    except ApiError:
+        return 0
+
+
+def is_delete_marker(header: bytes) -> bool:
+    """nats-server's isSubjectDeleteMarker."""
+    if not header:
+        return False
+    return bool(header_value(header, "Nats-Marker-Reason")) or (
+        header_value(header, "KV-Operation") == "PURGE"
     )
 
 
@@ -62,12 +111,115 @@ class Stream:
         self.closed = False
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._expiry_at = 0
+        # Per-message TTLs: (expires ns, seq), soonest first.
+        self._ttls: list[tuple[int, int]] = []
+        self._ttl_timer: asyncio.TimerHandle | None = None
+        self._ttl_at = 0
+        self._transform: SubjectTransform | None = None
+        self._republish: SubjectTransform | None = None
+        self.sources: list[Source] = []
+        self.mirror: Source | None = None
+        # Streams sourcing from or mirroring this one (told about new messages).
+        self.followers: set[Source] = set()
 
     @property
     def name(self) -> str:
         return str(self.config["name"])
 
-    # -- subjects --------------------------------------------------------------------------------
+    # -- set-up ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Capture the subjects, follow the origins, arm the timers."""
+        self._setup_transforms()
+        self.subscribe()
+        self._setup_sourcing()
+        if self.config["allow_msg_ttl"]:
+            self._rebuild_ttls()
+        self.schedule_expiry()
+
+    def _setup_transforms(self) -> None:
+        cfg = self.config
+        tr = cfg["subject_transform"]
+        self._transform = SubjectTransform(tr["src"], tr["dest"]) if tr and tr["dest"] else None
+        rp = cfg["republish"]
+        self._republish = SubjectTransform(rp["src"] or ">", rp["dest"]) if rp else None
+
+    def _setup_sourcing(self) -> None:
+        for src in self.sources:
+            src.stop()
+        if self.mirror is not None:
+            self.mirror.stop()
+        cfg = self.config
+        self.mirror = Source(self, cfg["mirror"], mirror=True) if cfg["mirror"] else None
+        self.sources = [Source(self, s, mirror=False) for s in cfg["sources"] or []]
+        for src in self._all_sources():
+            src.start()
+
+    def _all_sources(self) -> list[Source]:
+        return [self.mirror, *self.sources] if self.mirror is not None else list(self.sources)
+
+    def origin_created(self, name: str) -> None:
+        for src in self._all_sources():
+            if src.origin_name == name:
+                src.start()
+
+    def origin_deleted(self, name: str) -> None:
+        for src in self._all_sources():
+            if src.origin_name == name:
+                src.detach()
+
+    def subscribe(self) -> None:
+        sublist = self.ajs.account.sublist
+        for subject in self.config["subjects"]:
+            sub = InternalSubscription(self._owner, subject, self._on_message)
+            sublist.insert(sub)
+            self._subs.append(sub)
+        if self.config["allow_direct"]:
+            # As nats-server: the stream itself answers its direct gets, so a get for a stream
+            # without them (or that does not exist) finds no responders.
+            prefix = f"$JS.API.DIRECT.GET.{self.name}"
+            for subject in (prefix, prefix + ".>"):
+                sub = InternalSubscription(self._owner, subject, self._on_direct_get)
+                sublist.insert(sub)
+                self._subs.append(sub)
+
+    def _on_direct_get(self, sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
+        api = self.ajs.api
+        if api is None or self.closed:
+            return
+        hs = ev.header_size
+        body = ev.payload[hs:] if hs > 0 else ev.payload
+        subject = ev.subject.decode("utf-8", "surrogateescape")
+        tail = subject[len("$JS.API.DIRECT.GET.") + len(self.name) + 1 :]
+        api.direct_get(self, tail, body, ev.reply.decode("utf-8", "surrogateescape"))
+
+    def unsubscribe(self) -> None:
+        if self._subs:
+            for sub in self._subs:
+                sub.closed = True
+            self.ajs.account.sublist.remove_batch(self._subs)
+            self._subs = []
+
+    def update_config(self, config: dict[str, Any]) -> None:
+        old = self.config
+        subjects_changed = (
+            config["subjects"] != old["subjects"] or config["allow_direct"] != old["allow_direct"]
+        )
+        self.config = config
+        self.store.update_limits(limits_of(config))
+        self._setup_transforms()
+        self._cancel_expiry()
+        self._expiry_at = 0
+        self.schedule_expiry()
+        if subjects_changed:
+            self.unsubscribe()
+            self.subscribe()
+        if config["mirror"] != old["mirror"] or config["sources"] != old["sources"]:
+            self._setup_sourcing()
+        if config["allow_msg_ttl"] and not old["allow_msg_ttl"]:
+            self._rebuild_ttls()
+
+    # -- max_age ---------------------------------------------------------------------------------
 
     def schedule_expiry(self) -> None:
         """max_age: remove messages when they age out, not only when the next one arrives."""
@@ -79,7 +231,7 @@ class Stream:
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
         self._expiry_at = when
-        delay = max((when - now_ns()) / 1e9, 0.0)
+        delay = max((when - now_ns()) / NS, 0.0)
         self._expiry_timer = self.ajs.loop.call_later(delay, self._on_expiry)
 
     def _on_expiry(self) -> None:
@@ -87,34 +239,96 @@ class Stream:
         self._expiry_at = 0
         if self.closed:
             return
+        if self.config["subject_delete_marker_ttl"] > 0:
+            self._mark_aged_out()
+        before = self.store.state().first_seq
         self.store.expire()
+        if self.store.state().first_seq != before:
+            for consumer in list(self.consumers.values()):
+                consumer.signal()
         self.schedule_expiry()
 
-    def subscribe(self) -> None:
-        self.schedule_expiry()
-        sublist = self.ajs.account.sublist
-        for subject in self.config["subjects"]:
-            sub = InternalSubscription(self._owner, subject, self._on_message)
-            sublist.insert(sub)
-            self._subs.append(sub)
+    def _mark_aged_out(self) -> None:
+        """Subject delete markers for the subjects whose last message ages out now."""
+        cutoff = now_ns() - self.config["max_age"]
+        seq = self.store.state().first_seq
+        done: set[str] = set()
+        while True:
+            msg = self.store.load_next_msg("", seq)
+            if msg is None or msg.ts > cutoff:
+                return
+            seq = msg.seq + 1
+            if msg.subject in done or is_delete_marker(msg.header):
+                continue
+            last = self.store.load_last_msg(msg.subject)
+            if last is not None and last.seq == msg.seq:
+                done.add(msg.subject)
+                self._place_marker(msg.subject)
 
-    def unsubscribe(self) -> None:
-        if self._subs:
-            for sub in self._subs:
-                sub.closed = True
-            self.ajs.account.sublist.remove_batch(self._subs)
-            self._subs = []
+    def _place_marker(self, subject: str) -> None:
+        marker_ttl = self.config["subject_delete_marker_ttl"] // NS
+        header = (
+            f"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: {marker_ttl}s\r\n"
+            "Nats-Rollup: sub\r\n\r\n"
+        ).encode()
+        try:
+            self.process_message(subject, header, b"", sourced=True)
+        except ApiError as e:
+            log.warning("JetStream %s: subject delete marker: %s", self.name, e.description)
 
-    def update_config(self, config: dict[str, Any]) -> None:
-        subjects_changed = config["subjects"] != self.config["subjects"]
-        self.config = config
-        self.store.update_limits(limits_of(config))
-        self._cancel_expiry()
-        self._expiry_at = 0
-        self.schedule_expiry()
-        if subjects_changed:
-            self.unsubscribe()
-            self.subscribe()
+    # -- per-message TTL -------------------------------------------------------------------------
+
+    def _rebuild_ttls(self) -> None:
+        """After a restart: the TTLs are read back from the stored headers."""
+        self._ttls = []
+        seq = self.store.state().first_seq
+        while True:
+            msg = self.store.load_next_msg("", max(seq, 1))
+            if msg is None:
+                break
+            seq = msg.seq + 1
+            ttl = _ttl_or_zero(msg.header) if msg.header else 0
+            if ttl > 0:
+                self._ttls.append((msg.ts + ttl * NS, msg.seq))
+        heapq.heapify(self._ttls)
+        self._schedule_ttl()
+
+    def _track_ttl(self, seq: int, ts: int, ttl: int) -> None:
+        heapq.heappush(self._ttls, (ts + ttl * NS, seq))
+        self._schedule_ttl()
+
+    def _schedule_ttl(self) -> None:
+        if not self._ttls or self.closed:
+            return
+        when = self._ttls[0][0]
+        if self._ttl_timer is not None and self._ttl_at <= when:
+            return
+        if self._ttl_timer is not None:
+            self._ttl_timer.cancel()
+        self._ttl_at = when
+        self._ttl_timer = self.ajs.loop.call_later(max((when - now_ns()) / NS, 0.0), self._on_ttl)
+
+    def _on_ttl(self) -> None:
+        """Messages past their Nats-TTL go; with subject delete markers, the last message of a
+        subject is replaced by a marker instead (nats-server's handleRemovalOrSdm)."""
+        self._ttl_timer = None
+        self._ttl_at = 0
+        if self.closed:
+            return
+        now = now_ns()
+        sdm = self.config["subject_delete_marker_ttl"] > 0
+        while self._ttls and self._ttls[0][0] <= now:
+            _, seq = heapq.heappop(self._ttls)
+            msg = self.store.load_msg(seq)
+            if msg is None:
+                continue
+            if sdm and not is_delete_marker(msg.header):
+                last = self.store.load_last_msg(msg.subject)
+                if last is not None and last.seq == seq:
+                    self._place_marker(msg.subject)
+                    continue
+            self.remove_msg(seq)
+        self._schedule_ttl()
 
     # -- publishing ------------------------------------------------------------------------------
 
@@ -127,19 +341,23 @@ class Stream:
         data = payload[hs:] if hs > 0 else payload
         subject = ev.subject.decode("utf-8", "surrogateescape")
         reply = ev.reply.decode("utf-8", "surrogateescape")
+        if self._transform is not None:
+            subject = self._transform.apply(subject) or subject
+        can_respond = bool(reply) and not self.config["no_ack"]
         try:
             seq, duplicate = self.process_message(subject, header, data)
         except ApiError as e:
-            if reply:
+            if can_respond:
                 body = {"error": e.to_json(), "stream": self.name, "seq": 0}
                 self.ajs.reply(reply, go_json(body))
             return
-        if not reply or self.config.get("no_ack"):
+        if not can_respond or seq == 0:
             return
         domain = self.ajs.domain
-        ack = b'{"stream":%s,"seq":%d' % (go_json(self.name), seq)
+        ack = b'{"stream":%s,' % go_json(self.name)
         if domain:
-            ack += b',"domain":' + go_json(domain)
+            ack += b'"domain":' + go_json(domain) + b","
+        ack += b'"seq":%d' % seq
         if duplicate:
             # nats-server writes this one by hand, with the space.
             self.ajs.reply(reply, ack + b',"duplicate": true}')
@@ -147,65 +365,142 @@ class Stream:
         ack += b"}"
         self.store.when_durable(seq, lambda: self.ajs.reply(reply, ack))
 
-    def process_message(self, subject: str, header: bytes, data: bytes) -> tuple[int, bool]:
-        """Store one message; returns (seq, duplicate). Raises ApiError for a rejected one."""
+    def process_message(
+        self, subject: str, header: bytes, data: bytes, sourced: bool = False
+    ) -> tuple[int, bool]:
+        """Store one message; returns (seq, duplicate). Raises ApiError for a rejected one.
+        `sourced` is for messages the server itself places (sources, mirrors, markers)."""
         cfg = self.config
         if cfg["sealed"]:
             raise errors.stream_sealed()
-        max_size = cfg["max_msg_size"]
-        if max_size >= 0 and len(header) + len(data) > max_size:
-            raise errors.message_size_exceeds()
         msg_id = ""
         rollup = ""
         if header:
+            if not sourced:
+                self._check_headers(subject, header)
             msg_id = header_value(header, "Nats-Msg-Id") or ""
-            if msg_id:
+            if msg_id and cfg["mirror"] is None:
                 self._expire_msg_ids(now_ns())
                 seen = self._msg_ids.get(msg_id)
                 if seen is not None:
                     return seen[0], True
-            self._check_expectations(subject, header)
+            expected_id = header_value(header, "Nats-Expected-Last-Msg-Id")
+            if expected_id and not sourced and expected_id != self.last_msg_id:
+                raise errors.wrong_last_msg_id(self.last_msg_id)
             rollup = header_value(header, "Nats-Rollup") or ""
             if rollup:
-                if not cfg["allow_rollup_hdrs"]:
+                if not sourced and not (cfg["allow_rollup_hdrs"] and not cfg["deny_purge"]):
                     raise errors.rollup_failed("rollup not permitted")
                 if rollup not in ("sub", "all"):
-                    raise errors.rollup_failed(f"rollup value invalid: {rollup}")
-        try:
-            seq, ts = self.store.store_msg(subject, header, data)
-        except StoreError as e:
-            raise errors.stream_store_failed(e.description) from None
-        if msg_id:
-            self._msg_ids[msg_id] = (seq, ts)
-            self._msg_id_order.append((ts, msg_id))
-            self.last_msg_id = msg_id
-        if rollup == "sub":
-            self.store.purge(subject=subject, seq=seq)
-        elif rollup == "all":
-            self.store.purge(seq=seq)
-        self._after_store(seq, subject)
+                    raise errors.rollup_failed(f'rollup value invalid: "{rollup}"')
+        max_payload = self.ajs.server.options.max_payload
+        if len(header) > max_payload or len(data) > max_payload - len(header):
+            raise errors.message_size_exceeds()
+        max_size = cfg["max_msg_size"]
+        if max_size >= 0 and (len(header) > max_size or len(data) > max_size - len(header)):
+            raise errors.message_size_exceeds()
+        if len(header) > _MAX_HEADER:
+            raise js_error("StreamHeaderExceedsMaximum")
+        self.ajs.check_resources(self)
+        ttl = 0
+        if header:
+            text = header_value(header, "Nats-TTL")
+            if text:
+                ttl = parse_message_ttl(text)
+                marker_ttl = cfg["subject_delete_marker_ttl"] // NS
+                if 0 < ttl < marker_ttl and cfg["max_msgs_per_subject"] != 1:
+                    # Subject delete markers: a message lives at least as long as a marker.
+                    ttl = marker_ttl
+                    header = _replace_header(header, "Nats-TTL", str(ttl))
+        if cfg["retention"] == "interest" and not any(
+            c.wants(subject) for c in self.consumers.values()
+        ):
+            # Nobody would ever consume it: the sequence is used up, nothing is kept.
+            seq = self._store(subject, header, data)
+            self.store.remove_msg(seq)
+            self._after_id(msg_id, seq)
+            return seq, False
+        seq = self._store(subject, header, data)
+        ts = self.store.msg_ts(seq) or now_ns()
+        self._after_id(msg_id, seq, ts)
+        if rollup and cfg["allow_rollup_hdrs"] and not cfg["deny_purge"]:
+            if rollup == "sub":
+                self.purge(subject=subject, keep=1)
+            else:
+                self.purge(keep=1)
+        if ttl > 0 and cfg["allow_msg_ttl"]:
+            self._track_ttl(seq, ts, ttl)
+        if self._republish is not None:
+            self._do_republish(subject, header, data, seq, ts)
+        for consumer in list(self.consumers.values()):
+            consumer.on_new_message()
+        for follower in list(self.followers):
+            follower.signal()
         if self._expiry_timer is None:
             self.schedule_expiry()
         return seq, False
 
-    def _check_expectations(self, subject: str, header: bytes) -> None:
+    def _store(self, subject: str, header: bytes, data: bytes) -> int:
+        try:
+            seq, _ = self.store.store_msg(subject, header, data)
+        except StoreError as e:
+            raise errors.stream_store_failed(e.description) from None
+        return seq
+
+    def _after_id(self, msg_id: str, seq: int, ts: int = 0) -> None:
+        self.last_msg_id = msg_id
+        if msg_id:
+            ts = ts or now_ns()
+            self._msg_ids[msg_id] = (seq, ts)
+            self._msg_id_order.append((ts, msg_id))
+
+    def _check_headers(self, subject: str, header: bytes) -> None:
+        """The publish expectations, in nats-server's order."""
+        cfg = self.config
+        if header_value(header, "Nats-Incr") is not None and not cfg["allow_msg_counter"]:
+            raise js_error("MessageIncrDisabled")
         expected_stream = header_value(header, "Nats-Expected-Stream")
-        if expected_stream is not None and expected_stream != self.name:
+        if expected_stream and expected_stream != self.name:
             raise errors.stream_not_match()
+        if _ttl_or_zero(header) != 0 and not cfg["allow_msg_ttl"]:
+            raise js_error("MessageTTLDisabled")
+        subject_seq = header_value(header, "Nats-Expected-Last-Subject-Sequence")
+        for_subject = header_value(header, "Nats-Expected-Last-Subject-Sequence-Subject")
+        if subject_seq is not None:
+            last_msg = self.store.load_last_msg(for_subject or subject)
+            last = last_msg.seq if last_msg is not None else 0
+            if _as_int(subject_seq) != last:
+                raise errors.wrong_last_sequence(last)
+        elif for_subject:
+            raise js_error("StreamExpectedLastSeqPerSubjectInvalid")
         expected_last = header_value(header, "Nats-Expected-Last-Sequence")
         if expected_last is not None:
             last = self.store.state().last_seq
             if _as_int(expected_last) != last:
                 raise errors.wrong_last_sequence(last)
-        expected_subject_seq = header_value(header, "Nats-Expected-Last-Subject-Sequence")
-        if expected_subject_seq is not None:
-            last_msg = self.store.load_last_msg(subject)
-            last = last_msg.seq if last_msg is not None else 0
-            if _as_int(expected_subject_seq) != last:
-                raise errors.wrong_last_sequence(last)
-        expected_id = header_value(header, "Nats-Expected-Last-Msg-Id")
-        if expected_id is not None and expected_id != self.last_msg_id:
-            raise errors.wrong_last_msg_id(self.last_msg_id)
+        if header_value(header, "Nats-Schedule") is not None and not cfg["allow_msg_schedules"]:
+            raise js_error("MessageSchedulesDisabled")
+
+    def _do_republish(self, subject: str, header: bytes, data: bytes, seq: int, ts: int) -> None:
+        assert self._republish is not None
+        dest = self._republish.apply(subject)
+        if dest is None:
+            return
+        last = self.store.load_prev_msg(subject, seq - 1) if seq > 1 else None
+        extra = [
+            ("Nats-Stream", self.name),
+            ("Nats-Subject", subject),
+            ("Nats-Sequence", str(seq)),
+            ("Nats-Time-Stamp", rfc3339_ns(ts)),
+            ("Nats-Last-Sequence", str(last.seq if last is not None else 0)),
+        ]
+        body = data
+        if self.config["republish"]["headers_only"]:
+            extra.append(("Nats-Msg-Size", str(len(data))))
+            body = b""
+        self.ajs.server.publish_internal(
+            self.ajs.account, dest, "", append_headers(header, extra), body
+        )
 
     def _expire_msg_ids(self, now: int) -> None:
         window = self.config["duplicate_window"]
@@ -232,28 +527,49 @@ class Stream:
                 self.last_msg_id = msg_id
             seq = msg.seq + 1
 
-    def _after_store(self, seq: int, subject: str) -> None:
-        retention = self.config["retention"]
-        if retention != "limits":
-            interested = [c for c in self.consumers.values() if c.wants(subject)]
-            if not interested:
-                # Interest and work-queue streams keep nothing nobody will consume.
-                self.store.remove_msg(seq)
-                return
-        for consumer in list(self.consumers.values()):
-            consumer.on_new_message()
+    # -- removal ---------------------------------------------------------------------------------
 
-    def on_acked(self, seq: int) -> None:
-        """A consumer acknowledged `seq`: work-queue and interest streams may drop it."""
+    def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        """Purge the store and bring the consumers along (Go's purgeLocked)."""
+        purged = self.store.purge(subject=subject, seq=seq, keep=keep)
+        if purged or seq:
+            first = self.store.state().first_seq
+            for consumer in list(self.consumers.values()):
+                consumer.on_purge(first)
+        return purged
+
+    def remove_msg(self, seq: int, erase: bool = False) -> bool:
+        if not self.store.remove_msg(seq, erase=erase):
+            return False
+        for consumer in list(self.consumers.values()):
+            consumer.on_msg_removed(seq)
+        return True
+
+    def on_acked(self, consumer: Consumer, seq: int) -> None:
+        """A consumer acknowledged (or, with ack none, was handed) `seq`: work-queue and
+        interest streams drop it once no consumer needs it any more (Go's ackMsg)."""
         retention = self.config["retention"]
+        if retention == "limits":
+            return
         if retention == "workqueue":
             self.store.remove_msg(seq)
-        elif retention == "interest":
+            return
+        subject = getattr(self.store, "msg_subject", None)
+        subj = subject(seq) if subject is not None else None
+        if subj is None:
             msg = self.store.load_msg(seq)
             if msg is None:
                 return
-            if all(c.has_acked(seq) for c in self.consumers.values() if c.wants(msg.subject)):
-                self.store.remove_msg(seq)
+            subj = msg.subject
+        if not any(c.needs_ack(seq, subj) for c in self.consumers.values() if c is not consumer):
+            self.store.remove_msg(seq)
+
+    # -- sourcing --------------------------------------------------------------------------------
+
+    def store_sourced(self, msg: StoredMsg, subject: str, header: bytes) -> int:
+        """A message copied from an origin stream (Go's processInboundSourceMsg path)."""
+        seq, _ = self.process_message(subject, header, msg.data, sourced=True)
+        return seq
 
     # -- reporting -------------------------------------------------------------------------------
 
@@ -275,17 +591,28 @@ class Stream:
             subjects = self.store.subjects_state(subjects_filter)
             if subjects:
                 out["subjects"] = subjects
+        if deleted_details and st.num_deleted:
+            deleted = getattr(self.store, "deleted_seqs", None)
+            if deleted is not None:
+                out["deleted"] = deleted()
         if st.num_deleted:
             out["num_deleted"] = st.num_deleted
         out["consumer_count"] = len(self.consumers)
         return out
 
-    def info(self, full_metadata: bool = True, subjects_filter: str = "") -> dict[str, Any]:
-        return {
+    def info(
+        self, full_metadata: bool = True, subjects_filter: str = "", deleted_details: bool = False
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "config": stream_config_reply(self.config, full_metadata),
             "created": rfc3339_ns(self.created_ns),
-            "state": self.state_json(subjects_filter),
+            "state": self.state_json(subjects_filter, deleted_details),
         }
+        if self.mirror is not None:
+            out["mirror"] = self.mirror.info()
+        if self.sources:
+            out["sources"] = [s.info() for s in self.sources]
+        return out
 
     def matches(self, subject: str) -> bool:
         return any(match_literal(subject, s) for s in self.config["subjects"])
@@ -297,11 +624,19 @@ class Stream:
             self._expiry_timer.cancel()
             self._expiry_timer = None
 
-    def stop(self) -> None:
-        """Stop capturing and close the store (server shutdown); data stays on disk."""
+    def _stop_common(self) -> None:
         self.closed = True
         self._cancel_expiry()
+        if self._ttl_timer is not None:
+            self._ttl_timer.cancel()
+            self._ttl_timer = None
+        for src in self._all_sources():
+            src.stop()
         self.unsubscribe()
+
+    def stop(self) -> None:
+        """Stop capturing and close the store (server shutdown); data stays on disk."""
+        self._stop_common()
         for consumer in list(self.consumers.values()):
             consumer.stop()
         try:
@@ -310,12 +645,17 @@ class Stream:
             log.exception("closing stream %s", self.name)
 
     def delete(self) -> None:
-        self.closed = True
-        self._cancel_expiry()
-        self.unsubscribe()
+        self._stop_common()
         for consumer in list(self.consumers.values()):
             consumer.delete()
         self.store.delete()
+
+
+def _replace_header(header: bytes, key: str, value: str) -> bytes:
+    lines = header.split(b"\r\n")
+    prefix = key.encode() + b":"
+    kept = [ln for ln in lines[1:] if ln and not ln.startswith(prefix)]
+    return b"\r\n".join([lines[0], *kept, prefix + b" " + value.encode(), b"", b""])
 
 
 def _as_int(text: str) -> int:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pynatsd.protocol.frames import go_json_bytes
 
@@ -50,5 +51,50 @@ def parse_rfc3339_ns(text: str) -> int:
     dt = datetime.fromisoformat(main + tz)
     return int(dt.timestamp()) * 1_000_000_000 + frac_ns
 
+
+def parse_go_time(text: str) -> tuple[int, int]:
+    """An RFC 3339 time as Go's `time.Time` JSON decoder reads it: (ns since the epoch, UTC
+    offset in seconds). ValueError if it is not RFC 3339."""
+    m = _RFC3339.match(text)
+    if m is None:
+        raise ValueError(text)
+    year, month, day, hour, minute, second, frac, zone = m.groups()
+    offset = 0
+    if zone not in ("Z", "z"):
+        sign = -1 if zone[0] == "-" else 1
+        offset = sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=UTC)
+    frac_ns = int((frac[1:] + "000000000")[:9]) if frac else 0
+    secs = int(dt.timestamp()) - offset
+    return secs * 1_000_000_000 + frac_ns, offset
+
+
+def format_go_time(ns: int, offset: int = 0) -> str:
+    """Go's RFC3339Nano for a time with a fixed UTC offset (0 is written `Z`)."""
+    if offset == 0:
+        return rfc3339_ns(ns) if ns > 0 else _zero_or_before(ns)
+    secs, frac = divmod(ns, 1_000_000_000)
+    base = datetime.fromtimestamp(secs + offset, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        base = f"{base}.{frac:09d}".rstrip("0")
+    sign = "-" if offset < 0 else "+"
+    hh, mm = divmod(abs(offset) // 60, 60)
+    return f"{base}{sign}{hh:02d}:{mm:02d}"
+
+
+def _zero_or_before(ns: int) -> str:
+    if ns == 0:
+        return "1970-01-01T00:00:00Z"
+    secs, frac = divmod(ns, 1_000_000_000)
+    base = datetime.fromtimestamp(0, UTC) + timedelta(seconds=secs)
+    text = base.strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        text = f"{text}.{frac:09d}".rstrip("0")
+    return text + "Z"
+
+
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+)
 
 go_json = go_json_bytes

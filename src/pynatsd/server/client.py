@@ -8,6 +8,7 @@ is handled here; outgoing frames are appended to the receivers' buffers and writ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -281,10 +282,8 @@ class Client(asyncio.Protocol):
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as e:
             log.error("%s - TLS handshake error: %s", self.label, e)
             if spare_fd >= 0:
-                try:
+                with contextlib.suppress(OSError):
                     os.write(spare_fd, err_frame(errors.SECURE_CONNECTION_TLS_REQUIRED))
-                except OSError:
-                    pass
                 os.close(spare_fd)
             self._close(CloseReason.TLS_HANDSHAKE_ERROR)
             return

@@ -17,26 +17,47 @@ DEFAULT_SERVERS = "nats://127.0.0.1:4222"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pynatsd spark",
-        description="Data pipelines between NATS and Apache Spark (the `nats` data source).")
+        description="Data pipelines between NATS and Apache Spark (the `nats` data source).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--servers", default=DEFAULT_SERVERS,
-                       help=f"NATS server URLs, comma separated (default {DEFAULT_SERVERS})")
-        p.add_argument("--master", default="local[*]",
-                       help="Spark master (default local[*]); any spark-submit master works")
-        p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
-                       help="extra option for the nats source (nats.creds=..., tls.ca=...)")
+        p.add_argument(
+            "--servers",
+            default=DEFAULT_SERVERS,
+            help=f"NATS server URLs, comma separated (default {DEFAULT_SERVERS})",
+        )
+        p.add_argument(
+            "--master",
+            default="local[*]",
+            help="Spark master (default local[*]); any spark-submit master works",
+        )
+        p.add_argument(
+            "--option",
+            "-o",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="extra option for the nats source (nats.creds=..., tls.ca=...)",
+        )
 
     a = sub.add_parser("archive", help="land a stream in Parquet, partitioned by date")
     a.add_argument("--stream", required=True, help="JetStream stream to archive")
     a.add_argument("--to", required=True, help="output directory (Parquet)")
     a.add_argument("--subject", default="", help="only these subjects (filter, comma list)")
-    a.add_argument("--once", action="store_true",
-                   help="archive what is stored now and exit (default: keep running)")
+    a.add_argument(
+        "--once",
+        action="store_true",
+        help="archive what is stored now and exit (default: keep running)",
+    )
     a.add_argument("--checkpoint", default="", help="checkpoint directory (default TO/_checkpoint)")
-    a.add_argument("--trigger", type=float, default=10.0, metavar="SECONDS",
-                   help="seconds between micro-batches when running continuously (default 10)")
+    a.add_argument(
+        "--trigger",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between micro-batches when running continuously (default 10)",
+    )
     a.add_argument("--max-records-per-trigger", type=int, default=None, metavar="N")
     common(a)
 
@@ -45,8 +66,11 @@ def _parser() -> argparse.ArgumentParser:
     target = r.add_mutually_exclusive_group(required=True)
     target.add_argument("--subject", help="publish every row to this subject")
     target.add_argument("--stream", help="publish to the original subjects, into this stream")
-    r.add_argument("--unordered", action="store_true",
-                   help="publish in parallel, without keeping the original order")
+    r.add_argument(
+        "--unordered",
+        action="store_true",
+        help="publish in parallel, without keeping the original order",
+    )
     common(r)
 
     s = sub.add_parser("stats", help="per-subject traffic: a CSV table and a PNG chart")
@@ -98,28 +122,48 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "archive":
             from pynatsd.spark.pipelines.archive import archive
 
-            result = archive(spark, servers=args.servers, stream=args.stream, to=args.to,
-                             once=args.once, checkpoint=args.checkpoint, subject=args.subject,
-                             trigger_seconds=args.trigger,
-                             max_records_per_trigger=args.max_records_per_trigger,
-                             options=options)
-            print(f"archived {result.rows} messages of stream {args.stream} in "
-                  f"{result.batches} micro-batches to {args.to}")
+            result = archive(
+                spark,
+                servers=args.servers,
+                stream=args.stream,
+                to=args.to,
+                once=args.once,
+                checkpoint=args.checkpoint,
+                subject=args.subject,
+                trigger_seconds=args.trigger,
+                max_records_per_trigger=args.max_records_per_trigger,
+                options=options,
+            )
+            print(
+                f"archived {result.rows} messages of stream {args.stream} in "
+                f"{result.batches} micro-batches to {args.to}"
+            )
         elif args.command == "replay":
             from pynatsd.spark.pipelines.replay import replay
 
-            count = replay(spark, servers=args.servers, source=args.source,
-                           subject=args.subject or "", stream=args.stream or "",
-                           ordered=not args.unordered, options=options)
+            count = replay(
+                spark,
+                servers=args.servers,
+                source=args.source,
+                subject=args.subject or "",
+                stream=args.stream or "",
+                ordered=not args.unordered,
+                options=options,
+            )
             target = f"subject {args.subject}" if args.subject else f"stream {args.stream}"
-            print(f"replayed {count} rows from {args.source} to {target} (duplicates are "
-                  "dropped by the server)")
+            print(
+                f"replayed {count} rows from {args.source} to {target} (duplicates are "
+                "dropped by the server)"
+            )
         else:
             from pynatsd.spark.pipelines.stats import write_stats
 
             if args.stream:
-                reader = (spark.read.format("nats").option("servers", args.servers)
-                          .option("stream", args.stream))
+                reader = (
+                    spark.read.format("nats")
+                    .option("servers", args.servers)
+                    .option("stream", args.stream)
+                )
                 if args.subject:
                     reader = reader.option("subject", args.subject)
                 for key, value in options.items():
@@ -127,8 +171,11 @@ def _run(args: argparse.Namespace) -> int:
                 messages = reader.load()
             else:
                 messages = spark.read.parquet(args.source)
-            csv_path, png_path, table = write_stats(messages, args.out,
-                                                    args.stream or args.source)
+            csv_path, png_path, table = write_stats(messages, args.out, args.stream or args.source)
             print(table.to_string(index=False))  # to_string: every column, not abbreviated
             print(f"wrote {csv_path} and {png_path}")
     return 0
+
+
+if __name__ == "__main__":  # `python -m pynatsd.spark.cli archive ...`
+    sys.exit(main(sys.argv[1:]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +21,7 @@ from pynatsd.spark.errors import (
     DataLossError,
     JetStreamError,
     NoResponders,
+    OptionError,
     ProtocolError,
     StreamNotFound,
 )
@@ -29,6 +30,10 @@ from pynatsd.spark.wire import Connection, new_inbox, pub_frame, status_of
 _STREAM_NOT_FOUND = 10059
 # An abandoned ephemeral consumer (a killed task) is removed by the server after this long.
 _INACTIVE_THRESHOLD_NS = 30_000_000_000
+# A pull asks for about this many bytes at most (estimated from the messages read so far),
+# and the first pull, before any size is known, for this many messages at most.
+_PULL_BYTES = 4 << 20
+_FIRST_PULL = 256
 
 
 @dataclass(frozen=True)
@@ -50,16 +55,21 @@ def api(conn: Connection, suffix: str, body: dict[str, Any] | None, what: str) -
     try:
         _, data = conn.request(subject, json.dumps(body).encode() if body is not None else b"")
     except NoResponders:
-        raise NoResponders(f"{what}: JetStream is not enabled on {conn.server} (no responders "
-                           f"on {subject})") from None
+        raise NoResponders(
+            f"{what}: JetStream is not enabled on {conn.server} (no responders on {subject})"
+        ) from None
     try:
         reply: dict[str, Any] = json.loads(data)
     except ValueError:
         raise ProtocolError(f"{what}: invalid JSON reply on {subject}: {data[:200]!r}") from None
     error = reply.get("error")
     if error:
-        raise JetStreamError(what, int(error.get("code", 0)), int(error.get("err_code", 0)),
-                             str(error.get("description", "")))
+        raise JetStreamError(
+            what,
+            int(error.get("code", 0)),
+            int(error.get("err_code", 0)),
+            str(error.get("description", "")),
+        )
     return reply
 
 
@@ -68,8 +78,9 @@ def stream_info(conn: Connection, stream: str) -> StreamState:
         reply = api(conn, f"STREAM.INFO.{stream}", None, f"stream '{stream}'")
     except JetStreamError as e:
         if e.err_code == _STREAM_NOT_FOUND or e.code == 404:
-            raise StreamNotFound(f"stream '{stream}' does not exist on {conn.server} (option "
-                                 "'stream')") from None
+            raise StreamNotFound(
+                f"stream '{stream}' does not exist on {conn.server} (option 'stream')"
+            ) from None
         raise
     state = reply.get("state", {})
     return StreamState(
@@ -125,8 +136,12 @@ def _consumer_config(name: str, filters: tuple[str, ...]) -> dict[str, Any]:
 
 def _create_consumer(conn: Connection, stream: str, config: dict[str, Any]) -> str:
     name = str(config["name"])
-    api(conn, f"CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": config},
-        f"creating a reader on stream '{stream}'")
+    api(
+        conn,
+        f"CONSUMER.CREATE.{stream}.{name}",
+        {"stream_name": stream, "config": config},
+        f"creating a reader on stream '{stream}'",
+    )
     return name
 
 
@@ -134,6 +149,22 @@ def _delete_consumer(conn: Connection, stream: str, name: str) -> None:
     # Best effort: the inactive threshold removes it anyway if this fails.
     with contextlib.suppress(Exception):
         api(conn, f"CONSUMER.DELETE.{stream}.{name}", None, "deleting a reader")
+
+
+def check_filters(conn: Connection, stream: str, filters: tuple[str, ...]) -> None:
+    """Let the server judge the `subject` filters while the query is planned (it refuses a
+    filter the stream cannot hold), rather than in every task: a consumer made and dropped."""
+    if not filters:
+        return
+    config = _consumer_config("spark_" + secrets.token_hex(8), filters)
+    config["deliver_policy"] = "new"
+    try:
+        name = _create_consumer(conn, stream, config)
+    except JetStreamError as e:
+        raise OptionError(
+            "subject", f"stream '{stream}' refuses the filter {','.join(filters)}: {e.description}"
+        ) from None
+    _delete_consumer(conn, stream, name)
 
 
 def _ack_fields(reply: bytes) -> tuple[int, int, int]:
@@ -161,6 +192,8 @@ class _RangePull:
         self.last_seq = 0
         self.done = False
         self.outstanding = 0  # messages asked for by pull requests and not delivered yet
+        self.received = 0
+        self.received_bytes = 0
         self.error = ""
 
     def on_msg(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
@@ -172,7 +205,7 @@ class _RangePull:
                 self.error = header.split(b"\r\n", 1)[0].decode(errors="replace")
             return
         if reply.startswith(self.prefix):
-            _, sseq, _, ts, left = reply[len(self.prefix):].split(b".")
+            _, sseq, _, ts, left = reply[len(self.prefix) :].split(b".")
             seq, pending = int(sseq), int(left)
         else:
             seq, ts_ns, pending = _ack_fields(reply)
@@ -189,15 +222,26 @@ class _RangePull:
         chunk.payloads.append(payload)
         chunk.seqs.append(seq)
         chunk.times_ns.append(int(ts))
+        self.received += 1
+        self.received_bytes += len(payload) + len(header) + len(subject)
         if self.with_headers:
             chunk.headers.append(header)
         if pending == 0 or seq >= self.end - 1:
             self.done = True
 
 
-def read_range(conn: Connection, stream: str, start: int, end: int, filters: tuple[str, ...],
-               *, batch_size: int, chunk_rows: int, with_headers: bool,
-               fail_on_data_loss: bool) -> Iterator[Chunk]:
+def read_range(
+    conn: Connection,
+    stream: str,
+    start: int,
+    end: int,
+    filters: tuple[str, ...],
+    *,
+    batch_size: int,
+    chunk_rows: int,
+    with_headers: bool,
+    fail_on_data_loss: bool,
+) -> Iterator[Chunk]:
     """The messages of `stream` with start <= seq < end (and matching `filters`), in order, as
     chunks of about `chunk_rows`. An ephemeral AckNone consumer from `start`; pulls with
     `no_wait` (never waiting for new messages), each for at most what is left of the range.
@@ -214,23 +258,36 @@ def read_range(conn: Connection, stream: str, start: int, end: int, filters: tup
     next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}".encode()
     reply_to = inbox.encode()
     timeout = conn.options.request_timeout
-    half = max(batch_size // 2, 1)
+    last_want = [0]
     checked_loss = False
 
+    def wanted() -> int:
+        """How many to pull now: 0 while enough is on its way or the range is covered."""
+        if pull.outstanding > last_want[0] // 2:
+            return 0
+        # At most what is left of the range beyond what was already asked for.
+        left = end - 1 - max(pull.last_seq, start - 1) - pull.outstanding
+        if left <= 0:
+            return 0 if pull.outstanding > 0 else 1
+        # Bound the bytes one pull brings (large messages would otherwise pile up in the
+        # server's buffer for us, up to a slow-consumer disconnect): sized by what came so far.
+        if pull.received:
+            per_msg = max(pull.received_bytes // pull.received, 1)
+            cap = max(1, min(batch_size, _PULL_BYTES // per_msg))
+        else:
+            cap = min(batch_size, _FIRST_PULL)
+        return min(cap, left)
+
     def ready() -> bool:
-        return pull.done or pull.outstanding <= half or len(pull.chunk) >= chunk_rows
+        return pull.done or len(pull.chunk) >= chunk_rows or wanted() > 0
 
     try:
         while not pull.done:
-            if pull.outstanding <= half:
-                # At most what is left of the range beyond what was already asked for.
-                last = max(pull.last_seq, start - 1)
-                want = min(batch_size, end - 1 - last - pull.outstanding)
-                if want > 0 or pull.outstanding <= 0:
-                    want = max(want, 1)
-                    body = b'{"batch":%d,"no_wait":true}' % want
-                    conn.send(pub_frame(next_subject, body, reply_to))
-                    pull.outstanding += want
+            want = wanted()
+            if want:
+                conn.send(pub_frame(next_subject, b'{"batch":%d,"no_wait":true}' % want, reply_to))
+                pull.outstanding += want
+                last_want[0] = want
             conn.run(ready, timeout, f"messages of stream '{stream}'")
             if pull.error:
                 raise ProtocolError(f"reading stream '{stream}' stopped: {pull.error}")
@@ -256,13 +313,16 @@ def _check_loss(conn: Connection, stream: str, start: int, first_read: int, fail
         return
     state = stream_info(conn, stream)
     if state.first_seq > start:
-        raise DataLossError(f"stream '{stream}' no longer holds sequences {start}.."
-                            f"{state.first_seq - 1} (removed by retention or purge); set "
-                            "failOnDataLoss=false to skip them")
+        raise DataLossError(
+            f"stream '{stream}' no longer holds sequences {start}.."
+            f"{state.first_seq - 1} (removed by retention or purge); set "
+            "failOnDataLoss=false to skip them"
+        )
 
 
-def sequence_at_time(conn: Connection, stream: str, time_ns: int,
-                     filters: tuple[str, ...]) -> int | None:
+def sequence_at_time(
+    conn: Connection, stream: str, time_ns: int, filters: tuple[str, ...]
+) -> int | None:
     """The sequence of the first message stored at or after `time_ns`, None if there is none."""
     config = _consumer_config("spark_" + secrets.token_hex(8), filters)
     config.update(deliver_policy="by_start_time", opt_start_time=rfc3339(time_ns))
@@ -278,8 +338,13 @@ def sequence_at_time(conn: Connection, stream: str, time_ns: int,
     inbox = new_inbox()
     sid = conn.subscribe(inbox, on_msg)
     try:
-        conn.send(pub_frame(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}".encode(),
-                            b'{"batch":1,"no_wait":true}', inbox.encode()))
+        conn.send(
+            pub_frame(
+                f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}".encode(),
+                b'{"batch":1,"no_wait":true}',
+                inbox.encode(),
+            )
+        )
         conn.run(lambda: bool(done), conn.options.request_timeout, "a message by time")
     finally:
         conn.unsubscribe(sid)
@@ -305,8 +370,9 @@ class PublishResult:
     duplicates: int = 0
 
 
-def publish_core(conn: Connection, messages: Iterable[Outgoing],
-                 frames_per_write: int = 512) -> int:
+def publish_core(
+    conn: Connection, messages: Iterable[Outgoing], frames_per_write: int = 512
+) -> int:
     """Fire-and-forget publishes, written in groups; a final PING/PONG makes sure the server
     has processed them all (and surfaces a -ERR such as a permissions violation)."""
     count = 0
@@ -337,14 +403,17 @@ class _Acks:
             self.error = self.error or "no stream captures the subject (no responders)"
         elif b'"error"' in payload:
             err = json.loads(payload).get("error", {})
-            self.error = self.error or (f"{err.get('description', '')} (code {err.get('code')}, "
-                                        f"err_code {err.get('err_code')})")
+            self.error = self.error or (
+                f"{err.get('description', '')} (code {err.get('code')}, "
+                f"err_code {err.get('err_code')})"
+            )
         elif b'"duplicate":true' in payload or b'"duplicate": true' in payload:
             self.duplicates += 1
 
 
-def publish_acked(conn: Connection, messages: Iterable[Outgoing], window: int,
-                  frames_per_write: int = 512) -> PublishResult:
+def publish_acked(
+    conn: Connection, messages: Iterable[Outgoing], window: int, frames_per_write: int = 512
+) -> PublishResult:
     """JetStream publishes, each with its own reply subject, at most `window` awaiting an ack.
     Any negative ack fails the whole call: Spark then retries the task, and the `Nats-Msg-Id`
     headers make the messages already stored count as duplicates instead of twice."""
@@ -355,6 +424,9 @@ def publish_acked(conn: Connection, messages: Iterable[Outgoing], window: int,
     sent = 0
     frames: list[bytes] = []
     low_water = max(window // 2, 1)
+
+    def acked_beyond(floor: int) -> Callable[[], bool]:
+        return lambda: acks.received > floor
 
     def check() -> None:
         if acks.error:
@@ -368,9 +440,7 @@ def publish_acked(conn: Connection, messages: Iterable[Outgoing], window: int,
                 conn.send(b"".join(frames))
                 frames = []
                 if sent - acks.received >= window:
-                    floor = sent - low_water
-                    conn.run(lambda: acks.received > floor, timeout,  # noqa: B023 - runs now
-                             "publish acks")
+                    conn.run(acked_beyond(sent - low_water), timeout, "publish acks")
                     check()
         if frames:
             conn.send(b"".join(frames))

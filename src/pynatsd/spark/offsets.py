@@ -41,8 +41,10 @@ def from_offset(stream: str, offset: dict[str, Any]) -> int:
     """The next sequence recorded in a checkpoint offset; it must be this query's stream."""
     value = offset.get(stream)
     if not isinstance(value, int) or set(offset) != {stream}:
-        raise NatsSparkError(f"the checkpoint's offset {offset} is not for stream '{stream}' "
-                             "(option 'stream' changed? use a new checkpointLocation)")
+        raise NatsSparkError(
+            f"the checkpoint's offset {offset} is not for stream '{stream}' "
+            "(option 'stream' changed? use a new checkpointLocation)"
+        )
     return value
 
 

@@ -35,59 +35,139 @@ class OptionSpec:
 
 # The table is data: the parser, the error messages and docs/spark.md's options table follow it.
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("servers", ("any",), "nats://127.0.0.1:4222",
-               "Comma list of server URLs (`nats://`, `tls://`, `host:port`; `user:pass@` "
-               "allowed)."),
-    OptionSpec("stream", ("read", "write"), "",
-               "Read: the JetStream stream (replayable). Write: the stream expected to store "
-               "the messages (JetStream publish with acks)."),
-    OptionSpec("subject", ("read", "write"), "",
-               "Read with `stream`: filter subject(s), comma list. Read without: the core "
-               "subject(s) to subscribe to (live). Write: the target subject, overriding a "
-               "`subject` column."),
-    OptionSpec("startingOffsets", ("stream-read",), "earliest",
-               "`earliest`, `latest`, a sequence number, or JSON `{\"<stream>\": <seq>}` "
-               "(-2 earliest, -1 latest). New queries only: a restart resumes from the "
-               "checkpoint."),
-    OptionSpec("startingTimestamp", ("stream-read",), "",
-               "Start at the first message stored at or after this time: ISO-8601 or epoch ms."),
-    OptionSpec("endingOffsets", ("stream-read",), "latest",
-               "Batch reads: exclusive end, `latest`, a sequence number or JSON; fixed at "
-               "planning."),
-    OptionSpec("maxRecordsPerTrigger", ("stream-read",), "",
-               "Streaming reads: at most this many sequence numbers per micro-batch "
-               "(alias `maxOffsetsPerTrigger`)."),
-    OptionSpec("minPartitions", ("stream-read",), "2",
-               "Spark tasks a large range is split into (contiguous sequence ranges)."),
-    OptionSpec("minRowsPerPartition", ("stream-read",), "50000",
-               "A range is split only so that each task gets at least this many sequence numbers."),
-    OptionSpec("failOnDataLoss", ("stream-read",), "true",
-               "Fail when a range to read starts below the stream's first sequence (retention "
-               "removed it); `false` skips ahead and logs a warning."),
-    OptionSpec("includeHeaders", ("read",), "false",
-               "Add the `headers` column (`map<string,array<string>>`, repeated keys kept)."),
-    OptionSpec("fetchBatchSize", ("stream-read",), "1000",
-               "Messages per pull request (`$JS.API.CONSUMER.MSG.NEXT`)."),
-    OptionSpec("requestTimeout", ("any",), "5",
-               "Seconds to wait for a JetStream API reply, a pull batch or a publish ack."),
-    OptionSpec("queue", ("subject-read",), "",
-               "Live subject reads: queue group, so several queries share the messages."),
-    OptionSpec("bufferSize", ("subject-read",), "100000",
-               "Live subject reads: messages held between micro-batches."),
-    OptionSpec("onBufferFull", ("subject-read",), "fail",
-               "Live subject reads: `fail` the query, or `drop` new messages and count them."),
-    OptionSpec("maxMessages", ("subject-read",), "",
-               "Batch subject capture: stop after this many messages."),
-    OptionSpec("timeout", ("subject-read",), "10",
-               "Batch subject capture: stop after this many seconds."),
-    OptionSpec("publishMode", ("write",), "auto",
-               "`core`, `jetstream` (acked, deduplicated) or `auto`: `jetstream` when `stream` is "
-               "given or a stream captures the `subject` option, else `core`."),
-    OptionSpec("msgIdColumn", ("write",), "",
-               "Column holding each row's `Nats-Msg-Id` (else `<stream>:<seq>` of source rows, "
-               "else derived from the query, batch, partition and row)."),
-    OptionSpec("maxInFlight", ("write",), "4000",
-               "JetStream writes: publishes awaiting their ack, per task."),
+    OptionSpec(
+        "servers",
+        ("any",),
+        "nats://127.0.0.1:4222",
+        "Comma list of server URLs (`nats://`, `tls://`, `host:port`; `user:pass@` allowed).",
+    ),
+    OptionSpec(
+        "stream",
+        ("read", "write"),
+        "",
+        "Read: the JetStream stream (replayable). Write: the stream expected to store "
+        "the messages (JetStream publish with acks).",
+    ),
+    OptionSpec(
+        "subject",
+        ("read", "write"),
+        "",
+        "Read with `stream`: filter subject(s), comma list. Read without: the core "
+        "subject(s) to subscribe to (live). Write: the target subject, overriding a "
+        "`subject` column.",
+    ),
+    OptionSpec(
+        "startingOffsets",
+        ("stream-read",),
+        "earliest",
+        '`earliest`, `latest`, a sequence number, or JSON `{"<stream>": <seq>}` '
+        "(-2 earliest, -1 latest). New queries only: a restart resumes from the "
+        "checkpoint.",
+    ),
+    OptionSpec(
+        "startingTimestamp",
+        ("stream-read",),
+        "",
+        "Start at the first message stored at or after this time: ISO-8601 or epoch ms.",
+    ),
+    OptionSpec(
+        "endingOffsets",
+        ("stream-read",),
+        "latest",
+        "Batch reads: exclusive end, `latest`, a sequence number or JSON; fixed at planning.",
+    ),
+    OptionSpec(
+        "maxRecordsPerTrigger",
+        ("stream-read",),
+        "",
+        "Streaming reads: at most this many sequence numbers per micro-batch "
+        "(alias `maxOffsetsPerTrigger`).",
+    ),
+    OptionSpec(
+        "minPartitions",
+        ("stream-read",),
+        "2",
+        "Spark tasks a large range is split into (contiguous sequence ranges).",
+    ),
+    OptionSpec(
+        "minRowsPerPartition",
+        ("stream-read",),
+        "50000",
+        "A range is split only so that each task gets at least this many sequence numbers.",
+    ),
+    OptionSpec(
+        "failOnDataLoss",
+        ("stream-read",),
+        "true",
+        "Fail when a range to read starts below the stream's first sequence (retention "
+        "removed it); `false` skips ahead and logs a warning.",
+    ),
+    OptionSpec(
+        "includeHeaders",
+        ("read",),
+        "false",
+        "Add the `headers` column (`map<string,array<string>>`, repeated keys kept).",
+    ),
+    OptionSpec(
+        "fetchBatchSize",
+        ("stream-read",),
+        "5000",
+        "Messages per pull request (`$JS.API.CONSUMER.MSG.NEXT`), fewer when messages are large "
+        "(a pull brings about 4 MiB at most).",
+    ),
+    OptionSpec(
+        "requestTimeout",
+        ("any",),
+        "5",
+        "Seconds to wait for a JetStream API reply, a pull batch or a publish ack.",
+    ),
+    OptionSpec(
+        "queue",
+        ("subject-read",),
+        "",
+        "Live subject reads: queue group, so several queries share the messages.",
+    ),
+    OptionSpec(
+        "bufferSize",
+        ("subject-read",),
+        "100000",
+        "Live subject reads: messages held between micro-batches.",
+    ),
+    OptionSpec(
+        "onBufferFull",
+        ("subject-read",),
+        "fail",
+        "Live subject reads: `fail` the query, or `drop` new messages and count them.",
+    ),
+    OptionSpec(
+        "maxMessages",
+        ("subject-read",),
+        "",
+        "Batch subject capture: stop after this many messages.",
+    ),
+    OptionSpec(
+        "timeout", ("subject-read",), "10", "Batch subject capture: stop after this many seconds."
+    ),
+    OptionSpec(
+        "publishMode",
+        ("write",),
+        "auto",
+        "`core`, `jetstream` (acked, deduplicated) or `auto`: `jetstream` when `stream` is "
+        "given or a stream captures the `subject` option, else `core`.",
+    ),
+    OptionSpec(
+        "msgIdColumn",
+        ("write",),
+        "",
+        "Column holding each row's `Nats-Msg-Id` (else `<stream>:<seq>` of source rows, "
+        "else derived from the query, batch, partition and row).",
+    ),
+    OptionSpec(
+        "maxInFlight",
+        ("write",),
+        "4000",
+        "JetStream writes: publishes awaiting their ack, per task.",
+    ),
     OptionSpec("nats.user", ("any",), "", "User name."),
     OptionSpec("nats.password", ("any",), "", "Password."),
     OptionSpec("nats.token", ("any",), "", "Authorization token."),
@@ -229,15 +309,20 @@ class _Raw:
             if low in _SPARK_SINK_KEYS and "write" in allowed:
                 continue
             if low == "path":
-                raise OptionError(key, "the nats source takes no path; use the options "
-                                       "'stream' and/or 'subject' (load() and save() without "
-                                       "arguments)")
+                raise OptionError(
+                    key,
+                    "the nats source takes no path; use the options "
+                    "'stream' and/or 'subject' (load() and save() without "
+                    "arguments)",
+                )
             spec = _SPECS.get(low)
             if spec is None:
                 close = difflib.get_close_matches(low, list(_SPECS), n=1)
                 hint = f"; did you mean '{_SPECS[close[0]].name}'?" if close else ""
-                raise OptionError(key, f"unknown option{hint} Known options: "
-                                       + ", ".join(s.name for s in OPTIONS))
+                raise OptionError(
+                    key,
+                    f"unknown option{hint} Known options: " + ", ".join(s.name for s in OPTIONS),
+                )
             if "any" not in spec.uses and not _applies(spec.uses, allowed):
                 raise OptionError(spec.name, f"does not apply to {what}")
             if low in self.values:
@@ -304,16 +389,24 @@ def parse_servers(raw: str) -> tuple[ServerAddress, ...]:
             continue
         url = urlsplit(item if "://" in item else f"nats://{item}")
         if url.scheme not in ("nats", "tls"):
-            raise OptionError("servers", f"unsupported scheme {url.scheme!r} in {item!r} "
-                                         "(use nats:// or tls://)")
+            raise OptionError(
+                "servers", f"unsupported scheme {url.scheme!r} in {item!r} (use nats:// or tls://)"
+            )
         try:
             port = url.port or 4222
         except ValueError:
             raise OptionError("servers", f"bad port in {item!r}") from None
         if not url.hostname:
             raise OptionError("servers", f"no host in {item!r}")
-        servers.append(ServerAddress(url.hostname, port, url.scheme == "tls",
-                                     unquote(url.username or ""), unquote(url.password or "")))
+        servers.append(
+            ServerAddress(
+                url.hostname,
+                port,
+                url.scheme == "tls",
+                unquote(url.username or ""),
+                unquote(url.password or ""),
+            )
+        )
     if not servers:
         raise OptionError("servers", "no server URL given")
     return tuple(servers)
@@ -330,8 +423,9 @@ def _connect_options(raw: _Raw) -> ConnectOptions:
         raise OptionError("tls.cert", "needs 'tls.key' too")
     seed = raw.text("nats.nkey_seed")
     if seed and not os.path.isfile(seed) and not seed.startswith("SU"):
-        raise OptionError("nats.nkey_seed", "expected the path of a seed file or a user seed "
-                                            "(SU...)")
+        raise OptionError(
+            "nats.nkey_seed", "expected the path of a seed file or a user seed (SU...)"
+        )
     if raw.text("nats.password") and not raw.text("nats.user"):
         raise OptionError("nats.password", "needs 'nats.user' too")
     return ConnectOptions(
@@ -353,8 +447,13 @@ def _connect_options(raw: _Raw) -> ConnectOptions:
 def _subjects(name: str, raw: str) -> tuple[str, ...]:
     subjects = tuple(s.strip() for s in raw.split(",") if s.strip())
     for subject in subjects:
-        if " " in subject or "\t" in subject or subject.startswith(".") or subject.endswith(".") \
-                or ".." in subject:
+        if (
+            " " in subject
+            or "\t" in subject
+            or subject.startswith(".")
+            or subject.endswith(".")
+            or ".." in subject
+        ):
             raise OptionError(name, f"invalid subject {subject!r}")
         tokens = subject.split(".")
         if ">" in tokens[:-1] or any((">" in t or "*" in t) and len(t) > 1 for t in tokens):
@@ -369,16 +468,18 @@ def _position(name: str, raw: str, stream: str, allow_earliest: bool) -> Positio
         return Position.earliest()
     if low == "latest":
         return Position.latest()
-    expected = ("'earliest', 'latest'" if allow_earliest else "'latest'") + \
-        f", a sequence number or JSON {{\"{stream}\": <seq>}}"
+    expected = (
+        "'earliest', 'latest'" if allow_earliest else "'latest'"
+    ) + f', a sequence number or JSON {{"{stream}": <seq>}}'
     if text.startswith("{"):
         try:
             parsed = json.loads(text)
         except ValueError:
             raise OptionError(name, f"invalid JSON {text!r}; expected {expected}") from None
         if not isinstance(parsed, dict) or set(parsed) != {stream}:
-            raise OptionError(name, f"the JSON must name exactly the stream {stream!r}, "
-                                    f"got {text!r}")
+            raise OptionError(
+                name, f"the JSON must name exactly the stream {stream!r}, got {text!r}"
+            )
         value = parsed[stream]
         if not isinstance(value, int) or isinstance(value, bool):
             raise OptionError(name, f"the sequence must be an integer, got {value!r}")
@@ -409,8 +510,11 @@ def parse_timestamp(name: str, raw: str) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     delta = when - datetime(1970, 1, 1, tzinfo=UTC)
-    return _in_range(name, text, (delta.days * 86_400 + delta.seconds) * 1_000_000_000
-                     + delta.microseconds * 1000)
+    return _in_range(
+        name,
+        text,
+        (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000,
+    )
 
 
 def _in_range(name: str, text: str, time_ns: int) -> int:
@@ -427,12 +531,16 @@ def parse_read_options(options: Mapping[str, str], mode: Mode | None) -> ReadOpt
     stream = probe.get("stream", "").strip()
     subject_raw = probe.get("subject", "")
     if not stream and not subject_raw.strip():
-        raise OptionError("stream", "a read needs 'stream' (a JetStream stream, replayable) or "
-                                    "'subject' (a core subject, live); with both, 'subject' "
-                                    "filters the stream")
+        raise OptionError(
+            "stream",
+            "a read needs 'stream' (a JetStream stream, replayable) or "
+            "'subject' (a core subject, live); with both, 'subject' "
+            "filters the stream",
+        )
     if stream:
-        return _stream_read_options(_Raw(options, ("read", "stream-read"), "stream reads"),
-                                    stream, mode)
+        return _stream_read_options(
+            _Raw(options, ("read", "stream-read"), "stream reads"), stream, mode
+        )
     what = "subject reads (no 'stream' given)"
     return _subject_read_options(_Raw(options, ("read", "subject-read"), what), mode)
 
@@ -445,16 +553,18 @@ def _check_stream_name(name: str, stream: str) -> None:
 def _stream_read_options(raw: _Raw, stream: str, mode: Mode | None) -> StreamReadOptions:
     _check_stream_name("stream", stream)
     if raw.has("startingOffsets") and raw.has("startingTimestamp"):
-        raise OptionError("startingTimestamp", "give 'startingOffsets' or 'startingTimestamp', "
-                                               "not both")
+        raise OptionError(
+            "startingTimestamp", "give 'startingOffsets' or 'startingTimestamp', not both"
+        )
     if mode == "stream" and raw.has("endingOffsets"):
         raise OptionError("endingOffsets", "applies to batch reads only (a stream has no end)")
     if mode == "batch" and raw.has("maxRecordsPerTrigger"):
         raise OptionError("maxRecordsPerTrigger", "applies to streaming reads only")
     if raw.has("startingTimestamp"):
-        starting = Position(PositionKind.TIME,
-                            time_ns=parse_timestamp("startingTimestamp",
-                                                    raw.text("startingTimestamp")))
+        starting = Position(
+            PositionKind.TIME,
+            time_ns=parse_timestamp("startingTimestamp", raw.text("startingTimestamp")),
+        )
     else:
         starting = _position("startingOffsets", raw.text("startingOffsets"), stream, True)
     ending = _position("endingOffsets", raw.text("endingOffsets"), stream, False)
@@ -511,11 +621,16 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     try:
         mode = PublishMode(raw.text("publishMode").lower())
     except ValueError:
-        raise OptionError("publishMode", "expected 'auto', 'core' or 'jetstream', got "
-                                         f"{raw.text('publishMode')!r}") from None
+        raise OptionError(
+            "publishMode",
+            f"expected 'auto', 'core' or 'jetstream', got {raw.text('publishMode')!r}",
+        ) from None
     if mode is PublishMode.CORE and stream:
-        raise OptionError("publishMode", "'core' cannot honour 'stream' (a core publish gets no "
-                                         "ack); use 'jetstream' or drop 'stream'")
+        raise OptionError(
+            "publishMode",
+            "'core' cannot honour 'stream' (a core publish gets no "
+            "ack); use 'jetstream' or drop 'stream'",
+        )
     if mode is PublishMode.CORE and raw.has("msgIdColumn"):
         raise OptionError("msgIdColumn", "needs a JetStream publish; 'publishMode' is 'core'")
     return WriteOptions(

@@ -32,31 +32,46 @@ class SeqRange(InputPartition):
         self.end = end
 
 
-def checked_start(conn: Connection, opts: StreamReadOptions, start: int,
-                  state: client.StreamState) -> int:
+def checked_start(
+    conn: Connection, opts: StreamReadOptions, start: int, state: client.StreamState
+) -> int:
     """`start`, unless retention removed it: then fail (failOnDataLoss) or skip ahead."""
     if start >= state.first_seq:
         return start
     if opts.fail_on_data_loss:
-        raise DataLossError(f"stream '{opts.stream}' no longer holds sequences {start}.."
-                            f"{state.first_seq - 1} (removed by retention or purge); set "
-                            "failOnDataLoss=false to skip them")
-    log.warning("nats: stream '%s' lost sequences %d..%d before they were read",
-                opts.stream, start, state.first_seq - 1)
+        raise DataLossError(
+            f"stream '{opts.stream}' no longer holds sequences {start}.."
+            f"{state.first_seq - 1} (removed by retention or purge); set "
+            "failOnDataLoss=false to skip them"
+        )
+    log.warning(
+        "nats: stream '%s' lost sequences %d..%d before they were read",
+        opts.stream,
+        start,
+        state.first_seq - 1,
+    )
     return state.first_seq
 
 
-def read_partition(opts: StreamReadOptions, partition: InputPartition,
-                   schema: StructType) -> Iterator[Any]:
+def read_partition(
+    opts: StreamReadOptions, partition: InputPartition, schema: StructType
+) -> Iterator[Any]:
     """What a task does (batch and streaming alike): read its range as Arrow record batches."""
     if not isinstance(partition, SeqRange):  # Spark's stand-in for "no partitions"
         return
     target = arrow_schema(schema)
     with Connection.open(opts.connect) as conn:
-        for chunk in client.read_range(conn, opts.stream, partition.start, partition.end,
-                                       opts.filters, batch_size=opts.fetch_batch_size,
-                                       chunk_rows=CHUNK_ROWS, with_headers=opts.include_headers,
-                                       fail_on_data_loss=opts.fail_on_data_loss):
+        for chunk in client.read_range(
+            conn,
+            opts.stream,
+            partition.start,
+            partition.end,
+            opts.filters,
+            batch_size=opts.fetch_batch_size,
+            chunk_rows=CHUNK_ROWS,
+            with_headers=opts.include_headers,
+            fail_on_data_loss=opts.fail_on_data_loss,
+        ):
             yield chunk_to_batch(chunk, opts.stream, target)
 
 
@@ -69,11 +84,13 @@ class StreamBatchReader(DataSourceReader):
         self.schema = schema
         with Connection.open(opts.connect) as conn:
             state = client.stream_info(conn, opts.stream)
+            client.check_filters(conn, opts.stream, opts.filters)
             start = offsets.resolve_start(conn, opts, state)
             start = checked_start(conn, opts, start, state)
         end = offsets.resolve_end(opts.ending, state)
-        self.ranges = offsets.split_range(start, end, opts.min_partitions,
-                                          opts.min_rows_per_partition)
+        self.ranges = offsets.split_range(
+            start, end, opts.min_partitions, opts.min_rows_per_partition
+        )
 
     def partitions(self) -> Sequence[InputPartition]:
         return [SeqRange(s, e) for s, e in self.ranges]

@@ -73,8 +73,9 @@ def chunk_to_batch(chunk: Chunk, stream: str, schema: Any) -> Any:
         "timestamp": pc.divide(pa.array(chunk.times_ns, pa.int64()), 1000),
     }
     if "headers" in schema.names:
-        columns["headers"] = pa.array([header_entries(h) for h in chunk.headers],
-                                      schema.field("headers").type)
+        columns["headers"] = pa.array(
+            [header_entries(h) for h in chunk.headers], schema.field("headers").type
+        )
     return _batch(columns, schema)
 
 

@@ -44,9 +44,11 @@ class NatsDataSource(DataSource):
 
     def _read_schema(self, given: StructType, expected: StructType) -> StructType:
         if given.simpleString() != expected.simpleString():
-            raise NatsSparkError("the read schema is fixed by the options; drop .schema(...) "
-                                 f"(expected {expected.simpleString()}, got "
-                                 f"{given.simpleString()})")
+            raise NatsSparkError(
+                "the read schema is fixed by the options; drop .schema(...) "
+                f"(expected {expected.simpleString()}, got "
+                f"{given.simpleString()})"
+            )
         return expected
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -59,8 +61,9 @@ class NatsDataSource(DataSource):
         opts = parse_read_options(self.options, "stream")
         if isinstance(opts, SubjectReadOptions):
             # Live subjects keep their subscription in the driver: Spark's simple reader.
-            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
-                                             messageParameters={"feature": "streamReader"})
+            raise PySparkNotImplementedError(
+                errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
+            )
         return StreamMicroBatchReader(opts, self._read_schema(schema, self.schema()))
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:

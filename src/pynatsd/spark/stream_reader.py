@@ -33,9 +33,11 @@ class StreamMicroBatchReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.schema = schema
         self._target: int | None = None  # Trigger.AvailableNow: never read past this
         self._latest: int | None = None
-        # Fail while the query starts, on the driver, if the stream is missing or unreachable.
+        # Fail while the query starts, on the driver, if the stream is missing or unreachable
+        # or refuses the filters.
         with Connection.open(opts.connect) as conn:
             client.stream_info(conn, opts.stream)
+            client.check_filters(conn, opts.stream, opts.filters)
 
     def _state(self) -> client.StreamState:
         with Connection.open(self.opts.connect) as conn:
@@ -44,8 +46,9 @@ class StreamMicroBatchReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def initialOffset(self) -> dict[str, int]:
         with Connection.open(self.opts.connect) as conn:
             state = client.stream_info(conn, self.opts.stream)
-            return offsets.to_offset(self.opts.stream,
-                                     offsets.resolve_start(conn, self.opts, state))
+            return offsets.to_offset(
+                self.opts.stream, offsets.resolve_start(conn, self.opts, state)
+            )
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_records_per_trigger is not None:
@@ -74,10 +77,15 @@ class StreamMicroBatchReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if last <= first:
             return []
         with Connection.open(self.opts.connect) as conn:
-            first = checked_start(conn, self.opts, first, client.stream_info(conn,
-                                                                             self.opts.stream))
-        return [SeqRange(s, e) for s, e in offsets.split_range(
-            first, last, self.opts.min_partitions, self.opts.min_rows_per_partition)]
+            first = checked_start(
+                conn, self.opts, first, client.stream_info(conn, self.opts.stream)
+            )
+        return [
+            SeqRange(s, e)
+            for s, e in offsets.split_range(
+                first, last, self.opts.min_partitions, self.opts.min_rows_per_partition
+            )
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(self.opts, partition, self.schema)

@@ -38,8 +38,12 @@ def to_row(msg: Received, seq: int, include_headers: bool) -> tuple[Any, ...]:
     row: list[Any] = [subject.decode(errors="replace"), payload]
     if include_headers:
         row.append(parse_headers(header) if header else None)
-    row += [reply.decode(errors="replace") or None, None, seq,
-            datetime.fromtimestamp(ts / 1e9, tz=UTC)]
+    row += [
+        reply.decode(errors="replace") or None,
+        None,
+        seq,
+        datetime.fromtimestamp(ts / 1e9, tz=UTC),
+    ]
     return tuple(row)
 
 
@@ -69,7 +73,8 @@ class _Subscriber:
                 if not self.opts.drop_when_full:
                     self.error = self.error or NatsSparkError(
                         f"more than {self.opts.buffer_size} messages arrived between two "
-                        "micro-batches (option 'bufferSize'; onBufferFull=drop drops instead)")
+                        "micro-batches (option 'bufferSize'; onBufferFull=drop drops instead)"
+                    )
                     return
                 self.dropped += 1
                 return
@@ -92,8 +97,12 @@ class _Subscriber:
             self.buffer.clear()
             dropped, self.dropped = self.dropped, 0
         if dropped:
-            log.warning("nats: dropped %d messages on %s (buffer of %d full)", dropped,
-                        ",".join(self.opts.subjects), self.opts.buffer_size)
+            log.warning(
+                "nats: dropped %d messages on %s (buffer of %d full)",
+                dropped,
+                ",".join(self.opts.subjects),
+                self.opts.buffer_size,
+            )
         return taken
 
 
@@ -124,13 +133,17 @@ class SubjectStreamReader(SimpleDataSourceStreamReader):
         rows = [to_row(m, first + i, self.opts.include_headers) for i, m in enumerate(taken)]
         return iter(rows), {"n": first + len(rows)}
 
-    def readBetweenOffsets(self, start: dict[str, Any],
-                           end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+    def readBetweenOffsets(
+        self, start: dict[str, Any], end: dict[str, Any]
+    ) -> Iterator[tuple[Any, ...]]:
         # Called only for a batch planned before a restart: core NATS kept nothing to re-read.
         lost = int(end.get("n", 0)) - int(start.get("n", 0))
         if lost > 0:
-            log.warning("nats: %d live messages of a batch interrupted by a restart are not "
-                        "replayed (core subjects are at-most-once)", lost)
+            log.warning(
+                "nats: %d live messages of a batch interrupted by a restart are not "
+                "replayed (core subjects are at-most-once)",
+                lost,
+            )
         return iter([])
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -119,9 +119,11 @@ class Connection:
                 return
             if line.startswith(b"-ERR"):
                 reason = line[4:].strip().strip(b"'").decode(errors="replace")
-                raise ConnectError(f"{server} refused the connection: {reason} (check the "
-                                   "options nats.user/nats.password/nats.token/nats.creds/"
-                                   "nats.nkey_seed and tls.*)")
+                raise ConnectError(
+                    f"{server} refused the connection: {reason} (check the "
+                    "options nats.user/nats.password/nats.token/nats.creds/"
+                    "nats.nkey_seed and tls.*)"
+                )
             if line.startswith(b"PING"):
                 self._send(b"PONG\r\n")
 
@@ -133,16 +135,23 @@ class Connection:
                 context.load_cert_chain(opts.tls_cert, opts.tls_key)
             return context.wrap_socket(sock, server_hostname=server.host)
         except ssl.SSLError as e:
-            raise ConnectError(f"TLS handshake with {server} failed: {e} (options tls.ca, "
-                               "tls.cert, tls.key)") from e
+            raise ConnectError(
+                f"TLS handshake with {server} failed: {e} (options tls.ca, tls.cert, tls.key)"
+            ) from e
         except OSError as e:
             raise ConnectError(f"TLS setup for {server} failed: {e}") from e
 
     def _connect_fields(self, server: ServerAddress) -> dict[str, Any]:
         opts = self.options
         fields: dict[str, Any] = {
-            "verbose": False, "pedantic": False, "headers": True, "no_responders": True,
-            "protocol": 1, "lang": "python-pynatsd-spark", "version": "0.1.0", "name": opts.name,
+            "verbose": False,
+            "pedantic": False,
+            "headers": True,
+            "no_responders": True,
+            "protocol": 1,
+            "lang": "python-pynatsd-spark",
+            "version": "0.1.0",
+            "name": opts.name,
         }
         user, password = opts.user or server.user, opts.password or server.password
         if user:
@@ -219,19 +228,21 @@ class Connection:
             raise ProtocolError("connection is closed")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise RequestTimeout(f"timed out waiting for {what} from {self.server} (option "
-                                 "'requestTimeout')")
+            raise RequestTimeout(
+                f"timed out waiting for {what} from {self.server} (option 'requestTimeout')"
+            )
         sock.settimeout(remaining)
         try:
             chunk = sock.recv(_RECV_SIZE)
         except TimeoutError:
-            raise RequestTimeout(f"timed out waiting for {what} from {self.server} (option "
-                                 "'requestTimeout')") from None
+            raise RequestTimeout(
+                f"timed out waiting for {what} from {self.server} (option 'requestTimeout')"
+            ) from None
         if not chunk:
             self._closed = True
             raise ProtocolError(f"{self.server} closed the connection")
         if self._pos < len(self._buf):
-            self._buf = self._buf[self._pos:] + chunk
+            self._buf = self._buf[self._pos :] + chunk
         else:
             self._buf = chunk
         self._pos = 0
@@ -240,7 +251,7 @@ class Connection:
         while True:
             eol = self._buf.find(b"\r\n", self._pos)
             if eol >= 0:
-                line = self._buf[self._pos:eol]
+                line = self._buf[self._pos : eol]
                 self._pos = eol + 2
                 return line
             self._receive(deadline, "the server's greeting")
@@ -257,7 +268,7 @@ class Connection:
                 break
             op = buf[pos]
             if op == 77:  # MSG <subject> <sid> [reply] <size>
-                args = buf[pos + 4:eol].split(b" ")
+                args = buf[pos + 4 : eol].split(b" ")
                 start = eol + 2
                 end = start + int(args[-1])
                 if end + 2 > n:
@@ -267,7 +278,7 @@ class Connection:
                 if cb is not None:
                     cb(args[0], args[2] if len(args) == 4 else b"", b"", buf[start:end])
             elif op == 72:  # HMSG <subject> <sid> [reply] <header size> <total size>
-                args = buf[pos + 5:eol].split(b" ")
+                args = buf[pos + 5 : eol].split(b" ")
                 start = eol + 2
                 hend = start + int(args[-2])
                 end = start + int(args[-1])
@@ -276,8 +287,7 @@ class Connection:
                 cb = subs.get(args[1])
                 self._pos = pos = end + 2
                 if cb is not None:
-                    cb(args[0], args[2] if len(args) == 5 else b"", buf[start:hend],
-                       buf[hend:end])
+                    cb(args[0], args[2] if len(args) == 5 else b"", buf[start:hend], buf[hend:end])
             else:
                 line = buf[pos:eol]
                 self._pos = pos = eol + 2
@@ -300,8 +310,9 @@ class Connection:
 
     # --- request / reply ---------------------------------------------------------------------
 
-    def request(self, subject: str, payload: bytes, timeout: float | None = None,
-                header: bytes = b"") -> tuple[bytes, bytes]:
+    def request(
+        self, subject: str, payload: bytes, timeout: float | None = None, header: bytes = b""
+    ) -> tuple[bytes, bytes]:
         """Publish with a reply subject and wait for the first answer: (header, payload).
         NoResponders when nobody listens (the server's 503 status)."""
         if not self._inbox_prefix:
@@ -318,7 +329,7 @@ class Connection:
         return hdr, data
 
     def _on_reply(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
-        token = subject[len(self._inbox_prefix):]
+        token = subject[len(self._inbox_prefix) :]
         self._replies[token] = (header, payload)
 
     def close(self) -> None:
@@ -339,8 +350,14 @@ class Connection:
 def pub_frame(subject: bytes, payload: bytes, reply: bytes = b"", header: bytes = b"") -> bytes:
     r = b" " + reply if reply else b""
     if header:
-        return b"HPUB %s%s %d %d\r\n%s%s\r\n" % (subject, r, len(header),
-                                                 len(header) + len(payload), header, payload)
+        return b"HPUB %s%s %d %d\r\n%s%s\r\n" % (
+            subject,
+            r,
+            len(header),
+            len(header) + len(payload),
+            header,
+            payload,
+        )
     return b"PUB %s%s %d\r\n%s\r\n" % (subject, r, len(payload), payload)
 
 

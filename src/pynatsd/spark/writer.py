@@ -14,6 +14,7 @@ Core writes are fire-and-forget (at-most-once)."""
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,39 +71,54 @@ def plan_write(opts: WriteOptions, schema: StructType) -> WritePlan:
     types = {f.name: f.dataType for f in schema.fields}
     data = "data" if "data" in types else "value" if "value" in types else ""
     if not data:
-        raise OptionError("data", "a write needs a 'data' column (binary or string; 'value' is "
-                                  f"accepted too); the columns are {sorted(types)}")
+        raise OptionError(
+            "data",
+            "a write needs a 'data' column (binary or string; 'value' is "
+            f"accepted too); the columns are {sorted(types)}",
+        )
     if not isinstance(types[data], BinaryType | StringType):
-        raise OptionError(data, f"column '{data}' must be binary or string, not "
-                                f"{types[data].simpleString()}")
+        raise OptionError(
+            data, f"column '{data}' must be binary or string, not {types[data].simpleString()}"
+        )
     subject_column = ""
     if not opts.subject:
         if "subject" not in types:
-            raise OptionError("subject", "a write needs the 'subject' option or a 'subject' "
-                                         "column")
+            raise OptionError("subject", "a write needs the 'subject' option or a 'subject' column")
         if not isinstance(types["subject"], StringType):
             raise OptionError("subject", "column 'subject' must be a string")
         subject_column = "subject"
     headers = ""
     if "headers" in types:
         t = types["headers"]
-        ok = isinstance(t, MapType) and isinstance(t.keyType, StringType) and (
-            isinstance(t.valueType, StringType)
-            or (isinstance(t.valueType, ArrayType) and isinstance(t.valueType.elementType,
-                                                                 StringType)))
+        ok = (
+            isinstance(t, MapType)
+            and isinstance(t.keyType, StringType)
+            and (
+                isinstance(t.valueType, StringType)
+                or (
+                    isinstance(t.valueType, ArrayType)
+                    and isinstance(t.valueType.elementType, StringType)
+                )
+            )
+        )
         if not ok:
-            raise OptionError("headers", "column 'headers' must be map<string,array<string>> or "
-                                         f"map<string,string>, not {t.simpleString()}")
+            raise OptionError(
+                "headers",
+                "column 'headers' must be map<string,array<string>> or "
+                f"map<string,string>, not {t.simpleString()}",
+            )
         headers = "headers"
     if opts.msg_id_column:
         id_type = types.get(opts.msg_id_column)
         if id_type is None:
             raise OptionError("msgIdColumn", f"no column '{opts.msg_id_column}'")
         if not isinstance(id_type, StringType | LongType | IntegerType):
-            raise OptionError("msgIdColumn", f"column '{opts.msg_id_column}' must be a string "
-                                             "or an integer")
+            raise OptionError(
+                "msgIdColumn", f"column '{opts.msg_id_column}' must be a string or an integer"
+            )
     source_ids = isinstance(types.get("stream"), StringType) and isinstance(
-        types.get("seq"), LongType | IntegerType)
+        types.get("seq"), LongType | IntegerType
+    )
     mode = _publish_mode(opts)
     return WritePlan(opts, mode, data, subject_column, headers, opts.msg_id_column, source_ids)
 
@@ -114,8 +130,9 @@ def _publish_mode(opts: WriteOptions) -> PublishMode:
         if opts.stream and opts.subject:
             capturing = client.streams_capturing(conn, opts.subject)
             if opts.stream not in capturing:
-                raise OptionError("subject", f"stream '{opts.stream}' does not capture subject "
-                                             f"'{opts.subject}'")
+                raise OptionError(
+                    "subject", f"stream '{opts.stream}' does not capture subject '{opts.subject}'"
+                )
         if opts.publish_mode is not PublishMode.AUTO:
             return opts.publish_mode
         if opts.stream or (opts.subject and client.streams_capturing(conn, opts.subject)):
@@ -138,19 +155,40 @@ def _header_lines(value: Any) -> list[tuple[str, str]]:
     return lines
 
 
+_BAD_SUBJECT = re.compile(rb"[ \t\r\n]")
+
+
 def _check_subject(subject: bytes, row: int) -> None:
-    if not subject or any(c in subject for c in b" \t\r\n"):
+    if not subject or _BAD_SUBJECT.search(subject):
         raise NatsSparkError(f"row {row}: invalid subject {subject[:100]!r}")
 
 
-def messages(plan: WritePlan, batches: Iterator[Any], id_prefix: str,
-             max_payload: int) -> Iterator[client.Outgoing]:
+def _jetstream_header(
+    user: list[tuple[str, str]], msg_id: Any, from_column: bool, expected: list[tuple[str, str]]
+) -> bytes:
+    """The header block of a JetStream publish with the row's own headers. A `Nats-Msg-Id`
+    among them is kept unless the id comes from `msgIdColumn`."""
+    lines = list(user)
+    if from_column and msg_id is not None:
+        lines = [kv for kv in lines if kv[0] != "Nats-Msg-Id"]
+        lines.append(("Nats-Msg-Id", str(msg_id)))
+    elif not any(k == "Nats-Msg-Id" for k, _ in lines):
+        lines.append(("Nats-Msg-Id", str(msg_id)))
+    return build_headers(lines + expected)
+
+
+def messages(
+    plan: WritePlan, batches: Iterator[Any], id_prefix: str, max_payload: int
+) -> Iterator[client.Outgoing]:
     """(subject, header block, payload) per row, with the row's `Nats-Msg-Id` in JetStream
-    mode. Columns are converted per batch (Arrow -> Python lists), not per row."""
+    mode. Columns are converted per batch (Arrow -> Python lists), not per row; rows without
+    headers of their own (the common case) get their header block by concatenation."""
     opts = plan.opts
     jetstream = plan.mode is PublishMode.JETSTREAM
     fixed_subject = opts.subject.encode()
     expected = [("Nats-Expected-Stream", opts.stream)] if jetstream and opts.stream else []
+    tail = b"".join(f"{k}: {v}\r\n".encode() for k, v in expected) + b"\r\n"
+    derived = f"{id_prefix}:"
     row = 0
     for batch in batches:
         n = batch.num_rows
@@ -163,8 +201,10 @@ def messages(plan: WritePlan, batches: Iterator[Any], id_prefix: str,
         elif jetstream and plan.source_id_columns:
             streams = batch.column("stream").to_pylist()
             seqs = batch.column("seq").to_pylist()
-            ids = [f"{s}:{q}" if s is not None and q is not None else None
-                   for s, q in zip(streams, seqs, strict=True)]
+            ids = [
+                f"{s}:{q}" if s is not None and q is not None else None
+                for s, q in zip(streams, seqs, strict=True)
+            ]
         for i in range(n):
             payload = payloads[i]
             if payload is None:
@@ -177,20 +217,22 @@ def messages(plan: WritePlan, batches: Iterator[Any], id_prefix: str,
                 _check_subject(subject, row)
             else:
                 subject = fixed_subject
-            lines = _header_lines(headers[i]) if headers is not None else []
+            user = _header_lines(headers[i]) if headers is not None else None
             if jetstream:
-                msg_id = ids[i] if ids is not None else None
-                if plan.id_column and msg_id is not None:
-                    lines = [kv for kv in lines if kv[0] != "Nats-Msg-Id"]
-                    lines.append(("Nats-Msg-Id", str(msg_id)))
-                elif not any(k == "Nats-Msg-Id" for k, _ in lines):
-                    # The row's own `Nats-Msg-Id` header wins over the derived ids.
-                    lines.append(("Nats-Msg-Id", str(msg_id or f"{id_prefix}:{row}")))
-                lines.extend(expected)
-            header = build_headers(lines) if lines else b""
+                given = ids[i] if ids is not None else None
+                msg_id = given if given is not None else derived + str(row)
+                if user:
+                    from_column = bool(plan.id_column) and given is not None
+                    header = _jetstream_header(user, msg_id, from_column, expected)
+                else:
+                    header = b"NATS/1.0\r\nNats-Msg-Id: " + str(msg_id).encode() + b"\r\n" + tail
+            else:
+                header = build_headers(user) if user else b""
             if len(header) + len(payload) > max_payload:
-                raise NatsSparkError(f"row {row}: a message of {len(header) + len(payload)} bytes "
-                                     f"exceeds the server's max_payload of {max_payload}")
+                raise NatsSparkError(
+                    f"row {row}: a message of {len(header) + len(payload)} bytes "
+                    f"exceeds the server's max_payload of {max_payload}"
+                )
             yield subject, header, payload
             row += 1
 
@@ -226,9 +268,11 @@ class BatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         published, _ = _totals(messages)
-        log.warning("nats: write aborted after %d messages were published by finished tasks; "
-                    "JetStream deduplicates them on a retry within the duplicate window",
-                    published)
+        log.warning(
+            "nats: write aborted after %d messages were published by finished tasks; "
+            "JetStream deduplicates them on a retry within the duplicate window",
+            published,
+        )
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -245,8 +289,12 @@ class StreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         published, duplicates = _totals(messages)
-        log.info("nats: batch %d wrote %d messages (%d duplicates ignored)", batchId, published,
-                 duplicates)
+        log.info(
+            "nats: batch %d wrote %d messages (%d duplicates ignored)",
+            batchId,
+            published,
+            duplicates,
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("nats: batch %d aborted; its retry is deduplicated by Nats-Msg-Id", batchId)

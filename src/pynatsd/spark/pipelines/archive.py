@@ -22,13 +22,26 @@ class ArchiveResult:
     batches: int
 
 
-def archive(spark: SparkSession, *, servers: str, stream: str, to: str, once: bool,
-            checkpoint: str = "", subject: str = "", trigger_seconds: float = 10.0,
-            max_records_per_trigger: int | None = None,
-            options: Mapping[str, str] | None = None,
-            timeout: float | None = None) -> ArchiveResult:
-    reader = (spark.readStream.format("nats").option("servers", servers)
-              .option("stream", stream).option("includeHeaders", "true"))
+def archive(
+    spark: SparkSession,
+    *,
+    servers: str,
+    stream: str,
+    to: str,
+    once: bool,
+    checkpoint: str = "",
+    subject: str = "",
+    trigger_seconds: float = 10.0,
+    max_records_per_trigger: int | None = None,
+    options: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> ArchiveResult:
+    reader = (
+        spark.readStream.format("nats")
+        .option("servers", servers)
+        .option("stream", stream)
+        .option("includeHeaders", "true")
+    )
     if subject:
         reader = reader.option("subject", subject)
     if max_records_per_trigger:
@@ -36,9 +49,12 @@ def archive(spark: SparkSession, *, servers: str, stream: str, to: str, once: bo
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
     rows = reader.load().withColumn("date", F.to_date("timestamp"))
-    writer = (rows.writeStream.format("parquet").partitionBy("date")
-              .option("path", to)
-              .option("checkpointLocation", checkpoint or os.path.join(to, "_checkpoint")))
+    writer = (
+        rows.writeStream.format("parquet")
+        .partitionBy("date")
+        .option("path", to)
+        .option("checkpointLocation", checkpoint or os.path.join(to, "_checkpoint"))
+    )
     if once:
         writer = writer.trigger(availableNow=True)
     else:
@@ -54,5 +70,4 @@ def archive(spark: SparkSession, *, servers: str, stream: str, to: str, once: bo
     if error is not None:
         raise error
     progress = [p for p in query.recentProgress if p["numInputRows"]]
-    return ArchiveResult(rows=sum(int(p["numInputRows"]) for p in progress),
-                         batches=len(progress))
+    return ArchiveResult(rows=sum(int(p["numInputRows"]) for p in progress), batches=len(progress))

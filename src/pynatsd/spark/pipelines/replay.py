@@ -14,17 +14,25 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 
-def replay(spark: SparkSession, *, servers: str, source: str, subject: str = "",
-           stream: str = "", ordered: bool = True,
-           options: Mapping[str, str] | None = None) -> int:
+def replay(
+    spark: SparkSession,
+    *,
+    servers: str,
+    source: str,
+    subject: str = "",
+    stream: str = "",
+    ordered: bool = True,
+    options: Mapping[str, str] | None = None,
+) -> int:
     """Returns the number of rows replayed."""
     rows = spark.read.parquet(source)
     columns = ["subject", "data", "stream", "seq"]
     if "headers" in rows.columns:
         # Drop the publish-control headers of the original message (its own Nats-Msg-Id,
         # Nats-Expected-*): the replay sets its own.
-        rows = rows.withColumn("headers", F.map_filter(
-            "headers", lambda k, v: ~k.startswith("Nats-")))
+        rows = rows.withColumn(
+            "headers", F.map_filter("headers", lambda k, v: ~k.startswith("Nats-"))
+        )
         columns.append("headers")
     rows = rows.select(*columns)
     if ordered:

@@ -24,25 +24,38 @@ def subject_stats(messages: DataFrame) -> Any:
         F.max("timestamp").alias("last"),
         F.percentile_approx("size", list(PERCENTILES), 10_000).alias("pct"),
     )
-    per_minute = (sized.groupBy("subject", F.date_trunc("minute", "timestamp").alias("minute"))
-                  .count().groupBy("subject").agg(F.max("count").alias("peak_per_minute")))
+    per_minute = (
+        sized.groupBy("subject", F.date_trunc("minute", "timestamp").alias("minute"))
+        .count()
+        .groupBy("subject")
+        .agg(F.max("count").alias("peak_per_minute"))
+    )
     span = F.greatest((F.unix_micros("last") - F.unix_micros("first")) / 60e6, F.lit(1 / 60))
-    table = (per_subject.join(per_minute, "subject")
-             .select("subject", "messages", "bytes",
-                     (F.col("messages") / span).alias("rate_per_minute"),
-                     "peak_per_minute",
-                     *[F.col("pct")[i].alias(f"size_p{int(p * 100)}")
-                       for i, p in enumerate(PERCENTILES)],
-                     "first", "last")
-             .orderBy(F.desc("messages"), "subject"))
+    table = (
+        per_subject.join(per_minute, "subject")
+        .select(
+            "subject",
+            "messages",
+            "bytes",
+            (F.col("messages") / span).alias("rate_per_minute"),
+            "peak_per_minute",
+            *[F.col("pct")[i].alias(f"size_p{int(p * 100)}") for i, p in enumerate(PERCENTILES)],
+            "first",
+            "last",
+        )
+        .orderBy(F.desc("messages"), "subject")
+    )
     return table.toPandas()
 
 
 def per_minute_traffic(messages: DataFrame, subjects: list[str]) -> Any:
     """Messages per minute for the given subjects (pandas, minute x subject)."""
-    counts: Any = (messages.where(F.col("subject").isin(subjects))
-              .groupBy(F.date_trunc("minute", "timestamp").alias("minute"), "subject")
-              .count().toPandas())
+    counts: Any = (
+        messages.where(F.col("subject").isin(subjects))
+        .groupBy(F.date_trunc("minute", "timestamp").alias("minute"), "subject")
+        .count()
+        .toPandas()
+    )
     if counts.empty:
         return counts
     return counts.pivot(index="minute", columns="subject", values="count").fillna(0)
