@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -181,3 +182,32 @@ async def test_account_connection_limit(tmp_path: Path) -> None:
                 max_reconnect_attempts=0,
             )
         await first.close()
+
+
+async def test_system_account_connect_and_disconnect_events(tmp_path: Path) -> None:
+    conf = """
+    accounts {
+      SYS: { users: [{user: sys, password: sys}] }
+      APP: { users: [{user: app, password: app}] }
+    }
+    system_account: SYS
+    """
+    server = await _server(tmp_path, conf)
+    async with server:
+        sys_nc = await nats.connect(server.client_url, user="sys", password="sys")
+        events = await sys_nc.subscribe("$SYS.ACCOUNT.*.>")
+        await sys_nc.flush()
+        app = await nats.connect(server.client_url, user="app", password="app", name="worker")
+        await app.publish("x", b"12345")
+        await app.flush()
+        await app.close()
+        connect = json.loads((await events.next_msg(timeout=2)).data)
+        assert connect["type"] == "io.nats.server.advisory.v1.client_connect"
+        assert (connect["client"]["acc"], connect["client"]["name"]) == ("APP", "worker")
+        assert connect["client"]["user"] == "app"
+        gone = await events.next_msg(timeout=2)
+        assert gone.subject == "$SYS.ACCOUNT.APP.DISCONNECT"
+        body = json.loads(gone.data)
+        assert body["received"] == {"msgs": 1, "bytes": 5}
+        assert body["reason"] == "Client Closed"
+        await sys_nc.close()

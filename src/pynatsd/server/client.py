@@ -43,6 +43,7 @@ from pynatsd.protocol.frames import (
     no_responders_frame,
 )
 from pynatsd.protocol.parser import Parser
+from pynatsd.server.events import client_connected, client_disconnected
 from pynatsd.server.router import deliver, msg_head, queue_rr
 from pynatsd.server.subscription import Subscription
 from pynatsd.subjects import is_valid_publish_subject_bytes
@@ -478,6 +479,8 @@ class Client(asyncio.Protocol):
         if subs:
             self.account.sublist.remove_batch(subs)
         self.server.remove_client(self)
+        if self.label_set and self.account is not self.server.system_account:
+            client_disconnected(self.server, self)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Client connection closed: %s", self.label, reason)
 
@@ -640,6 +643,8 @@ class Client(asyncio.Protocol):
             return
         if self.verbose:
             self.enqueue(OK_FRAME)
+        if first and self.account is not self.server.system_account:
+            client_connected(self.server, self)
 
     def _set_label(self, opts: dict[str, Any]) -> None:
         parts = []

@@ -135,6 +135,10 @@ class Server:
             if account is None:
                 account = self.accounts[name] = Account(name, cache=cache)
             account.config = config
+        # `system_account: NAME` makes a configured account the one events go to.
+        system_name = self.options.system_account
+        if system_name and system_name in self.accounts:
+            self.system_account = self.accounts[system_name]
         wire_imports(self)
 
     def get_account(self, name: str) -> Account:

@@ -1,0 +1,94 @@
+"""System account advisories: client connect and disconnect events.
+
+Corresponds to nats-server's `server/events.go` (`accountConnectEvent`,
+`accountDisconnectEvent`): JSON published in the system account on `$SYS.ACCOUNT.<acc>.CONNECT`
+and `$SYS.ACCOUNT.<acc>.DISCONNECT`, which monitoring tools and system users subscribe to.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from itertools import count
+from typing import TYPE_CHECKING, Any
+
+from pynatsd.jetstream.util import go_json, rfc3339_ns
+
+if TYPE_CHECKING:
+    from pynatsd.server.client import Client
+    from pynatsd.server.server import Server
+
+CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
+DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
+_seq = count(1)
+
+
+def _server_info(server: Server) -> dict[str, Any]:
+    from pynatsd.server.server import COMPAT_VERSION
+
+    return {
+        "name": server.server_name,
+        "host": server.options.host,
+        "id": server.server_id,
+        "ver": COMPAT_VERSION,
+        "jetstream": server.jetstream is not None,
+        "flags": 0,
+        "seq": next(_seq),
+        "time": rfc3339_ns(time.time_ns()),
+    }
+
+
+def _client_info(client: Client, stopped: bool) -> dict[str, Any]:
+    opts = client.connect_opts
+    info: dict[str, Any] = {
+        "start": rfc3339_ns(int(client.start * 1e9)),
+        "host": client.host,
+        "id": client.cid,
+        "acc": client.account.name,
+    }
+    if client.auth_user:
+        info["user"] = client.auth_user
+    for key, name in (("name", "name"), ("lang", "lang"), ("version", "ver")):
+        if opts.get(key):
+            info[name] = opts[key]
+    if client.rtt:
+        info["rtt"] = int(client.rtt * 1e9)
+    info["server"] = client.server.server_name
+    if stopped:
+        info["stop"] = rfc3339_ns(int((client.stop or time.time()) * 1e9))
+    info["kind"] = "Client"
+    info["client_type"] = "nats"
+    return info
+
+
+def _event(kind: str) -> dict[str, Any]:
+    return {"type": kind, "id": secrets.token_hex(11), "timestamp": rfc3339_ns(time.time_ns())}
+
+
+def client_connected(server: Server, client: Client) -> None:
+    system = server.system_account
+    if not system.sublist.count():
+        return  # nobody listens: skip building the event
+    body = {
+        **_event(CONNECT_TYPE),
+        "server": _server_info(server),
+        "client": _client_info(client, stopped=False),
+    }
+    subject = f"$SYS.ACCOUNT.{client.account.name}.CONNECT"
+    server.publish_internal(system, subject, "", b"", go_json(body))
+
+
+def client_disconnected(server: Server, client: Client) -> None:
+    system = server.system_account
+    if not system.sublist.count():
+        return
+    body = {
+        **_event(DISCONNECT_TYPE),
+        "server": _server_info(server),
+        "client": _client_info(client, stopped=True),
+        "sent": {"msgs": client.out_msgs, "bytes": client.out_bytes},
+        "received": {"msgs": client.in_msgs, "bytes": client.in_bytes},
+        "reason": client.close_reason,
+    }
+    subject = f"$SYS.ACCOUNT.{client.account.name}.DISCONNECT"
+    server.publish_internal(system, subject, "", b"", go_json(body))
