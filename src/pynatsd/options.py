@@ -261,6 +261,17 @@ class Options:
     resolver_pinned_accounts: list[str] = field(default_factory=list)
     default_sentinel: str = ""
 
+    # WebSocket listener (the `websocket {}` block): the same protocol in WebSocket frames.
+    websocket_host: str = ""
+    websocket_port: int = 0
+    websocket_no_tls: bool = False
+    websocket_tls_cert: str = ""
+    websocket_tls_key: str = ""
+    websocket_tls_ca_cert: str = ""
+    websocket_compression: bool = False
+    websocket_same_origin: bool = False
+    websocket_allowed_origins: list[str] = field(default_factory=list)
+
     # TLS for client connections (`--tls*` flags or the `tls {}` block).
     tls: bool = False
     tls_cert: str = ""

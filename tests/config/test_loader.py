@@ -358,7 +358,7 @@ def test_warnings(text: str, warning: str) -> None:
         "gateway { name: A }",
         "leafnodes { port: 7422 }",
         "leaf { port: 7422 }",
-        "websocket { port: 8080 }",
+        "websocket { port: 8080, jwt_cookie: x }",
         "mqtt { port: 1883 }",
         # tls, accounts, operator and resolver are supported now (tests/config/test_security*).
         "ocsp: false",
@@ -478,3 +478,11 @@ def test_parse_go_duration_errors(text: str, message: str) -> None:
 )
 def test_format_go_duration(nanos: int, text: str) -> None:
     assert format_go_duration(nanos) == text
+
+
+def test_websocket_block(tmp_path: Path) -> None:
+    conf = tmp_path / "ws.conf"
+    conf.write_text("websocket { listen: '127.0.0.1:9080', no_tls: true, compression: true }\n")
+    opts = load_config(conf).options
+    assert (opts.websocket_host, opts.websocket_port) == ("127.0.0.1", 9080)
+    assert opts.websocket_no_tls and opts.websocket_compression

@@ -291,7 +291,6 @@ def _unsupported(what: str, *names: str) -> None:
 _unsupported("clustering", "cluster")
 _unsupported("gateways", "gateway")
 _unsupported("leaf nodes", "leaf", "leafnodes")
-_unsupported("WebSocket", "websocket", "ws")
 _unsupported("MQTT", "mqtt")
 _unsupported("TLS", "ocsp", "ocsp_cache", "https", "https_port")
 _unsupported("subject mappings", "mappings", "maps")
@@ -1907,6 +1906,42 @@ _GO_CURVES = frozenset(
     }
 )
 _PINNED_CERT = re.compile(r"^[A-Fa-f0-9]{64}$")
+
+
+@_key("websocket", "ws")
+def _apply_websocket(loader: _Loader, name: str, node: Node) -> None:
+    """The WebSocket listener: `port`, `host`/`listen`, `no_tls`, `tls {}`, `compression`,
+    `same_origin`, `allowed_origins`; the rest is accepted and logged as not supported."""
+    opts = loader.opts
+    for field_name, entry in _want_map(loader, node).items():
+        lowered = field_name.lower()
+        value = entry.value
+        if lowered == "port":
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise loader.abort(entry, _conversion(entry, "int64"))
+            opts.websocket_port = value
+        elif lowered in ("host", "net"):
+            opts.websocket_host = str(value)
+        elif lowered == "listen":
+            host, port = _split_host_port(str(value))
+            opts.websocket_host = host or opts.websocket_host
+            if port:
+                opts.websocket_port = _go_atoi(port)
+        elif lowered in ("no_tls", "compression", "same_origin"):
+            if not isinstance(value, bool):
+                raise loader.abort(entry, _conversion(entry, "bool"))
+            setattr(opts, f"websocket_{lowered}", value)
+        elif lowered == "allowed_origins":
+            opts.websocket_allowed_origins = _string_or_list(loader, entry, "allowed_origins")
+        elif lowered == "tls":
+            for tls_name, tls_entry in _want_map(loader, entry).items():
+                key = {"cert_file": "cert", "key_file": "key", "ca_file": "ca_cert"}.get(
+                    tls_name.lower()
+                )
+                if key is not None:
+                    setattr(opts, f"websocket_tls_{key}", str(tls_entry.value))
+        else:
+            loader.ignore(f"websocket.{field_name}", entry, "WebSocket")
 
 
 @_key("tls")

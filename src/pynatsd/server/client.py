@@ -145,6 +145,7 @@ class Client(asyncio.Protocol):
         "transport",
         "transport_pending",
         "verbose",
+        "websocket",
     )
 
     def __init__(self, server: Server) -> None:
@@ -208,6 +209,7 @@ class Client(asyncio.Protocol):
         self._auth_waiting = False
         self._stashed: list[Event | Pub] = []
         self._tls_task: asyncio.Task[None] | None = None
+        self.websocket = False  # set by the WebSocket listener: TLS is the WebSocket's own
         # Delivery plans keyed by PUB line: (SubList genid, plain targets, queue groups).
         self._plans: dict[bytes, Plan] = {}
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
@@ -248,12 +250,12 @@ class Client(asyncio.Protocol):
             log.debug("%s - Client connection created", self.label)
         transport.write(info_frame(server.client_info(self)))
         loop = server.loop
-        if server.tls_context is not None and not opts.tls_handshake_first:
+        if server.tls_context is not None and not self.websocket and not opts.tls_handshake_first:
             # INFO said tls_required: the client now starts the TLS handshake. Nothing is
             # read in plain text meanwhile.
             transport.pause_reading()
             self._tls_task = loop.create_task(self._upgrade_to_tls())
-        elif server.tls_context is not None:
+        elif server.tls_context is not None and not self.websocket:
             self._remember_peer_cert()
         if self.parser.expect_connect:
             self._auth_timer = loop.call_later(opts.auth_timeout, self._auth_timeout)

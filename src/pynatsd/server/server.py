@@ -95,6 +95,8 @@ class Server:
         self._cid = 0
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._listener: asyncio.AbstractServer | None = None
+        self._ws_listener: asyncio.Server | None = None
+        self.websocket_port = 0
         self.monitor: MonitorServer | None = None
         self.jetstream: JetStream | None = None
         self.accepting = False
@@ -323,6 +325,19 @@ class Server:
             self.monitor = MonitorServer(self)
             self.http_port = await self.monitor.start(opts.http_host or opts.host, opts.http_port)
             log.info("Starting http monitor on %s:%d", opts.http_host or opts.host, self.http_port)
+        if opts.websocket_port:
+            from pynatsd.server.websocket import start_websocket_listener
+
+            self._ws_listener = await start_websocket_listener(self)
+            ws_sockets = self._ws_listener.sockets
+            self.websocket_port = int(ws_sockets[0].getsockname()[1]) if ws_sockets else 0
+            scheme = "ws" if opts.websocket_no_tls or not opts.websocket_tls_cert else "wss"
+            log.info(
+                "Listening for websocket clients on %s://%s:%d",
+                scheme,
+                opts.websocket_host or opts.host,
+                self.websocket_port,
+            )
         log.info("Listening for client connections on %s:%d", opts.host, self.port)
         self._write_pid_and_ports()
         log.info("Server is ready")
@@ -348,6 +363,8 @@ class Server:
             ports: dict[str, list[str]] = {"nats": [f"nats://{host}:{self.port}"]}
             if self.http_port:
                 ports["monitoring"] = [f"http://{host}:{self.http_port}"]
+            if self.websocket_port:
+                ports["websocket"] = [f"ws://{host}:{self.websocket_port}"]
             with open(path, "w") as f:
                 json.dump(ports, f)
             self._ports_file = path
@@ -360,6 +377,9 @@ class Server:
         log.info("Initiating Shutdown...")
         if self._listener is not None:
             self._listener.close()
+        if self._ws_listener is not None:
+            self._ws_listener.close()
+            self._ws_listener = None
         for client in list(self.clients.values()):
             client.close(CloseReason.SERVER_SHUTDOWN)
         if self.jetstream is not None:

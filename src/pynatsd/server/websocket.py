@@ -1,0 +1,158 @@
+"""WebSocket transport: the NATS protocol carried in WebSocket frames (nats.ws, nats.js, nats.py
+with `ws://`).
+
+Corresponds to nats-server's `server/websocket.go`. The WebSocket protocol itself (handshake,
+framing, masking, ping/pong, close) is the `websockets` library's sans-IO `ServerProtocol`; this
+module only adapts it to asyncio and to `Client`: the bytes of every data frame go to the
+client's parser as one stream, and everything the client writes leaves as one binary frame per
+flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from websockets.exceptions import InvalidState
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Request
+from websockets.server import ServerProtocol
+
+from pynatsd.logger import log
+from pynatsd.server.client import Client
+
+if TYPE_CHECKING:
+    from pynatsd.server.server import Server
+
+# Largest WebSocket message accepted; nats-server bounds a frame by max_payload plus headroom.
+_MAX_MESSAGE = 64 * 1024 * 1024
+
+
+class WebSocketTransport(asyncio.Transport):
+    """What a `Client` writes to: frames outgoing bytes, otherwise the TCP transport."""
+
+    def __init__(self, raw: asyncio.Transport, ws: ServerProtocol) -> None:
+        super().__init__()
+        self._raw = raw
+        self._ws = ws
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        try:
+            self._ws.send_binary(bytes(data))
+        except InvalidState:
+            return  # the WebSocket is closing: nothing more may be sent
+        self._raw.write(b"".join(self._ws.data_to_send()))
+
+    def close(self) -> None:
+        try:
+            self._ws.send_close(1000)
+            self._raw.write(b"".join(self._ws.data_to_send()))
+        except InvalidState:
+            pass
+        self._raw.close()
+
+    def abort(self) -> None:
+        self._raw.abort()
+
+    def is_closing(self) -> bool:
+        return self._raw.is_closing()
+
+    def get_write_buffer_size(self) -> int:
+        return self._raw.get_write_buffer_size()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._raw.set_write_buffer_limits(high, low)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._raw.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._raw.resume_reading()
+
+
+class WebSocketConnection(asyncio.Protocol):
+    """One WebSocket connection: the HTTP upgrade, then a `Client` fed from data frames."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.ws = ServerProtocol(max_size=_MAX_MESSAGE)
+        self.raw: asyncio.Transport | None = None
+        self.client: Client | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.raw = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        ws = self.ws
+        raw = self.raw
+        assert raw is not None
+        ws.receive_data(data)
+        for event in ws.events_received():
+            if isinstance(event, Request):
+                self._upgrade(event)
+            elif (
+                isinstance(event, Frame)
+                and self.client is not None
+                and event.opcode
+                in (
+                    Opcode.BINARY,
+                    Opcode.TEXT,
+                    Opcode.CONT,
+                )
+            ):
+                self.client.data_received(bytes(event.data))
+        out = ws.data_to_send()
+        if out:
+            raw.write(b"".join(out))
+        if ws.close_expected() or ws.handshake_exc is not None:
+            raw.close()
+
+    def _upgrade(self, request: Request) -> None:
+        assert self.raw is not None
+        response = self.ws.accept(request)
+        self.ws.send_response(response)
+        self.raw.write(b"".join(self.ws.data_to_send()))
+        if response.status_code != 101:
+            log.error("WebSocket handshake refused: %s", response.reason_phrase)
+            self.raw.close()
+            return
+        client = Client(self.server)
+        client.websocket = True
+        self.client = client
+        client.connection_made(WebSocketTransport(self.raw, self.ws))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.client is not None:
+            self.client.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.client is not None:
+            self.client.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.client is not None:
+            self.client.resume_writing()
+
+
+async def start_websocket_listener(server: Server) -> asyncio.Server:
+    opts = server.options
+    ssl_context = None
+    if not opts.websocket_no_tls and opts.websocket_tls_cert:
+        import ssl
+
+        ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ssl_context.load_cert_chain(opts.websocket_tls_cert, opts.websocket_tls_key)
+        if opts.websocket_tls_ca_cert:
+            ssl_context.load_verify_locations(opts.websocket_tls_ca_cert)
+    host = opts.websocket_host or opts.host
+    port = 0 if opts.websocket_port == -1 else opts.websocket_port
+    return await server.loop.create_server(
+        lambda: WebSocketConnection(server),
+        host,
+        port,
+        reuse_address=True,
+        ssl=ssl_context,
+    )
