@@ -121,9 +121,11 @@ class Parser:
         "_payload",
         "_pending_pub",
         "_pub_memo",
+        "_repeat",
+        "_repeat_memo",
+        "_max_payload",
         "_skip_line",
         "expect_connect",
-        "max_payload",
     )
 
     def __init__(
@@ -132,7 +134,7 @@ class Parser:
         max_control_line: int = 4096,
         expect_connect: bool = False,
     ) -> None:
-        self.max_payload = max_payload
+        self._max_payload = max_payload
         self._max_control_line = max_control_line
         self.expect_connect = expect_connect
         self._partial = b""  # an incomplete control line
@@ -143,7 +145,19 @@ class Parser:
         # objects would cost their per-object overhead on every tiny read).
         self._payload = bytearray()
         self._dead = False
-        self._pub_memo: dict[bytes, tuple[bytes, bytes, int, bytes]] = {}
+        self._pub_memo: dict[bytes, tuple[bytes, bytes, int, bytes, bytes]] = {}
+        self._repeat = b""
+        self._repeat_memo: tuple[bytes, bytes, int, bytes, bytes] = (b"", b"", 0, b"", b"")
+
+    @property
+    def max_payload(self) -> int:
+        return self._max_payload
+
+    @max_payload.setter
+    def max_payload(self, value: int) -> None:
+        # The repeated PUB line skips the size check: it was made under the old limit.
+        self._max_payload = value
+        self._repeat = b""
 
     @property
     def max_control_line(self) -> int:
@@ -154,6 +168,7 @@ class Parser:
         # Memoised PUB lines were checked against the old limit.
         self._max_control_line = value
         self._pub_memo.clear()
+        self._repeat = b""
 
     @property
     def dead(self) -> bool:
@@ -215,7 +230,20 @@ class Parser:
     def _parse(self, buf: bytes, pos: int, events: list[Event | Pub]) -> None:
         n = len(buf)
         append = events.append
+        # The last PUB control line, whole (`PUB foo 16\r\n`), with what it means: a publisher
+        # repeating one line costs a `startswith` per message instead of find/slice/lookup.
+        rep = self._repeat
+        rep_len = len(rep)
+        rep_memo = self._repeat_memo
         while pos < n:
+            if rep_len and buf.startswith(rep, pos):
+                subject, reply, size, size_text, line = rep_memo
+                start = pos + rep_len
+                end = start + size
+                if end + 2 <= n and buf[end : end + 2] == b"\r\n":
+                    append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
+                    pos = end + 2
+                    continue
             if self.expect_connect and buf[pos] not in b"Cc":
                 self._fail(
                     events,
@@ -231,13 +259,12 @@ class Parser:
             # Fast path: an upper-case PUB, by far the most common line. Its argument is looked
             # up in a small memo first: a publisher usually repeats the same few lines.
             if buf.startswith(b"PUB ", pos):
-                line = buf[pos + 4 : nl]
-                memo = self._pub_memo.get(line)
+                memo = self._pub_memo.get(buf[pos + 4 : nl])
                 if memo is None:
-                    memo = self._parse_pub_line(line, events)
+                    memo = self._parse_pub_line(buf[pos + 4 : nl], events)
                     if memo is None:
                         return
-                subject, reply, size, size_text = memo
+                subject, reply, size, size_text, line = memo
                 if size > self.max_payload:
                     self._fail(
                         events,
@@ -253,6 +280,9 @@ class Parser:
                         self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
                         return
                     append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
+                    rep = self._repeat = buf[pos:start]
+                    rep_len = len(rep)
+                    rep_memo = self._repeat_memo = memo
                     pos = end + 2
                     continue
                 pending = (subject, reply, size, -1, line, size_text, b"")
@@ -282,7 +312,7 @@ class Parser:
 
     def _parse_pub_line(
         self, line: bytes, events: list[Event | Pub]
-    ) -> tuple[bytes, bytes, int, bytes] | None:
+    ) -> tuple[bytes, bytes, int, bytes, bytes] | None:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
         arg = line[:-1] if b"\r" in line else line
         if len(arg) > self.max_control_line and len(arg.lstrip(_SPACE_TAB)) > self.max_control_line:
@@ -308,8 +338,9 @@ class Parser:
         memo = self._pub_memo
         if len(memo) >= _PUB_MEMO_SIZE:
             memo.clear()
-        memo[line] = (subject, reply, size, args[-1])
-        return subject, reply, size, args[-1]
+        entry = (subject, reply, size, args[-1], line)
+        memo[line] = entry
+        return entry
 
     def _wait_payload(
         self,

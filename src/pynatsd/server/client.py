@@ -91,6 +91,8 @@ class Client(asyncio.Protocol):
 
     # Slots: thousands of connections, each with dozens of fields, add up.
     __slots__ = (
+        "_last_line",
+        "_last_plan",
         "_auth_timer",
         "_auth_waiting",
         "_careful_pub",
@@ -212,6 +214,10 @@ class Client(asyncio.Protocol):
         self.websocket = False  # set by the WebSocket listener: TLS is the WebSocket's own
         # Delivery plans keyed by PUB line: (SubList genid, plain targets, queue groups).
         self._plans: dict[bytes, Plan] = {}
+        # The plan used last, by identity of its line: the parser hands out one bytes object
+        # per distinct PUB line.
+        self._last_line = b""
+        self._last_plan: Plan | None = None
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
         self._careful_pub = True
 
@@ -632,6 +638,7 @@ class Client(asyncio.Protocol):
             self._set_label(opts)
             self.label_set = True
         self._plans.clear()
+        self._last_line = b""
         self._careful_pub = self.trace or self.pedantic or self.verbose
         if self.protocol < 0 or self.protocol > 1:
             self.close_with_error(
@@ -815,7 +822,12 @@ class Client(asyncio.Protocol):
         if line and not self._careful_pub:
             # The cheapest message is one already planned: same PUB line, same SubList
             # generation -> the same receivers and the same MSG lines.
-            plan = self._plans.get(line)
+            if line is self._last_line:
+                plan = self._last_plan
+            else:
+                plan = self._plans.get(line)
+                self._last_line = line
+                self._last_plan = plan
             if plan is not None and plan[0] == self.account.sublist.genid:
                 tail = payload + b"\r\n"
                 targets: Sequence[Target] = plan[1]
@@ -906,6 +918,7 @@ class Client(asyncio.Protocol):
             if members:
                 groups.append(tuple(members))
         plans = self._plans
+        self._last_line = b""
         if len(plans) >= _PLAN_CACHE_SIZE:
             plans.clear()
         plans[ev.line] = (genid, tuple(receivers), tuple(groups))
