@@ -196,7 +196,7 @@ class JetStreamApi:
         reply = ev.reply.decode("utf-8", "surrogateescape")
         hs = ev.header_size
         body = ev.payload[hs:] if hs > 0 else ev.payload
-        tokens = subject.split(".")[2:]
+        tokens = subject.split(".")[2 if subject.startswith("$JS.API.") else 3 :]
         if not tokens:
             return
         route = None
@@ -299,6 +299,7 @@ class JetStreamApi:
                 raise errors.stream_name_exist()
             out = existing.info()
             out["ts"] = rfc3339_ns(now_ns())
+            out["did_create"] = True  # nats-server says so for an identical repeat too
             return out
         stream = self.ajs.add_stream(config)
         out = stream.info()
@@ -507,8 +508,8 @@ class JetStreamApi:
             raise errors.stream_msg_delete_failed("sequence 0 not found")
         if not stream.remove_msg(seq, erase=not req.get("no_erase")):
             if seq > stream.store.state().last_seq:
-                raise errors.stream_msg_delete_failed(f"sequence {seq} not found")
-            raise errors.stream_msg_delete_failed("no message found")
+                raise errors.stream_msg_delete_failed("stream store EOF")
+            raise errors.sequence_not_found(seq)
         return {"success": True}
 
     # -- direct get ------------------------------------------------------------------------------
@@ -851,7 +852,7 @@ class JetStreamApi:
         now = rfc3339_ns(now_ns())
         items = []
         for c in consumers[offset : offset + _LIST_LIMIT]:
-            info = c.info()
+            info = c.info(full_metadata=False)
             info["ts"] = now
             items.append(info)
         return {"total": len(consumers), "offset": offset, "limit": _LIST_LIMIT, "consumers": items}

@@ -1083,11 +1083,14 @@ def check_consumer_update(old: dict[str, Any], new: dict[str, Any], bound: bool)
         raise js_error("ConsumerMaxDeliverBackoff")
 
 
-def consumer_config_reply(cfg: dict[str, Any]) -> dict[str, Any]:
+def consumer_config_reply(cfg: dict[str, Any], full_metadata: bool = True) -> dict[str, Any]:
+    """The config as nats-server writes it; info and create replies carry the server's own
+    metadata keys, lists do not (setDynamicConsumerMetadata)."""
     out = encode("ConsumerConfig", cfg)
     metadata = dict(cfg.get("metadata") or {})
-    metadata["_nats.level"] = API_LEVEL
-    metadata["_nats.ver"] = SERVER_VERSION
+    if full_metadata:
+        metadata["_nats.level"] = API_LEVEL
+        metadata["_nats.ver"] = SERVER_VERSION
     # Go writes the map in key order, in the struct's place (after `sourcing`).
     rebuilt: dict[str, Any] = {}
     placed = False

@@ -112,6 +112,8 @@ class Consumer:
         self.created_ns = created_ns
         self.durable = bool(config["durable_name"])
         self.filters = consumer_filters(config)
+        self._npc: int | None = None
+        self._cheap_pending = _cheap_filters(self.filters)
         self.closed = False
         # Delivery state (Go's o.sseq, o.dseq, o.adflr, o.asflr, o.pending, o.rdc, o.rdq).
         self.sseq = 1
@@ -185,11 +187,12 @@ class Consumer:
         self._subs.append(
             InternalSubscription(self._owner, f"$JS.ACK.{stream}.{name}.>", self._on_ack)
         )
-        self._subs.append(
-            InternalSubscription(
-                self._owner, f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}", self._on_next_request
+        for api in self.ajs.api_prefixes():
+            self._subs.append(
+                InternalSubscription(
+                    self._owner, f"{api}.CONSUMER.MSG.NEXT.{stream}.{name}", self._on_next_request
+                )
             )
-        )
         if self.config["flow_control"]:
             self._subs.append(
                 InternalSubscription(
@@ -579,7 +582,9 @@ class Consumer:
         self._pump_handle = None
         self.pump()
 
-    def on_new_message(self) -> None:
+    def on_new_message(self, seq: int, subject: str) -> None:
+        if self._npc is not None and seq >= self._pending_start() and self.wants(subject):
+            self._npc += 1
         if self.push or self.waiting:
             self.pump()
 
@@ -721,6 +726,8 @@ class Consumer:
                 self.sseq = last + 1
             return None
         self.sseq = msg.seq + 1
+        if self._npc:
+            self._npc -= 1
         return msg, 1
 
     def _load_next(self, start: int) -> StoredMsg | None:
@@ -941,7 +948,9 @@ class Consumer:
         self._wtmr = None
         if self.closed:
             return
-        self._process_waiting(eos=False)
+        # Go's loop treats its request timer as an end of stream: a no_wait request that got
+        # something is answered 404 now, even if it only stalled on max_ack_pending.
+        self._process_waiting(eos=True)
         self.pump()
         self._schedule_waiting()
 
@@ -1133,6 +1142,7 @@ class Consumer:
     def on_purge(self, first_seq: int) -> None:
         """The stream was purged up to (not including) `first_seq`; Go's consumer.purge."""
         store = self.stream.store
+        self._npc = None
         self.sseq = max(self.sseq, first_seq)
         for seq, p in list(self.pending.items()):
             if seq < first_seq or store.msg_ts(seq) is None:
@@ -1151,6 +1161,7 @@ class Consumer:
 
     def on_msg_removed(self, seq: int) -> None:
         """A message was deleted: it no longer waits for an ack from this consumer."""
+        self._npc = None
         p = self.pending.pop(seq, None)
         if p is not None:
             self.rdc.pop(seq, None)
@@ -1199,6 +1210,8 @@ class Consumer:
             self._update_pause_timer()
         if consumer_filters(cfg) != self.filters:
             self.filters = consumer_filters(cfg)
+            self._cheap_pending = _cheap_filters(self.filters)
+            self._npc = None
         if cfg["ack_wait"] != old["ack_wait"] and self._ptmr is not None:
             self._reset_ptmr(now_ns() + 100 * MS)
         self.save()
@@ -1207,27 +1220,37 @@ class Consumer:
     # -- reporting -------------------------------------------------------------------------------
 
     def num_pending(self) -> int:
-        store = self.stream.store
-        if self.lss is not None:
-            start = self.lss_resume + 1
-            extra = len(self.lss)
-        else:
-            start = self.sseq
-            extra = 0
-        if not self.filters:
-            return extra + store.num_pending(start, "")
-        if len(self.filters) == 1:
-            return extra + store.num_pending(start, self.filters[0])
-        total = 0
-        for i, f in enumerate(self.filters):
-            n = store.num_pending(start, f)
-            if n and any(subjects_collide(f, g) for g in self.filters[:i]):
-                # Overlapping filters are refused at create time; stay safe anyway.
-                n = 0
-            total += n
-        return extra + total
+        """Messages not yet delivered (Go's o.npc). With a wildcard or several filters it is
+        counted once and then kept up to date (delivery -1, new matching message +1; anything
+        else, such as a purge or a limit dropping messages, forgets the count): each ack
+        reply carries it, and a count over every subject per message would be quadratic."""
+        extra = len(self.lss) if self.lss is not None else 0
+        if self._cheap_pending:
+            return extra + self._count_pending()
+        if self._npc is None:
+            self._npc = self._count_pending()
+        return extra + self._npc
 
-    def info(self) -> dict[str, Any]:
+    def _pending_start(self) -> int:
+        return self.lss_resume + 1 if self.lss is not None else self.sseq
+
+    def _count_pending(self) -> int:
+        store = self.stream.store
+        start = self._pending_start()
+        if not self.filters:
+            return store.num_pending(start, "")
+        if len(self.filters) == 1:
+            return store.num_pending(start, self.filters[0])
+        subjects: set[str] = set()
+        for f in self.filters:
+            subjects.update(store.subjects_state(f))
+        return sum(store.num_pending(start, subject) for subject in subjects)
+
+    def forget_pending_count(self) -> None:
+        self._npc = None
+
+    def info(self, full_metadata: bool = True) -> dict[str, Any]:
+        self._npc = None  # count afresh, as Go's checkNumPending does for info
         delivered: dict[str, Any] = {
             "consumer_seq": max(self.dseq, 1) - 1,
             "stream_seq": self.delivered_sseq,
@@ -1243,7 +1266,7 @@ class Consumer:
             "stream_name": self.stream.name,
             "name": self.name,
             "created": rfc3339_ns(self.created_ns),
-            "config": consumer_config_reply(self.config),
+            "config": consumer_config_reply(self.config, full_metadata),
             "delivered": delivered,
             "ack_floor": ack_floor,
             "num_ack_pending": len(self.pending),
@@ -1315,6 +1338,11 @@ class Consumer:
         self.waiting.clear()
         if self._state_store is not None:
             self._state_store.delete()
+
+
+def _cheap_filters(filters: list[str]) -> bool:
+    """No filter or one literal filter: the store counts pending messages in O(log n)."""
+    return not filters or (len(filters) == 1 and "*" not in filters[0] and ">" not in filters[0])
 
 
 def _headers_only(header: bytes, size: int) -> bytes:

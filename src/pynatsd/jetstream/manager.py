@@ -79,6 +79,13 @@ class AccountJetStream:
     def domain(self) -> str:
         return self.js.domain
 
+    def api_prefixes(self) -> list[str]:
+        """`$JS.API`, and with a domain also `$JS.<domain>.API` (nats-server maps the second
+        onto the first in every JetStream account)."""
+        if self.js.domain:
+            return ["$JS.API", f"$JS.{self.js.domain}.API"]
+        return ["$JS.API"]
+
     # -- messaging helpers -----------------------------------------------------------------------
 
     def reply(self, subject: str, data: bytes, header: bytes = b"") -> None:
@@ -271,7 +278,11 @@ class AccountJetStream:
         api = self.api = JetStreamApi(self)
         subjects = API_SUBJECTS if self.enabled else ("$JS.API.INFO",)
         self._api_subs = [
-            InternalSubscription(self._api_owner, subject, api.on_request) for subject in subjects
+            InternalSubscription(
+                self._api_owner, prefix + subject[len("$JS.API") :], api.on_request
+            )
+            for prefix in self.api_prefixes()
+            for subject in subjects
         ]
         for sub in self._api_subs:
             self.account.sublist.insert(sub)
@@ -345,8 +356,10 @@ class AccountJetStream:
 
     def check_resources(self, stream: Stream) -> None:
         """Before a store: the account's and the server's storage limits."""
-        memory, storage, _ = self.usage()
         lim = self.limits
+        if max(lim.max_memory, lim.max_store, self.js.max_memory, self.js.max_store) < 0:
+            return  # nothing to check: do not add up every stream on each publish
+        memory, storage, _ = self.usage()
         if stream.config["storage"] == "memory":
             if 0 <= lim.max_memory < memory or 0 < self.js.max_memory < memory:
                 raise errors.insufficient_resources()

@@ -177,11 +177,12 @@ class Stream:
         if self.config["allow_direct"]:
             # As nats-server: the stream itself answers its direct gets, so a get for a stream
             # without them (or that does not exist) finds no responders.
-            prefix = f"$JS.API.DIRECT.GET.{self.name}"
-            for subject in (prefix, prefix + ".>"):
-                sub = InternalSubscription(self._owner, subject, self._on_direct_get)
-                sublist.insert(sub)
-                self._subs.append(sub)
+            for api in self.ajs.api_prefixes():
+                prefix = f"{api}.DIRECT.GET.{self.name}"
+                for subject in (prefix, prefix + ".>"):
+                    sub = InternalSubscription(self._owner, subject, self._on_direct_get)
+                    sublist.insert(sub)
+                    self._subs.append(sub)
 
     def _on_direct_get(self, sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
         api = self.ajs.api
@@ -190,7 +191,8 @@ class Stream:
         hs = ev.header_size
         body = ev.payload[hs:] if hs > 0 else ev.payload
         subject = ev.subject.decode("utf-8", "surrogateescape")
-        tail = subject[len("$JS.API.DIRECT.GET.") + len(self.name) + 1 :]
+        marker = f".DIRECT.GET.{self.name}"
+        tail = subject[subject.index(marker) + len(marker) + 1 :]
         api.direct_get(self, tail, body, ev.reply.decode("utf-8", "surrogateescape"))
 
     def unsubscribe(self) -> None:
@@ -245,6 +247,7 @@ class Stream:
         self.store.expire()
         if self.store.state().first_seq != before:
             for consumer in list(self.consumers.values()):
+                consumer.forget_pending_count()
                 consumer.signal()
         self.schedule_expiry()
 
@@ -420,7 +423,12 @@ class Stream:
             self.store.remove_msg(seq)
             self._after_id(msg_id, seq)
             return seq, False
+        before = self.store.state().messages if self.consumers else 0
         seq = self._store(subject, header, data)
+        if self.consumers and self.store.state().messages != before + 1:
+            # Limits dropped older messages: the consumers count what is pending afresh.
+            for consumer in self.consumers.values():
+                consumer.forget_pending_count()
         ts = self.store.msg_ts(seq) or now_ns()
         self._after_id(msg_id, seq, ts)
         if rollup and cfg["allow_rollup_hdrs"] and not cfg["deny_purge"]:
@@ -433,7 +441,7 @@ class Stream:
         if self._republish is not None:
             self._do_republish(subject, header, data, seq, ts)
         for consumer in list(self.consumers.values()):
-            consumer.on_new_message()
+            consumer.on_new_message(seq, subject)
         for follower in list(self.followers):
             follower.signal()
         if self._expiry_timer is None:

@@ -117,13 +117,13 @@ class Parser:
     __slots__ = (
         "_dead",
         "_max_control_line",
+        "_max_payload",
         "_partial",
         "_payload",
         "_pending_pub",
         "_pub_memo",
         "_repeat",
         "_repeat_memo",
-        "_max_payload",
         "_skip_line",
         "expect_connect",
     )

@@ -91,12 +91,12 @@ class Client(asyncio.Protocol):
 
     # Slots: thousands of connections, each with dozens of fields, add up.
     __slots__ = (
-        "_last_line",
-        "_last_plan",
         "_auth_timer",
         "_auth_waiting",
         "_careful_pub",
         "_expiry_timer",
+        "_last_line",
+        "_last_plan",
         "_ping_timer",
         "_plans",
         "_stall_timer",

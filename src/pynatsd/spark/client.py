@@ -26,6 +26,7 @@ from pynatsd.spark.errors import (
     StreamNotFound,
 )
 from pynatsd.spark.wire import Connection, new_inbox, pub_frame, status_of
+from pynatsd.subjects import subjects_collide
 
 _STREAM_NOT_FOUND = 10059
 # An abandoned ephemeral consumer (a killed task) is removed by the server after this long.
@@ -112,7 +113,7 @@ class Chunk:
     payloads: list[bytes] = field(default_factory=list)
     headers: list[bytes] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
-    times_ns: list[int] = field(default_factory=list)
+    times_ns: list[bytes] = field(default_factory=list)  # decimal digits, as the server sent them
 
     def __len__(self) -> int:
         return len(self.seqs)
@@ -151,20 +152,18 @@ def _delete_consumer(conn: Connection, stream: str, name: str) -> None:
         api(conn, f"CONSUMER.DELETE.{stream}.{name}", None, "deleting a reader")
 
 
-def check_filters(conn: Connection, stream: str, filters: tuple[str, ...]) -> None:
-    """Let the server judge the `subject` filters while the query is planned (it refuses a
-    filter the stream cannot hold), rather than in every task: a consumer made and dropped."""
-    if not filters:
+def check_filters(state: StreamState, filters: tuple[str, ...]) -> None:
+    """A filter no subject of the stream can match reads nothing, which is a mistake rather
+    than a wish (servers accept it silently): refuse it while the query is planned."""
+    if not state.subjects:  # a mirror or a sourced stream: no subjects to check against
         return
-    config = _consumer_config("spark_" + secrets.token_hex(8), filters)
-    config["deliver_policy"] = "new"
-    try:
-        name = _create_consumer(conn, stream, config)
-    except JetStreamError as e:
-        raise OptionError(
-            "subject", f"stream '{stream}' refuses the filter {','.join(filters)}: {e.description}"
-        ) from None
-    _delete_consumer(conn, stream, name)
+    for f in filters:
+        if not any(subjects_collide(f, s) for s in state.subjects):
+            raise OptionError(
+                "subject",
+                f"filter '{f}' matches no subject of stream '{state.name}' "
+                f"({', '.join(state.subjects)})",
+            )
 
 
 def _ack_fields(reply: bytes) -> tuple[int, int, int]:
@@ -193,7 +192,6 @@ class _RangePull:
         self.done = False
         self.outstanding = 0  # messages asked for by pull requests and not delivered yet
         self.received = 0
-        self.received_bytes = 0
         self.error = ""
 
     def on_msg(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
@@ -206,10 +204,10 @@ class _RangePull:
             return
         if reply.startswith(self.prefix):
             _, sseq, _, ts, left = reply[len(self.prefix) :].split(b".")
-            seq, pending = int(sseq), int(left)
+            seq = int(sseq)
         else:
             seq, ts_ns, pending = _ack_fields(reply)
-            ts = str(ts_ns).encode()
+            ts, left = str(ts_ns).encode(), str(pending).encode()
         self.outstanding -= 1
         if seq >= self.end:
             self.done = True
@@ -221,12 +219,11 @@ class _RangePull:
         chunk.subjects.append(subject)
         chunk.payloads.append(payload)
         chunk.seqs.append(seq)
-        chunk.times_ns.append(int(ts))
+        chunk.times_ns.append(ts)  # digits: Arrow converts a whole chunk at once
         self.received += 1
-        self.received_bytes += len(payload) + len(header) + len(subject)
         if self.with_headers:
             chunk.headers.append(header)
-        if pending == 0 or seq >= self.end - 1:
+        if left == b"0" or seq >= self.end - 1:
             self.done = True
 
 
@@ -259,6 +256,7 @@ def read_range(
     reply_to = inbox.encode()
     timeout = conn.options.request_timeout
     last_want = [0]
+    bytes_before = conn.bytes_received
     checked_loss = False
 
     def wanted() -> int:
@@ -272,7 +270,7 @@ def read_range(
         # Bound the bytes one pull brings (large messages would otherwise pile up in the
         # server's buffer for us, up to a slow-consumer disconnect): sized by what came so far.
         if pull.received:
-            per_msg = max(pull.received_bytes // pull.received, 1)
+            per_msg = max((conn.bytes_received - bytes_before) // pull.received, 1)
             cap = max(1, min(batch_size, _PULL_BYTES // per_msg))
         else:
             cap = min(batch_size, _FIRST_PULL)

@@ -20,6 +20,7 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from pynatsd.spark.errors import OptionError
+from pynatsd.subjects import is_valid_subject
 
 Use = Literal["read", "stream-read", "subject-read", "write", "any"]
 Mode = Literal["batch", "stream"]
@@ -447,17 +448,9 @@ def _connect_options(raw: _Raw) -> ConnectOptions:
 def _subjects(name: str, raw: str) -> tuple[str, ...]:
     subjects = tuple(s.strip() for s in raw.split(",") if s.strip())
     for subject in subjects:
-        if (
-            " " in subject
-            or "\t" in subject
-            or subject.startswith(".")
-            or subject.endswith(".")
-            or ".." in subject
-        ):
+        # The server's own rules (pynatsd.subjects): no empty tokens or whitespace, `>` last.
+        if not is_valid_subject(subject):
             raise OptionError(name, f"invalid subject {subject!r}")
-        tokens = subject.split(".")
-        if ">" in tokens[:-1] or any((">" in t or "*" in t) and len(t) > 1 for t in tokens):
-            raise OptionError(name, f"invalid wildcard in subject {subject!r}")
     return subjects
 
 

@@ -84,7 +84,7 @@ class StreamBatchReader(DataSourceReader):
         self.schema = schema
         with Connection.open(opts.connect) as conn:
             state = client.stream_info(conn, opts.stream)
-            client.check_filters(conn, opts.stream, opts.filters)
+            client.check_filters(state, opts.filters)
             start = offsets.resolve_start(conn, opts, state)
             start = checked_start(conn, opts, start, state)
         end = offsets.resolve_end(opts.ending, state)

@@ -69,8 +69,8 @@ def chunk_to_batch(chunk: Chunk, stream: str, schema: Any) -> Any:
         "data": pa.array(chunk.payloads, pa.binary()),
         "stream": pa.repeat(pa.scalar(stream, pa.string()), n),
         "seq": pa.array(chunk.seqs, pa.int64()),
-        # Server times are ns; Spark's are us: divide in Arrow, not per row in Python.
-        "timestamp": pc.divide(pa.array(chunk.times_ns, pa.int64()), 1000),
+        # Server times are ns digits; Spark's are us: convert in Arrow, not per row in Python.
+        "timestamp": pc.divide(pa.array(chunk.times_ns, pa.string()).cast(pa.int64()), 1000),
     }
     if "headers" in schema.names:
         columns["headers"] = pa.array(

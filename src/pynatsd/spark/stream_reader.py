@@ -36,8 +36,7 @@ class StreamMicroBatchReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # Fail while the query starts, on the driver, if the stream is missing or unreachable
         # or refuses the filters.
         with Connection.open(opts.connect) as conn:
-            client.stream_info(conn, opts.stream)
-            client.check_filters(conn, opts.stream, opts.filters)
+            client.check_filters(client.stream_info(conn, opts.stream), opts.filters)
 
     def _state(self) -> client.StreamState:
         with Connection.open(self.opts.connect) as conn:

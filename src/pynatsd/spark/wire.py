@@ -71,6 +71,7 @@ class Connection:
         self._inbox_prefix = b""
         self._replies: dict[bytes, tuple[bytes, bytes]] = {}
         self._next_token = 0
+        self.bytes_received = 0  # lets bulk readers size their requests without per-message work
 
     # --- connecting --------------------------------------------------------------------------
 
@@ -241,6 +242,7 @@ class Connection:
         if not chunk:
             self._closed = True
             raise ProtocolError(f"{self.server} closed the connection")
+        self.bytes_received += len(chunk)
         if self._pos < len(self._buf):
             self._buf = self._buf[self._pos :] + chunk
         else:
