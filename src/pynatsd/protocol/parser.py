@@ -293,10 +293,9 @@ class Parser:
                 arg = buf[pos + 4 : nl]
                 if b"\r" in arg:
                     arg = arg[:-1]
-                if b"\x0b" in arg or b"\x0c" in arg:
-                    args = split_sub_args(arg)  # bytes.split() would also split on these
-                else:
-                    args = arg.split()
+                # bytes.split() would also split on \v and \f, which Go keeps in tokens.
+                odd_space = b"\x0b" in arg or b"\x0c" in arg
+                args = split_sub_args(arg) if odd_space else arg.split()
                 nargs = len(args)
                 if nargs == 2 and len(arg) <= self._max_control_line:
                     append(Sub(args[0], b"", args[1]))
