@@ -152,3 +152,26 @@ async def test_healthz_bad_flag_is_400(monitored: pynatsd.Server) -> None:
     status, _, body = await fetch(monitored.http_port, "/healthz?js-enabled-only=bogus")
     assert status == 400
     assert body.startswith(b"Error decoding boolean for 'js-enabled-only'")
+
+
+async def test_counters_after_planned_deliveries(monitored: pynatsd.Server) -> None:
+    """Repeated PUB lines take the planned path, whose counts are settled once per read."""
+    pub = await nats.connect(monitored.client_url)
+    sub_nc = await nats.connect(monitored.client_url)
+    s1 = await sub_nc.subscribe("many")
+    s2 = await sub_nc.subscribe("many", queue="q")
+    await sub_nc.flush()
+    for _ in range(50):
+        await pub.publish("many", b"0123456789")
+    await pub.flush()
+    for _ in range(50):
+        await s1.next_msg(timeout=2)
+        await s2.next_msg(timeout=2)
+    varz = await fetch_json(monitored.http_port, "/varz")
+    assert (varz["in_msgs"], varz["out_msgs"]) == (50, 100)
+    assert (varz["in_bytes"], varz["out_bytes"]) == (500, 1000)
+    connz = await fetch_json(monitored.http_port, "/connz?subs=detail")
+    detail = [c for c in connz["connections"] if c["subscriptions"] == 2][0]
+    assert sorted(s["msgs"] for s in detail["subscriptions_list_detail"]) == [50, 50]
+    await pub.close()
+    await sub_nc.close()

@@ -14,7 +14,6 @@ import os
 import random
 import ssl
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.auth import AuthResult, PermissionChecker, new_nonce
@@ -55,7 +54,32 @@ if TYPE_CHECKING:
 
 # One receiver of a planned delivery: (client, subscription, ready MSG line).
 Target = tuple["Client", Subscription, bytes]
-Plan = tuple[int, tuple[Target, ...], tuple[tuple[Target, ...], ...]]
+
+
+class Plan:
+    """The receivers of one PUB line under one SubList generation. Deliveries through it are
+    counted here and added to the receivers' statistics once per read (`settle`), not once per
+    message and receiver."""
+
+    __slots__ = ("count", "genid", "groups", "nbytes", "targets")
+
+    def __init__(
+        self, genid: int, targets: tuple[Target, ...], groups: tuple[tuple[Target, ...], ...]
+    ) -> None:
+        self.genid = genid
+        self.targets = targets
+        self.groups = groups
+        self.count = 0
+        self.nbytes = 0
+
+    def settle(self) -> None:
+        count, nbytes = self.count, self.nbytes
+        self.count = self.nbytes = 0
+        for client, sub, _ in self.targets:
+            sub.delivered += count
+            client.out_msgs += count
+            client.out_bytes += nbytes
+
 
 # CONNECT fields and the JSON types nats-server's decoder accepts for them; a wrong type makes
 # the decode fail, which closes the connection.
@@ -102,6 +126,7 @@ class Client(asyncio.Protocol):
         "_stall_timer",
         "_stashed",
         "_tls_task",
+        "_touched",
         "_write_timer",
         "account",
         "auth_user",
@@ -218,6 +243,8 @@ class Client(asyncio.Protocol):
         # per distinct PUB line.
         self._last_line = b""
         self._last_plan: Plan | None = None
+        # Plans used during the current read, whose delivery counts are still to be settled.
+        self._touched: list[Plan] = []
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
         self._careful_pub = True
 
@@ -331,6 +358,11 @@ class Client(asyncio.Protocol):
                     break
             if self.closed:
                 break
+        touched = self._touched
+        if touched:
+            for plan in touched:
+                plan.settle()
+            touched.clear()
         server = self.server
         server.producer = self
         server.flush_dirty()
@@ -828,16 +860,22 @@ class Client(asyncio.Protocol):
                 plan = self._plans.get(line)
                 self._last_line = line
                 self._last_plan = plan
-            if plan is not None and plan[0] == self.account.sublist.genid:
+            if plan is not None and plan.genid == self.account.sublist.genid:
                 tail = payload + b"\r\n"
-                targets: Sequence[Target] = plan[1]
-                if plan[2]:
-                    picked = list(targets)
-                    for group in plan[2]:
-                        picked.append(group[next(queue_rr) % len(group)])
-                    targets = picked
                 dirty = self.server.dirty
-                for client, sub, head in targets:
+                if not plan.count:
+                    self._touched.append(plan)
+                plan.count += 1
+                plan.nbytes += size
+                for client, _, head in plan.targets:
+                    out = client.out
+                    out.append(head)
+                    out.append(tail)
+                    if not client.dirty:
+                        client.dirty = True
+                        dirty.append(client)
+                for group in plan.groups:
+                    client, sub, head = group[next(queue_rr) % len(group)]
                     sub.delivered += 1
                     client.out_msgs += 1
                     client.out_bytes += size
@@ -921,7 +959,7 @@ class Client(asyncio.Protocol):
         self._last_line = b""
         if len(plans) >= _PLAN_CACHE_SIZE:
             plans.clear()
-        plans[ev.line] = (genid, tuple(receivers), tuple(groups))
+        plans[ev.line] = Plan(genid, tuple(receivers), tuple(groups))
 
     def _trace_pub(self, ev: Pub) -> None:
         op = "HPUB" if ev.header_size >= 0 else "PUB"
