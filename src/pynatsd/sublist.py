@@ -601,9 +601,13 @@ class SubList(Generic[S]):
 
     def _invalidate(self, subject: str, wild: bool) -> None:
         if wild:
-            # Which cached subjects a wildcard reaches is a scan; starting over is O(1).
-            self._cache.clear()
-            self._bcache.clear()
+            # Which cached subjects a wildcard reaches is a scan; starting over is O(1). A burst
+            # of subscriptions with no publishing in between finds the caches empty already.
+            cache, bcache = self._cache, self._bcache
+            if cache.cur or cache.old:
+                cache.clear()
+            if bcache.cur or bcache.old:
+                bcache.clear()
         else:
             # Cache keys are published subjects, and a literal subscription is matched by one
             # published subject only: itself. A published `*` or `>` token never reaches it.

@@ -812,7 +812,7 @@ class Client(asyncio.Protocol):
             if self.verbose:
                 self.enqueue(OK_FRAME)
             return
-        sub = Subscription(self, ev.subject, ev.queue, ev.sid)
+        sub = Subscription(self, ev.subject, ev.queue, ev.sid, subject, queue)
         try:
             self.account.sublist.insert(sub)
         except InvalidSubjectError:

@@ -35,12 +35,24 @@ class Subscription:
         "subject_bytes",
     )
 
-    def __init__(self, client: Any, subject: bytes, queue: bytes, sid: bytes) -> None:
+    def __init__(
+        self,
+        client: Any,
+        subject: bytes,
+        queue: bytes,
+        sid: bytes,
+        subject_text: str | None = None,
+        queue_text: str | None = None,
+    ) -> None:
         self.client: Client = client
         self.subject_bytes = subject
-        self.subject = subject.decode("utf-8", "surrogateescape")
+        self.subject = (
+            subject.decode("utf-8", "surrogateescape") if subject_text is None else subject_text
+        )
         self.queue_bytes = queue
-        self.queue: str | None = queue.decode("utf-8", "surrogateescape") if queue else None
+        if queue_text is None and queue:
+            queue_text = queue.decode("utf-8", "surrogateescape")
+        self.queue: str | None = queue_text
         self.sid = sid
         self.max_msgs = 0  # auto-unsubscribe after this many deliveries; 0 = no limit
         self.delivered = 0
