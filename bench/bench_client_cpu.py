@@ -1,0 +1,101 @@
+"""CPU per message inside the server, without sockets: feed a `Client` batches of PUB frames and
+count the process CPU time (so a loaded machine inflates the figures less than wall time would).
+
+    python bench/bench_client_cpu.py [--subs 1,5] [--batches 200] [--subscribe 100000]
+
+Receivers get a transport that only counts bytes; what is measured is the parser, the delivery
+plan and the outbound buffering, i.e. the per-message Python work of `Client.data_received`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from pynatsd.options import Options
+from pynatsd.server.client import Client
+from pynatsd.server.server import Server
+
+
+class CountingTransport:
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        self.written += len(data)
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1234) if name == "peername" else default
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def connect(server: Server, connect: bytes) -> Client:
+    client = Client(server)
+    client.connection_made(CountingTransport())  # type: ignore[arg-type]
+    client.data_received(connect)
+    return client
+
+
+async def pub_cpu(subs: int, batches: int) -> float:
+    server = Server(Options(port=0, host="127.0.0.1"))
+    await server.start()
+    quiet = b'CONNECT {"verbose":false,"pedantic":false,"protocol":1,"headers":true}\r\n'
+    publisher = connect(server, quiet)
+    for _ in range(subs):
+        connect(server, quiet + b"SUB foo.bar 1\r\n")
+    batch = (b"PUB foo.bar 16\r\n" + b"x" * 16 + b"\r\n") * 1000
+    start = time.process_time()
+    for _ in range(batches):
+        publisher.data_received(batch)
+    elapsed = time.process_time() - start
+    await server.shutdown()
+    return elapsed / (batches * 1000) * 1e6
+
+
+async def sub_cpu(count: int) -> float:
+    server = Server(Options(port=0, host="127.0.0.1"))
+    await server.start()
+    client = connect(server, b'CONNECT {"verbose":false,"pedantic":false}\r\n')
+    lines = b"".join(b"SUB foo.%d.*.bar.%d %d\r\n" % (i % 1000, i, i) for i in range(count))
+    start = time.process_time()
+    for i in range(0, len(lines), 65536):
+        client.data_received(lines[i : i + 65536])
+    elapsed = time.process_time() - start
+    await server.shutdown()
+    return elapsed / count * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--subs", default="1,5", help="fan-outs to measure")
+    parser.add_argument("--batches", type=int, default=200, help="batches of 1000 PUBs")
+    parser.add_argument("--subscribe", type=int, default=100_000, help="SUB lines to insert")
+    args = parser.parse_args()
+    for subs in (int(x) for x in args.subs.split(",")):
+        us = asyncio.run(pub_cpu(subs, args.batches))
+        print(f"PUB 16 B -> {subs} sub(s): {us:.2f} us CPU per message")
+    us = asyncio.run(sub_cpu(args.subscribe))
+    print(f"SUB (wildcard, 5 tokens) x {args.subscribe}: {us:.2f} us CPU per subscription")
+
+
+if __name__ == "__main__":
+    main()
