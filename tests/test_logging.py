@@ -96,3 +96,31 @@ def test_banner_from_the_command_line(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_sigusr1_reopens_the_log_file(tmp_path: Path) -> None:
+    import signal
+
+    log_path = tmp_path / "server.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pynatsd", "-a", "127.0.0.1", "-p", "-1", "-l", str(log_path)],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if log_path.exists() and "Server is ready" in log_path.read_text():
+                break
+            time.sleep(0.05)
+        rotated = tmp_path / "server.log.1"
+        log_path.rename(rotated)  # what logrotate does before signalling
+        proc.send_signal(signal.SIGUSR1)
+        while time.monotonic() < deadline:
+            if log_path.exists() and "File log re-opened" in log_path.read_text():
+                break
+            time.sleep(0.05)
+        assert "File log re-opened" in log_path.read_text()
+        assert "Server is ready" in rotated.read_text()
+    finally:
+        proc.kill()
+        proc.wait()
