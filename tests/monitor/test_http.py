@@ -175,3 +175,28 @@ async def test_counters_after_planned_deliveries(monitored: pynatsd.Server) -> N
     assert sorted(s["msgs"] for s in detail["subscriptions_list_detail"]) == [50, 50]
     await pub.close()
     await sub_nc.close()
+
+
+async def test_connz_sorting_paging_and_auth() -> None:
+    async with pynatsd.Server(port=0, http_port=-1, username="u", password="p") as srv:
+        clients = []
+        for n in range(3):
+            nc = await nats.connect(srv.client_url, user="u", password="p", name=f"c{n}")
+            for _ in range(n):
+                await nc.publish("x", b"1")
+            await nc.flush()
+            clients.append(nc)
+        page = await fetch_json(srv.http_port, "/connz?sort=msgs_from&limit=2")
+        assert [c["name"] for c in page["connections"]] == ["c2", "c1"]
+        assert (page["total"], page["limit"], page["num_connections"]) == (3, 2, 2)
+        rest = await fetch_json(srv.http_port, "/connz?sort=msgs_from&limit=2&offset=2")
+        assert [c["name"] for c in rest["connections"]] == ["c0"]
+        plain = await fetch_json(srv.http_port, "/connz")
+        assert "authorized_user" not in plain["connections"][0]
+        auth = await fetch_json(srv.http_port, "/connz?auth=1")
+        assert {c["authorized_user"] for c in auth["connections"]} == {"u"}
+        assert {c["account"] for c in auth["connections"]} == {"$G"}
+        status, _, body = await fetch(srv.http_port, "/connz?sort=bogus")
+        assert (status, body) == (400, b"Invalid sorting option: bogus")
+        for nc in clients:
+            await nc.close()
