@@ -197,6 +197,6 @@ async def test_connz_sorting_paging_and_auth() -> None:
         assert {c["authorized_user"] for c in auth["connections"]} == {"u"}
         assert {c["account"] for c in auth["connections"]} == {"$G"}
         status, _, body = await fetch(srv.http_port, "/connz?sort=bogus")
-        assert (status, body) == (400, b"Invalid sorting option: bogus")
+        assert (status, body) == (400, b"invalid sorting option: bogus")
         for nc in clients:
             await nc.close()

@@ -254,10 +254,10 @@ def connz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
     auth = _bool_arg(query, "auth")
     sort = query.get("sort", "cid") or "cid"
     if sort not in _SORT_KEYS:
-        raise BadRequest(f"Invalid sorting option: {sort}")
+        raise BadRequest(f"invalid sorting option: {sort}")
     state = query.get("state", "open") or "open"
     if state not in ("open", "closed", "any", "all"):
-        raise BadRequest(f"Error decoding state: {state}")
+        raise BadRequest(f"Error decoding state for {state}")
     cid_filter = _int_arg(query, "cid", 0)
     user = query.get("user", "")
     acc = query.get("acc", "")
