@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,6 +11,13 @@ from pathlib import Path
 import pytest
 
 import pynatsd
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for tests that must pass a port to a separate process)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def nats_server_binary() -> str | None:

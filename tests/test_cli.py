@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import free_port
 from pynatsd.cli import UsageError, apply_flags, parse_flags
 from pynatsd.options import Options
 
@@ -86,12 +87,6 @@ def test_version_and_help() -> None:
     assert "--ports_file_dir <dir>" in helped.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_for(predicate: object, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -102,7 +97,7 @@ def _wait_for(predicate: object, timeout: float = 10) -> None:
 
 
 def test_process_pid_ports_file_monitor_and_sigterm(tmp_path: Path) -> None:
-    port, http_port = _free_port(), _free_port()
+    port, http_port = free_port(), free_port()
     pid_file = tmp_path / "pynatsd.pid"
     proc = subprocess.Popen(
         [
@@ -151,7 +146,7 @@ def test_process_pid_ports_file_monitor_and_sigterm(tmp_path: Path) -> None:
 
 def test_restart_on_same_port_after_sigkill() -> None:
     """The nats.py suite SIGKILLs servers and restarts them on the same port at once."""
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "pynatsd", "-a", "127.0.0.1", "-p", str(port)]
     for _ in range(2):
         proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
@@ -171,7 +166,7 @@ def test_restart_on_same_port_after_sigkill() -> None:
 
 
 def test_signal_command_reaches_the_server(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     pid_file = tmp_path / "srv.pid"
     conf = tmp_path / "srv.conf"
     conf.write_text("max_payload: 4096\n")

@@ -13,11 +13,7 @@ from pathlib import Path
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from conftest import free_port
 
 
 class Proc:
@@ -63,7 +59,7 @@ class Proc:
 def server(tmp_path: Path) -> Iterator[Proc]:
     conf = tmp_path / "server.conf"
     conf.write_text("max_payload: 1024\n")
-    proc = Proc(conf, _free_port(), tmp_path / "server.log")
+    proc = Proc(conf, free_port(), tmp_path / "server.log")
     yield proc
     proc.proc.kill()
     proc.proc.wait()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ from typing import Any
 import nats
 import pytest
 
-from conftest import nats_server_binary
+from conftest import free_port, nats_server_binary
 
 PATHS = [
     "/varz",
@@ -31,12 +30,6 @@ PATHS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _keys(value: Any, prefix: str = "") -> set[str]:
     out: set[str] = set()
     if isinstance(value, dict):
@@ -50,7 +43,7 @@ def _keys(value: Any, prefix: str = "") -> set[str]:
 
 
 async def _scenario(cmd: list[str], store: Path) -> dict[str, Any]:
-    port, http_port = _free_port(), _free_port()
+    port, http_port = free_port(), free_port()
     proc = subprocess.Popen(
         [*cmd, "-a", "127.0.0.1", "-p", str(port), "-m", str(http_port), "-js", "-sd", str(store)],
         stderr=subprocess.DEVNULL,

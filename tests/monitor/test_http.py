@@ -171,7 +171,7 @@ async def test_counters_after_planned_deliveries(monitored: pynatsd.Server) -> N
     assert (varz["in_msgs"], varz["out_msgs"]) == (50, 100)
     assert (varz["in_bytes"], varz["out_bytes"]) == (500, 1000)
     connz = await fetch_json(monitored.http_port, "/connz?subs=detail")
-    detail = [c for c in connz["connections"] if c["subscriptions"] == 2][0]
+    detail = next(c for c in connz["connections"] if c["subscriptions"] == 2)
     assert sorted(s["msgs"] for s in detail["subscriptions_list_detail"]) == [50, 50]
     await pub.close()
     await sub_nc.close()

@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import nats
 import pytest
 
 import pynatsd
+from conftest import free_port
 from pynatsd.config import load_config
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 async def ws_server(tmp_path: Path) -> pynatsd.Server:
     conf = tmp_path / "ws.conf"
-    conf.write_text(f"websocket {{\n  port: {_free_port()}\n  no_tls: true\n}}\n")
+    conf.write_text(f"websocket {{\n  port: {free_port()}\n  no_tls: true\n}}\n")
     opts = load_config(conf).options
     opts.host, opts.port = "127.0.0.1", 0
     async with pynatsd.Server(opts) as server:
