@@ -26,9 +26,7 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def serve(
-    opts: Options, warnings: list[str], flags: dict[str, Any], digest: str = ""
-) -> int:
+async def serve(opts: Options, warnings: list[str], flags: dict[str, Any], digest: str = "") -> int:
     server = Server(opts)
     server.cli_flags = flags
     server.config_digest = digest
