@@ -39,6 +39,7 @@ from pynatsd.jetstream.stream import Stream
 from pynatsd.jetstream.util import (
     format_go_time,
     go_json,
+    go_json_syntax_error,
     now_ns,
     parse_go_time,
     rfc3339_ns,
@@ -47,7 +48,7 @@ from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.headers import append_headers
 from pynatsd.server.subscription import InternalSubscription
-from pynatsd.subjects import is_valid_subject, match_literal, subjects_collide
+from pynatsd.subjects import match_literal, subjects_collide
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer
@@ -82,22 +83,73 @@ API_SUBJECTS = (
 
 Handler = Callable[[list[str], bytes, str], dict[str, Any] | None]
 
+# Tokens after the route each API subject takes (nats-server subscribes `...CREATE.*`, so a
+# request with more or fewer tokens finds nobody and is ignored): (min, max), None = any.
+_ARITY: dict[tuple[str, ...], tuple[int, int | None]] = {
+    ("INFO",): (0, 0),
+    ("STREAM", "NAMES"): (0, 0),
+    ("STREAM", "LIST"): (0, 0),
+    ("CONSUMER", "CREATE"): (1, None),
+    ("CONSUMER", "DURABLE", "CREATE"): (2, 2),
+    ("CONSUMER", "INFO"): (2, 2),
+    ("CONSUMER", "DELETE"): (2, 2),
+    ("CONSUMER", "PAUSE"): (2, 2),
+    ("CONSUMER", "NAMES"): (1, 1),
+    ("CONSUMER", "LIST"): (1, 1),
+}
 
-def _decode_body(body: bytes) -> dict[str, Any]:
+# Fields an error reply still carries because their Go types have no `omitempty`.
+_ERROR_EXTRAS: dict[str, dict[str, Any]] = {
+    "stream_info_response": {"total": 0, "offset": 0, "limit": 0},
+    "stream_purge_response": {"purged": 0},
+    "stream_names_response": {"total": 0, "offset": 0, "limit": 0, "streams": None},
+    "stream_list_response": {"total": 0, "offset": 0, "limit": 0, "streams": None},
+    "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": None},
+    "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": None},
+    "consumer_pause_response": {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
+}
+
+
+def _decode_body(body: bytes, struct: str = "JSApiStreamNamesRequest") -> dict[str, Any]:
+    """A request body as Go's decoder reads it into `server.<struct>`."""
     if not body.strip():
         return {}
+    text = body.decode("utf-8", "replace")
     try:
-        data = json.loads(body)
+        data = json.loads(text)
     except ValueError as e:
-        raise errors.invalid_json(_go_syntax_error(body, e)) from None
+        raise errors.invalid_json(go_json_syntax_error(text, e)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise errors.invalid_json(
-            f"json: cannot unmarshal {_kind(data)} into Go value of type "
-            "server.JSApiStreamNamesRequest"
+            f"json: cannot unmarshal {_kind(data)} into Go value of type server.{struct}"
         )
     return data
+
+
+def _paged_body(body: bytes, struct: str) -> dict[str, Any]:
+    """Requests with optional parameters (names, lists, info, purge): nats-server reads the
+    body only when it looks like a JSON object or array, and ignores anything else."""
+    if body.lstrip(b" \t\r\n")[:1] not in (b"{", b"["):
+        return {}
+    return _decode_body(body, struct)
+
+
+def _is_empty_request(body: bytes) -> bool:
+    """nats-server's isEmptyRequest: nothing, or an empty JSON object."""
+    if not body or body == b"{}":
+        return True
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and not data
+
+
+def _require_empty(body: bytes) -> None:
+    if not _is_empty_request(body):
+        raise js_error("NotEmptyRequest")
 
 
 def _kind(value: Any) -> str:
@@ -112,37 +164,20 @@ def _kind(value: Any) -> str:
     return "object"
 
 
-def _go_syntax_error(body: bytes, e: ValueError) -> str:
-    """The text of Go's json.SyntaxError for the common malformations."""
-    pos = getattr(e, "pos", None)
-    text = body.decode("utf-8", "replace")
-    if isinstance(pos, int):
-        if pos >= len(text.rstrip()):
-            return "unexpected end of JSON input"
-        ch = text[pos]
-        shown = json.dumps(ch)[1:-1] if ch not in "'\\" else ch
-        where = "looking for beginning of object key string"
-        msg = str(e)
-        if "Expecting value" in msg:
-            where = "looking for beginning of value"
-        elif "Expecting ',' delimiter" in msg:
-            where = "after object key:value pair"
-        elif "Expecting ':' delimiter" in msg:
-            where = "after object key"
-        return f"invalid character '{shown}' {where}"
-    return str(e)
-
-
 def _int_field(req: dict[str, Any], key: str, struct: str, go_type: str = "uint64") -> int:
     value = req.get(key)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise errors.invalid_json(
-            f"json: cannot unmarshal {_kind(value)} into Go struct field {struct}.{key} "
-            f"of type {go_type}"
-        )
-    return value
+    kind = _kind(value)
+    if kind == "number" and (
+        (isinstance(value, float) and not value.is_integer()) or (go_type == "uint64" and value < 0)
+    ):
+        kind = f"number {value}"
+    elif kind == "number":
+        return int(value)
+    raise errors.invalid_json(
+        f"json: cannot unmarshal {kind} into Go struct field {struct}.{key} of type {go_type}"
+    )
 
 
 def _str_field(req: dict[str, Any], key: str, struct: str) -> str:
@@ -206,6 +241,9 @@ class JetStreamApi:
             if key in self.routes:
                 route = self.routes[key]
                 rest = tokens[n:]
+                lo, hi = _ARITY.get(key, (1, 1))
+                if len(rest) < lo or (hi is not None and len(rest) > hi):
+                    return
                 break
         if route is None:
             return  # nats-server ignores unknown API subjects
@@ -219,9 +257,7 @@ class JetStreamApi:
             result = handler(rest, body, reply)
         except ApiError as e:
             failed = True
-            result = {"error": e.to_json()}
-            if rtype == "stream_info_response":
-                result.update({"total": 0, "offset": 0, "limit": 0})
+            result = {"error": e.to_json(), **_ERROR_EXTRAS.get(rtype, {})}
         except Exception:  # a bug in one request must not take the server down
             log.exception("JetStream API %s failed", subject)
             failed = True
@@ -273,7 +309,7 @@ class JetStreamApi:
 
     def _decode_stream_config(self, rest: list[str], body: bytes) -> tuple[dict[str, Any], bool]:
         name = self._stream_name(rest)
-        raw = _decode_body(body)
+        raw = _decode_body(body, "StreamConfigRequest")
         config, pedantic = decode_stream_request(raw)
         set_static_stream_metadata(config)
         if name != config["name"]:
@@ -288,11 +324,11 @@ class JetStreamApi:
             raise errors.stream_invalid_config("stream configuration for create can not be sealed")
         if config["mirror_direct"] and config["mirror"] is None:
             raise errors.stream_invalid_config("stream has no mirror but does have mirror direct")
-        if config["num_replicas"] > 1:
-            raise errors.replicas_not_supported()
         self.ajs.check_stream_limits(config)
         config = check_stream_config(config, pedantic, self.ajs.stream_configs())
         self.ajs.check_max_bytes(config)
+        if config["num_replicas"] > 1:
+            raise errors.replicas_not_supported()
         existing = self.ajs.streams.get(config["name"])
         if existing is not None:
             if not stream_configs_equal(existing.config, config):
@@ -340,7 +376,8 @@ class JetStreamApi:
 
     def stream_info(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         name = self._stream_name(rest)
-        req = _decode_body(body)
+        self._stream(name)  # nats-server looks the stream up before reading the request
+        req = _paged_body(body, "JSApiStreamInfoRequest")
         _check_fields(req, ("deleted_details", "subjects_filter", "offset"))
         subjects_filter = _str_field(req, "subjects_filter", "JSApiStreamInfoRequest")
         details = req.get("deleted_details")
@@ -354,19 +391,22 @@ class JetStreamApi:
             page = names[offset : offset + 100_000]
             info["state"]["subjects"] = {s: subjects[s] for s in page}
             out = {"total": len(names), "offset": offset, "limit": 100_000}
-        out.update(info)
-        out["cluster"] = {"leader": self.ajs.server.server_name}
+        for key, value in info.items():
+            out[key] = value
+            if key == "state":  # Go's StreamInfo order: config, created, state, cluster, ...
+                out["cluster"] = {"leader": self.ajs.server.server_name}
         out["ts"] = rfc3339_ns(now_ns())
         return out
 
     def stream_delete(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        _require_empty(body)
         stream = self._stream(self._stream_name(rest))
         self.ajs.delete_stream(stream)
         return {"success": True}
 
     def stream_purge(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         stream = self._stream(self._stream_name(rest))
-        req = _decode_body(body)
+        req = _paged_body(body, "JSApiStreamPurgeRequest")
         _check_fields(req, ("filter", "seq", "keep"))
         subject = _str_field(req, "filter", "JSApiStreamPurgeRequest")
         seq = _int_field(req, "seq", "JSApiStreamPurgeRequest")
@@ -375,8 +415,6 @@ class JetStreamApi:
             raise errors.stream_sealed()
         if stream.config["deny_purge"]:
             raise errors.stream_purge_failed("stream purge is not permitted")
-        if subject and not is_valid_subject(subject):
-            raise errors.stream_purge_failed("invalid subject")
         if seq and keep:
             raise errors.bad_request()
         purged = stream.purge(subject=subject, seq=seq, keep=keep)
@@ -396,7 +434,7 @@ class JetStreamApi:
     def stream_names(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         if rest:
             raise errors.bad_request()
-        req = _decode_body(body)
+        req = _paged_body(body, "JSApiStreamNamesRequest")
         _check_fields(req, ("offset", "subject"))
         offset = max(_int_field(req, "offset", "JSApiStreamNamesRequest", "int"), 0)
         streams = self._filtered_streams(req, "JSApiStreamNamesRequest")
@@ -411,7 +449,7 @@ class JetStreamApi:
     def stream_list(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         if rest:
             raise errors.bad_request()
-        req = _decode_body(body)
+        req = _paged_body(body, "JSApiStreamListRequest")
         _check_fields(req, ("offset", "subject"))
         offset = max(_int_field(req, "offset", "JSApiStreamListRequest", "int"), 0)
         streams = self._filtered_streams(req, "JSApiStreamListRequest")
@@ -426,9 +464,9 @@ class JetStreamApi:
 
     def stream_msg_get(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         name = self._stream_name(rest)
-        if not body.strip():
+        if _is_empty_request(body):
             raise errors.bad_request()
-        req = _decode_body(body)
+        req = _decode_body(body, "JSApiMsgGetRequest")
         self._check_get_request(req, direct=False)
         stream = self._stream(name)
         msg = self._lookup(stream, req)
@@ -496,8 +534,11 @@ class JetStreamApi:
         return store.load_msg(seq)
 
     def stream_msg_delete(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
-        stream = self._stream(self._stream_name(rest))
-        req = _decode_body(body)
+        name = self._stream_name(rest)
+        if _is_empty_request(body):
+            raise errors.bad_request()
+        req = _decode_body(body, "JSApiMsgDeleteRequest")
+        stream = self._stream(name)
         _check_fields(req, ("seq", "no_erase"))
         seq = _int_field(req, "seq", "JSApiMsgDeleteRequest")
         if stream.config["sealed"]:
@@ -505,7 +546,7 @@ class JetStreamApi:
         if stream.config["deny_delete"]:
             raise errors.stream_msg_delete_failed("message delete not permitted")
         if seq <= 0:
-            raise errors.stream_msg_delete_failed("sequence 0 not found")
+            raise errors.stream_msg_delete_failed("no message found")
         if not stream.remove_msg(seq, erase=not req.get("no_erase")):
             if seq > stream.store.state().last_seq:
                 raise errors.stream_msg_delete_failed("stream store EOF")
@@ -669,7 +710,7 @@ class JetStreamApi:
         """nats-server's jsConsumerCreateRequest, single server."""
         if not rest:
             return None
-        raw = _decode_body(body)
+        raw = _decode_body(body, "CreateConsumerRequest")
         stream_name_req, config, action, pedantic = decode_consumer_request(raw)
         filtered = ""
         if legacy_durable:
@@ -688,7 +729,8 @@ class JetStreamApi:
         if name and has_path_separators(name):
             raise errors.consumer_name_path_separators()
         if config is None:
-            raise errors.consumer_config_required()
+            # The request's config is a struct, not a pointer: absent means all defaults.
+            config = decode("ConsumerConfig", {}, "CreateConsumerRequest.config")
         if legacy_durable:
             if not config["durable_name"]:
                 raise js_error("ConsumerDurableNameNotSet")
@@ -733,10 +775,6 @@ class JetStreamApi:
         if name:
             existing = stream.consumers.get(name)
             if existing is not None:
-                if not config["durable_name"] and existing.durable is False:
-                    config["inactive_threshold"] = (
-                        config["inactive_threshold"] or (existing.config["inactive_threshold"])
-                    )
                 if action == "create" and not consumers_equal(existing.config, config):
                     raise js_error("ConsumerAlreadyExists")
                 if stream.config["retention"] == "workqueue":
@@ -786,6 +824,7 @@ class JetStreamApi:
         return consumer
 
     def consumer_info(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        _require_empty(body)
         consumer = self._consumer(rest)
         out: dict[str, Any] = consumer.info()
         out["ts"] = rfc3339_ns(now_ns())
@@ -795,12 +834,13 @@ class JetStreamApi:
         return out
 
     def consumer_delete(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        _require_empty(body)
         consumer = self._consumer(rest)
         self.ajs.delete_consumer(consumer.stream, consumer.name)
         return {"success": True}
 
     def consumer_pause(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
-        req = _decode_body(body)
+        req = _paged_body(body, "JSApiConsumerPauseRequest")
         _check_fields(req, ("pause_until",))
         until_text = req.get("pause_until")
         ns = 0
@@ -829,7 +869,7 @@ class JetStreamApi:
     def consumer_names(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         if len(rest) != 1:
             raise errors.bad_request()
-        req = _decode_body(body)
+        req = _paged_body(body, "JSApiConsumersRequest")
         _check_fields(req, ("offset",))
         offset = max(_int_field(req, "offset", "JSApiConsumersRequest", "int"), 0)
         stream = self._stream(rest[0])
@@ -844,7 +884,7 @@ class JetStreamApi:
     def consumer_list(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         if len(rest) != 1:
             raise errors.bad_request()
-        req = _decode_body(body)
+        req = _paged_body(body, "JSApiConsumersRequest")
         _check_fields(req, ("offset",))
         offset = max(_int_field(req, "offset", "JSApiConsumersRequest", "int"), 0)
         stream = self._stream(rest[0])

@@ -14,6 +14,7 @@ into the JSON nats-server would write.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import string
@@ -23,7 +24,7 @@ from typing import Any
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.transform import TransformError, validate_mapping
-from pynatsd.jetstream.util import format_go_time, parse_go_time
+from pynatsd.jetstream.util import format_go_time, go_duration, parse_go_time
 from pynatsd.subjects import (
     is_literal,
     is_valid_publish_subject,
@@ -305,8 +306,8 @@ def _decode_value(value: Any, f: Field, path: str) -> Any:
     go = f.go
     if go.startswith("enum:"):
         if not isinstance(value, str) or value not in go[5:].split(","):
-            shown = value if isinstance(value, str) else str(value)
-            raise errors.invalid_json(f'can not unmarshal "\\"{shown}\\""')
+            # Go's UnmarshalJSON of these enums: `can not unmarshal %q` of the raw JSON.
+            raise errors.invalid_json(f"can not unmarshal {json.dumps(json.dumps(value))}")
         # Go keeps the zero value of these enums, which `omitempty` then leaves out.
         if (f.key, value) in (("persist_mode", "default"), ("priority_policy", "none")):
             return ""
@@ -350,7 +351,7 @@ def _decode_value(value: Any, f: Field, path: str) -> Any:
                     out.append(None)
                     continue
                 if not isinstance(v, dict):
-                    raise _unmarshal_error(v, epath, name, element=True)
+                    raise _unmarshal_error(v, epath, "server." + name, element=True)
                 out.append(decode(name, v, path))
             else:
                 raise AssertionError(elem)
@@ -360,12 +361,12 @@ def _decode_value(value: Any, f: Field, path: str) -> Any:
             raise _unmarshal_error(value, path, "map[string]string")
         for k, v in value.items():
             if not isinstance(v, str):
-                raise _unmarshal_error(v, f"{path}.{k}", "string", element=True)
+                raise _unmarshal_error(v, f"{path}.{k}", "string")
         return dict(value)
     if go.startswith("*struct:") or go.startswith("struct:"):
         name = go.split(":", 1)[1]
         if not isinstance(value, dict):
-            raise _unmarshal_error(value, path, name)
+            raise _unmarshal_error(value, path, "server." + name)
         return decode(name, value, path)
     raise AssertionError(go)
 
@@ -386,6 +387,8 @@ def decode(
                 continue
             raise errors.invalid_json(f'json: unknown field "{key}"')
         if value is None:
+            if f.go.startswith("enum:"):
+                raise errors.invalid_json('can not unmarshal "null"')
             continue
         out[key] = _decode_value(value, f, f"{path}.{key}")
     return out
@@ -783,7 +786,7 @@ def decode_consumer_request(raw: dict[str, Any]) -> tuple[str, dict[str, Any] | 
     if config is None:
         return stream or "", None, action, bool(pedantic)
     if not isinstance(config, dict):
-        raise _unmarshal_error(config, "CreateConsumerRequest.config", "ConsumerConfig")
+        raise _unmarshal_error(config, "CreateConsumerRequest.config", "server.ConsumerConfig")
     return (
         stream or "",
         decode("ConsumerConfig", config, "CreateConsumerRequest.config"),
@@ -952,7 +955,7 @@ def check_consumer_config(
         raise js_error("ConsumerMaxPendingAckExcess", limit=limits["max_ack_pending"])
     if 0 < limits["inactive_threshold"] < cfg["inactive_threshold"]:
         raise js_error(
-            "ConsumerInactiveThresholdExcess", limit=_go_duration(limits["inactive_threshold"])
+            "ConsumerInactiveThresholdExcess", limit=go_duration(limits["inactive_threshold"])
         )
     if cfg["direct"]:
         if not push:
@@ -1127,22 +1130,6 @@ def ephemeral_name() -> str:
     """nats-server's createConsumerName: 8 characters of a hash of a fresh NUID."""
     alphabet = string.ascii_letters + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(8))
-
-
-def _go_duration(ns: int) -> str:
-    """Go's time.Duration.String for whole seconds and milliseconds (the common cases)."""
-    if ns % NS == 0:
-        secs = ns // NS
-        h, rem = divmod(secs, 3600)
-        m, s = divmod(rem, 60)
-        if h:
-            return f"{h}h{m}m{s}s"
-        if m:
-            return f"{m}m{s}s"
-        return f"{s}s"
-    if ns % MS == 0:
-        return f"{ns // MS}ms"
-    return f"{ns}ns"
 
 
 def is_valid_deliver_prefix(prefix: str) -> bool:

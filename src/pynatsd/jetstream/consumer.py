@@ -33,8 +33,15 @@ from pynatsd.jetstream.config import (
     consumer_config_reply,
     consumer_filters,
 )
-from pynatsd.jetstream.store.base import StoredMsg
-from pynatsd.jetstream.util import go_json, now_ns, parse_go_time, rfc3339_ns
+from pynatsd.jetstream.store.base import StoredMsg, StoreError
+from pynatsd.jetstream.util import (
+    go_duration,
+    go_json,
+    now_ns,
+    parse_go_duration,
+    parse_go_time,
+    rfc3339_ns,
+)
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
 from pynatsd.server.subscription import InternalClient, InternalSubscription
@@ -69,6 +76,7 @@ class PullRequest:
     hb_ns: int
     hbt_ns: int  # next heartbeat, 0 = none
     d: int = 0  # delivered
+    interest_gen: int = -1  # SubList generation at which the reply was last seen to have interest
 
 
 @dataclass(slots=True)
@@ -85,24 +93,6 @@ def _pending_extra(n: int, b: int) -> str:
     return f"Nats-Pending-Messages: {n}\r\nNats-Pending-Bytes: {b}\r\n"
 
 
-def _go_duration(ns: int) -> str:
-    """Go's time.Duration.String, enough for the error texts that show one."""
-    if ns == 0:
-        return "0s"
-    if ns < MS:
-        return f"{ns / 1000:g}µs" if ns >= 1000 else f"{ns}ns"
-    if ns < NS:
-        return f"{ns / MS:g}ms"
-    secs = ns / NS
-    h, rem = divmod(secs, 3600)
-    m, s = divmod(rem, 60)
-    if h:
-        return f"{int(h)}h{int(m)}m{s:g}s"
-    if m:
-        return f"{int(m)}m{s:g}s"
-    return f"{s:g}s"
-
-
 class Consumer:
     def __init__(self, stream: Stream, config: dict[str, Any], created_ns: int, name: str) -> None:
         self.stream = stream
@@ -113,6 +103,7 @@ class Consumer:
         self.durable = bool(config["durable_name"])
         self.filters = consumer_filters(config)
         self._npc: int | None = None
+        self._from_lss = False  # the last message _get_next_msg gave came from the skip list
         self._cheap_pending = _cheap_filters(self.filters)
         self.closed = False
         # Delivery state (Go's o.sseq, o.dseq, o.adflr, o.asflr, o.pending, o.rdc, o.rdq).
@@ -184,9 +175,12 @@ class Consumer:
             self._select_starting_seq()
         sl = self.ajs.account.sublist
         stream, name = self.stream.name, self.name
-        self._subs.append(
-            InternalSubscription(self._owner, f"$JS.ACK.{stream}.{name}.>", self._on_ack)
-        )
+        if self.config["ack_policy"] != "none":
+            # As nats-server: an ack-none consumer does not listen for acks at all (an ack sent
+            # as a request then gets "no responders").
+            self._subs.append(
+                InternalSubscription(self._owner, f"$JS.ACK.{stream}.{name}.>", self._on_ack)
+            )
         for api in self.ajs.api_prefixes():
             self._subs.append(
                 InternalSubscription(
@@ -427,7 +421,7 @@ class Consumer:
             send_err(409, f"Exceeded MaxRequestBatch of {cfg['max_batch']}")
             return
         if expires and cfg["max_expires"] > 0 and expires > cfg["max_expires"]:
-            send_err(409, f"Exceeded MaxRequestExpires of {_go_duration(cfg['max_expires'])}")
+            send_err(409, f"Exceeded MaxRequestExpires of {go_duration(cfg['max_expires'])}")
             return
         if max_bytes > 0 and cfg["max_bytes"] > 0 and max_bytes > cfg["max_bytes"]:
             send_err(409, f"Exceeded MaxRequestMaxBytes of {cfg['max_bytes']}")
@@ -559,9 +553,13 @@ class Consumer:
                         _status(409, "Message Size Exceeds MaxBytes", _pending_extra(wr.n, wr.b)),
                     )
                     continue
-            if not self.ajs.has_interest(wr.reply):
-                self.waiting.popleft()
-                continue
+            gen = self.ajs.account.sublist.genid
+            if wr.interest_gen != gen:
+                # Checked again only when subscriptions changed, not for every message.
+                if not self.ajs.has_interest(wr.reply):
+                    self.waiting.popleft()
+                    continue
+                wr.interest_gen = gen
             # Go's waitQueue.pop: a request that wants more goes to the back of the queue.
             wr.d += 1
             wr.n -= 1
@@ -643,7 +641,7 @@ class Consumer:
             else:
                 wr = self._next_waiting(size)
                 if wr is None:
-                    self._did_not_take(msg.seq, dc)
+                    self._did_not_take(msg.seq, dc, self._from_lss)
                     break
                 dsubj = wr.reply
             delivered = self._deliver(dsubj, msg, reply, header, data, dc)
@@ -667,10 +665,15 @@ class Consumer:
         maxp: int = self.config["max_ack_pending"]
         return self.config["ack_policy"] != "none" and 0 < maxp <= len(self.pending)
 
-    def _did_not_take(self, seq: int, dc: int) -> None:
+    def _did_not_take(self, seq: int, dc: int, from_lss: bool) -> None:
         """No request could take the message after all: put it back (Go's "redo")."""
-        if dc == 1 and seq == self.sseq - 1 and self.lss is None:
+        if dc == 1 and from_lss:
+            self.lss = [seq, *(self.lss or [])]
+            self.sseq = seq
+        elif dc == 1 and seq == self.sseq - 1:
             self.sseq -= 1
+            if self._npc is not None:
+                self._npc += 1
         elif seq not in self.rdqi:
             self._dec_delivery_count(seq)
             self._add_to_rdq(seq, front=True)
@@ -684,6 +687,7 @@ class Consumer:
         """Go's getNextMsg: redeliveries first, then the skip list, then the stream."""
         store = self.stream.store
         max_deliver = self.config["max_deliver"]
+        self._from_lss = False
         while self.rdq:
             seq = self.rdq.popleft()
             self.rdqi.discard(seq)
@@ -716,6 +720,7 @@ class Consumer:
                 self.sseq += 1
                 msg = store.load_msg(seq)
                 if msg is not None:
+                    self._from_lss = True
                     return msg, 1
             self.lss = None
             self.sseq = max(self.sseq, self.lss_resume + 1)
@@ -1031,7 +1036,7 @@ class Consumer:
         skip_reply = sseq == 0
         if sseq:
             if not body or body in (b"+ACK", b"+OK"):
-                self.ack(sseq, dseq)
+                skip_reply = not self.ack(sseq, dseq)
             elif body.startswith(b"+NXT"):
                 self.ack(sseq, dseq)
                 self.process_next_request(reply, body[4:])
@@ -1045,16 +1050,18 @@ class Consumer:
                     self.save()
             elif body.startswith(b"+TERM"):
                 reason = body[5:].strip().decode("utf-8", "replace")
-                self._process_term(sseq, dseq, dc, reason)
+                skip_reply = not self._process_term(sseq, dseq, dc, reason)
         if reply and not skip_reply:
             self.ajs.reply(reply, b"")
 
-    def ack(self, sseq: int, dseq: int = 0) -> None:
-        """Go's processAckMsg."""
+    def ack(self, sseq: int, dseq: int = 0) -> bool:
+        """Go's processAckMsg. Returns whether an acknowledgement with a reply subject is
+        answered (nats-server stays silent for an ack beyond what was delivered, and for an
+        ack-none consumer on a limits stream)."""
         if self.closed:
-            return
+            return False
         if sseq >= self.sseq and not self.config["flow_control"]:
-            return
+            return False
         policy = self.config["ack_policy"]
         acked: list[int] = []
         at_limit = self._at_max_ack_pending()
@@ -1067,7 +1074,7 @@ class Consumer:
             self._remove_from_rdq(sseq)
         elif policy in ("all", "flow_control"):
             if dseq <= self.adflr or sseq <= self.asflr:
-                return
+                return True
             self.adflr, self.asflr = dseq, sseq
             for seq in [s for s in self.pending if s <= sseq]:
                 del self.pending[seq]
@@ -1077,7 +1084,7 @@ class Consumer:
             if not self.pending:
                 self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
         else:
-            return
+            return bool(self.stream.config["retention"] != "limits")
         self.lat = now_ns()
         if self.stream.config["retention"] != "limits":
             for seq in sorted(acked):
@@ -1089,6 +1096,7 @@ class Consumer:
             # Acks show activity: restart the countdown from here.
             self._cancel(self._dtmr)
             self._dtmr = self.ajs.loop.call_later(self.dthresh / NS, self._delete_not_active)
+        return True
 
     def _move_ack_floor(self, dseq: int, sseq: int) -> None:
         if not self.pending:
@@ -1127,15 +1135,17 @@ class Consumer:
             self._add_to_rdq(sseq)
         self.signal()
 
-    def _process_term(self, sseq: int, dseq: int, dc: int, reason: str) -> None:
+    def _process_term(self, sseq: int, dseq: int, dc: int, reason: str) -> bool:
+        """+TERM: acknowledged as far as redelivery goes, plus the advisory. Returns whether
+        a reply is due (as for an ack)."""
         p = self.pending.get(sseq)
-        if p is not None:
-            self.ack(sseq, p.dseq)
+        answered = self.ack(sseq, p.dseq if p is not None else dseq)
         self._advisory(
             f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}",
             "terminated",
             {"consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc, "reason": reason},
         )
+        return answered
 
     # -- stream changes --------------------------------------------------------------------------
 
@@ -1302,15 +1312,18 @@ class Consumer:
         if handle is not None:
             handle.cancel()
 
-    def stop(self) -> None:
+    def stop(self, save: bool = True) -> None:
         if self._save_handle is not None:
             self._save_handle.cancel()
             self._save_handle = None
-            if self._state_store is not None:
-                try:
-                    self._state_store.save(self.snapshot())
-                except OSError:
-                    log.exception("saving consumer %s state", self.name)
+        if save and self._state_store is not None and not self.closed:
+            # Write the final state now, in this thread: a debounced write still waiting (or
+            # not yet started) must not be what a restart finds.
+            try:
+                self._state_store.save(self.snapshot())
+                self._state_store.flush()
+            except (OSError, StoreError):
+                log.exception("saving consumer %s state", self.name)
         self.closed = True
         for handle in (
             self._ptmr,
@@ -1332,7 +1345,7 @@ class Consumer:
             self._subs = []
 
     def delete(self) -> None:
-        self.stop()
+        self.stop(save=False)
         for wr in self.waiting:
             self._send_status(wr.reply, _status(409, "Consumer Deleted"))
         self.waiting.clear()
@@ -1362,22 +1375,7 @@ def _parse_nak_delay(arg: bytes) -> int | None:
             return None
         delay = data.get("delay") if isinstance(data, dict) else None
         return int(delay) if isinstance(delay, int) and not isinstance(delay, bool) else 0
-    return _parse_go_duration(arg.decode("utf-8", "replace"))
-
-
-def _parse_go_duration(text: str) -> int | None:
-    units = {"ns": 1, "us": 1000, "µs": 1000, "ms": MS, "s": NS, "m": 60 * NS, "h": 3600 * NS}
-    total = 0.0
-    rest = text.strip()
-    if not rest:
-        return None
-    import re
-
-    for number, unit in re.findall(r"([0-9.]+)(ns|us|µs|ms|s|m|h)", rest):
-        total += float(number) * units[unit]
-    if not re.fullmatch(r"([0-9.]+(ns|us|µs|ms|s|m|h))+", rest):
-        return None
-    return int(total)
+    return parse_go_duration(arg.decode("utf-8", "replace"))
 
 
 def check_workqueue(stream: Stream, config: dict[str, Any]) -> None:

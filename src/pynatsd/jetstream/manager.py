@@ -56,11 +56,13 @@ class AccountJetStream:
         self.js = js
         self.account = account
         self.limits = limits or JetStreamAccountLimits()
+        lim = self.limits
+        self._storage_limited = max(lim.max_memory, lim.max_store, js.max_memory, js.max_store) >= 0
         # A disabled account only answers `$JS.API.INFO` ("not enabled for account"), as
         # nats-server's info-only service import does.
         self.enabled = enabled
         self.api: JetStreamApi | None = None
-        self.server = js.server
+        self.server: Server = js.server
         self.streams: dict[str, Stream] = {}
         self.dir = os.path.join(js.store_dir, "jetstream", account.name, "streams")
         self._api_owner = InternalClient(account, "jetstream-api")
@@ -356,9 +358,9 @@ class AccountJetStream:
 
     def check_resources(self, stream: Stream) -> None:
         """Before a store: the account's and the server's storage limits."""
-        lim = self.limits
-        if max(lim.max_memory, lim.max_store, self.js.max_memory, self.js.max_store) < 0:
+        if not self._storage_limited:
             return  # nothing to check: do not add up every stream on each publish
+        lim = self.limits
         memory, storage, _ = self.usage()
         if stream.config["storage"] == "memory":
             if 0 <= lim.max_memory < memory or 0 < self.js.max_memory < memory:

@@ -21,7 +21,14 @@ from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.sourcing import Source
 from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
 from pynatsd.jetstream.transform import SubjectTransform
-from pynatsd.jetstream.util import go_json, now_ns, rfc3339_ns
+from pynatsd.jetstream.util import (
+    go_duration,
+    go_hash,
+    go_json,
+    now_ns,
+    parse_go_duration,
+    rfc3339_ns,
+)
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.headers import append_headers, header_value
@@ -53,9 +60,7 @@ def parse_message_ttl(text: str) -> int:
     """Go's parseMessageTTL: seconds; -1 for "never"; ApiError 10165 when invalid."""
     if text.lower() == "never":
         return -1
-    from pynatsd.jetstream.consumer import _parse_go_duration
-
-    ns = _parse_go_duration(text)
+    ns = parse_go_duration(text)
     if ns is not None:
         if ns < NS:
             raise js_error("MessageTTLInvalid")
@@ -99,6 +104,7 @@ class Stream:
     ) -> None:
         self.ajs = ajs
         self.config = config
+        self.name: str = config["name"]
         self.store = store
         self.created_ns = created_ns
         self.consumers: dict[str, Consumer] = {}
@@ -108,6 +114,10 @@ class Stream:
         self._msg_ids: dict[str, tuple[int, int]] = {}
         self._msg_id_order: deque[tuple[int, str]] = deque()
         self.last_msg_id = ""
+        # The background rebuild of the duplicate window after a restart: next seq, last seq.
+        self._dedupe_next = 0
+        self._dedupe_last = 0
+        self._dedupe_owns_last = True
         self.closed = False
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._expiry_at = 0
@@ -121,10 +131,8 @@ class Stream:
         self.mirror: Source | None = None
         # Streams sourcing from or mirroring this one (told about new messages).
         self.followers: set[Source] = set()
-
-    @property
-    def name(self) -> str:
-        return str(self.config["name"])
+        self._ack_prefix = b""
+        self._max_payload = ajs.server.options.max_payload
 
     # -- set-up ----------------------------------------------------------------------------------
 
@@ -269,9 +277,10 @@ class Stream:
                 self._place_marker(msg.subject)
 
     def _place_marker(self, subject: str) -> None:
-        marker_ttl = self.config["subject_delete_marker_ttl"] // NS
+        # Go writes the TTL as time.Duration(seconds)*time.Second: "3s", "1m0s".
+        marker_ttl = go_duration(self.config["subject_delete_marker_ttl"] // NS * NS)
         header = (
-            f"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: {marker_ttl}s\r\n"
+            f"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: {marker_ttl}\r\n"
             "Nats-Rollup: sub\r\n\r\n"
         ).encode()
         try:
@@ -356,11 +365,13 @@ class Stream:
             return
         if not can_respond or seq == 0:
             return
-        domain = self.ajs.domain
-        ack = b'{"stream":%s,' % go_json(self.name)
-        if domain:
-            ack += b'"domain":' + go_json(domain) + b","
-        ack += b'"seq":%d' % seq
+        prefix = self._ack_prefix
+        if not prefix:
+            prefix = b'{"stream":%s,' % go_json(self.name)
+            if self.ajs.domain:
+                prefix += b'"domain":' + go_json(self.ajs.domain) + b","
+            self._ack_prefix = prefix = prefix + b'"seq":'
+        ack = prefix + b"%d" % seq
         if duplicate:
             # nats-server writes this one by hand, with the space.
             self.ajs.reply(reply, ack + b',"duplicate": true}')
@@ -378,6 +389,12 @@ class Stream:
             raise errors.stream_sealed()
         msg_id = ""
         rollup = ""
+        if self._dedupe_next:
+            if header and (b"Nats-Msg-Id" in header or b"Nats-Expected-Last-Msg-Id" in header):
+                self._finish_dedupe()
+            else:
+                # This message's (empty) id becomes the last one, whatever the rebuild finds.
+                self._dedupe_owns_last = False
         if header:
             if not sourced:
                 self._check_headers(subject, header)
@@ -396,7 +413,7 @@ class Stream:
                     raise errors.rollup_failed("rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise errors.rollup_failed(f'rollup value invalid: "{rollup}"')
-        max_payload = self.ajs.server.options.max_payload
+        max_payload = self._max_payload
         if len(header) > max_payload or len(data) > max_payload - len(header):
             raise errors.message_size_exceeds()
         max_size = cfg["max_msg_size"]
@@ -419,17 +436,16 @@ class Stream:
             c.wants(subject) for c in self.consumers.values()
         ):
             # Nobody would ever consume it: the sequence is used up, nothing is kept.
-            seq = self._store(subject, header, data)
+            seq, _ = self._store(subject, header, data)
             self.store.remove_msg(seq)
             self._after_id(msg_id, seq)
             return seq, False
         before = self.store.state().messages if self.consumers else 0
-        seq = self._store(subject, header, data)
+        seq, ts = self._store(subject, header, data)
         if self.consumers and self.store.state().messages != before + 1:
             # Limits dropped older messages: the consumers count what is pending afresh.
             for consumer in self.consumers.values():
                 consumer.forget_pending_count()
-        ts = self.store.msg_ts(seq) or now_ns()
         self._after_id(msg_id, seq, ts)
         if rollup and cfg["allow_rollup_hdrs"] and not cfg["deny_purge"]:
             if rollup == "sub":
@@ -448,12 +464,11 @@ class Stream:
             self.schedule_expiry()
         return seq, False
 
-    def _store(self, subject: str, header: bytes, data: bytes) -> int:
+    def _store(self, subject: str, header: bytes, data: bytes) -> tuple[int, int]:
         try:
-            seq, _ = self.store.store_msg(subject, header, data)
+            return self.store.store_msg(subject, header, data)
         except StoreError as e:
             raise errors.stream_store_failed(e.description) from None
-        return seq
 
     def _after_id(self, msg_id: str, seq: int, ts: int = 0) -> None:
         self.last_msg_id = msg_id
@@ -520,20 +535,45 @@ class Stream:
                 del self._msg_ids[msg_id]
 
     def rebuild_msg_ids(self) -> None:
-        """After a restart: the duplicate window is rebuilt from the stored headers."""
+        """After a restart: the duplicate window is rebuilt from the stored headers (Go's
+        rebuildDedupe). It runs in the background, a slice per turn of the event loop, so a
+        large stream does not delay the start; a publish that needs it finishes it first."""
         window = self.config["duplicate_window"]
-        start = self.store.seq_for_time(now_ns() - window)
-        seq = max(start, 1)
-        while True:
-            msg = self.store.load_next_msg("", seq)
-            if msg is None:
+        st = self.store.state()
+        if st.messages == 0:
+            return
+        self._dedupe_next = max(self.store.seq_for_time(now_ns() - window), st.first_seq, 1)
+        self._dedupe_last = st.last_seq
+        self._dedupe_slice()
+
+    def _dedupe_slice(self, limit: int = 20_000) -> None:
+        seq = self._dedupe_next
+        last = self._dedupe_last
+        store = self.store
+        budget = limit
+        while seq and seq <= last and budget > 0:
+            msg = store.load_next_msg("", seq)
+            if msg is None or msg.seq > last:
+                seq = last + 1
                 break
+            budget -= 1
             msg_id = header_value(msg.header, "Nats-Msg-Id") if msg.header else None
-            if msg_id:
+            if msg_id and msg_id not in self._msg_ids:
                 self._msg_ids[msg_id] = (msg.seq, msg.ts)
                 self._msg_id_order.append((msg.ts, msg_id))
-                self.last_msg_id = msg_id
+            if msg.seq == last and self._dedupe_owns_last:
+                self.last_msg_id = msg_id or ""
             seq = msg.seq + 1
+        if seq and seq <= last:
+            self._dedupe_next = seq
+            if not self.closed:
+                self.ajs.loop.call_soon(self._dedupe_slice)
+            return
+        self._dedupe_next = 0
+
+    def _finish_dedupe(self) -> None:
+        if self._dedupe_next:
+            self._dedupe_slice(limit=1 << 62)
 
     # -- removal ---------------------------------------------------------------------------------
 
@@ -621,6 +661,11 @@ class Stream:
         if self.sources:
             out["sources"] = [s.info() for s in self.sources]
         return out
+
+    def identity(self) -> str:
+        """nats-server's stream identity: a hash of the creation time (tells a recreated
+        stream from the original, in source headers)."""
+        return go_hash(rfc3339_ns(self.created_ns))
 
     def matches(self, subject: str) -> bool:
         return any(match_literal(subject, s) for s in self.config["subjects"])
