@@ -302,6 +302,11 @@ def send_signal(spec: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "spark":
+        # `pynatsd spark archive|replay|stats ...`: the data pipelines (needs the spark extra).
+        from pynatsd.spark.cli import main as spark_main
+
+        return spark_main(args[1:])
     try:
         flags = parse_flags(args)
     except UsageError as e:

@@ -32,9 +32,7 @@ class SeqRange(InputPartition):
         self.end = end
 
 
-def checked_start(
-    conn: Connection, opts: StreamReadOptions, start: int, state: client.StreamState
-) -> int:
+def checked_start(opts: StreamReadOptions, start: int, state: client.StreamState) -> int:
     """`start`, unless retention removed it: then fail (failOnDataLoss) or skip ahead."""
     if start >= state.first_seq:
         return start
@@ -86,7 +84,7 @@ class StreamBatchReader(DataSourceReader):
             state = client.stream_info(conn, opts.stream)
             client.check_filters(state, opts.filters)
             start = offsets.resolve_start(conn, opts, state)
-            start = checked_start(conn, opts, start, state)
+            start = checked_start(opts, start, state)
         end = offsets.resolve_end(opts.ending, state)
         self.ranges = offsets.split_range(
             start, end, opts.min_partitions, opts.min_rows_per_partition

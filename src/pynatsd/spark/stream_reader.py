@@ -33,8 +33,8 @@ class StreamMicroBatchReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.schema = schema
         self._target: int | None = None  # Trigger.AvailableNow: never read past this
         self._latest: int | None = None
-        # Fail while the query starts, on the driver, if the stream is missing or unreachable
-        # or refuses the filters.
+        # Fail while the query starts, on the driver, if the server is unreachable, the stream
+        # missing or a filter matches none of its subjects.
         with Connection.open(opts.connect) as conn:
             client.check_filters(client.stream_info(conn, opts.stream), opts.filters)
 
@@ -75,10 +75,7 @@ class StreamMicroBatchReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         last = offsets.from_offset(self.opts.stream, end)
         if last <= first:
             return []
-        with Connection.open(self.opts.connect) as conn:
-            first = checked_start(
-                conn, self.opts, first, client.stream_info(conn, self.opts.stream)
-            )
+        first = checked_start(self.opts, first, self._state())
         return [
             SeqRange(s, e)
             for s, e in offsets.split_range(

@@ -5,6 +5,7 @@ payload size percentiles; written as a CSV table and a PNG chart."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -67,6 +68,7 @@ def write_stats(messages: DataFrame, out_dir: str, title: str) -> tuple[str, str
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
     os.makedirs(out_dir, exist_ok=True)
@@ -84,6 +86,14 @@ def write_stats(messages: DataFrame, out_dir: str, title: str) -> tuple[str, str
         for subject in traffic.columns:
             lines.plot(traffic.index, traffic[subject], marker="o", label=subject)
         lines.legend(loc="upper left", fontsize="small")
+        if len(traffic.index) == 1:  # one minute: give it some room instead of a year
+            minute = traffic.index[0]
+            lines.set_xlim(minute - timedelta(minutes=2), minute + timedelta(minutes=2))
+        locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+        lines.xaxis.set_major_locator(locator)
+        formatter = mdates.ConciseDateFormatter(locator)  # type: ignore[no-untyped-call]
+        lines.xaxis.set_major_formatter(formatter)
+        lines.set_ylim(0, float(traffic.to_numpy().max()) * 1.15)
     lines.set_ylabel("messages per minute")
     lines.set_title("busiest subjects over time")
     fig.tight_layout()

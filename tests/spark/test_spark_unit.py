@@ -1,0 +1,224 @@
+"""The data source's parts alone, without Spark or a server: the wire parser, reply subjects,
+range splitting, timestamps, header maps and the rows -> messages mapping of writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from pynatsd.spark import client, offsets
+from pynatsd.spark.options import (
+    ConnectOptions,
+    PublishMode,
+    WriteOptions,
+    parse_servers,
+    parse_timestamp,
+)
+from pynatsd.spark.schema import header_entries
+from pynatsd.spark.wire import Connection, pub_frame, status_of
+from pynatsd.spark.writer import WritePlan, messages
+
+
+class FakeSocket:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    def close(self) -> None:
+        pass
+
+
+def _connection() -> tuple[Connection, FakeSocket]:
+    conn = Connection(ConnectOptions(servers=parse_servers("127.0.0.1:1")))
+    sock = FakeSocket()
+    conn._sock = sock  # type: ignore[assignment]
+    return conn, sock
+
+
+def _feed(conn: Connection, data: bytes) -> None:
+    """What `_receive` does with a chunk, then parse."""
+    conn._buf = conn._buf[conn._pos :] + data
+    conn._pos = 0
+    conn._process()
+
+
+STREAM = (
+    b"MSG a.b 1 12\r\nhello world!\r\n"
+    b"PING\r\n"
+    b"HMSG c 1 reply.to 24 29\r\nNATS/1.0\r\nK: v\r\nK: w\r\n\r\nbody!\r\n"
+    b"+OK\r\n"
+    b"MSG other 2 0\r\n\r\n"
+    b"MSG a.b 1 r 2\r\n\r\n\r\n"
+)
+EXPECTED = [
+    (b"a.b", b"", b"", b"hello world!"),
+    (b"c", b"reply.to", b"NATS/1.0\r\nK: v\r\nK: w\r\n\r\n", b"body!"),
+    (b"a.b", b"r", b"", b"\r\n"),
+]
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 7, 64, len(STREAM)])
+def test_parser_gives_the_same_frames_however_the_bytes_are_split(step: int) -> None:
+    conn, sock = _connection()
+    got: list[tuple[bytes, bytes, bytes, bytes]] = []
+    conn._subs[b"1"] = lambda *m: got.append(m)
+    for i in range(0, len(STREAM), step):
+        _feed(conn, STREAM[i : i + step])
+    assert got == EXPECTED
+    assert sock.sent == [b"PONG\r\n"]
+    assert conn._pos == len(conn._buf)
+
+
+def test_server_errors_are_raised_with_their_text() -> None:
+    conn, _ = _connection()
+    with pytest.raises(Exception, match="Permissions Violation"):
+        _feed(conn, b"-ERR 'Permissions Violation for Publish to \"x\"'\r\n")
+
+
+def test_frames_and_status() -> None:
+    assert pub_frame(b"s", b"data", b"r") == b"PUB s r 4\r\ndata\r\n"
+    assert pub_frame(b"s", b"d", b"", b"NATS/1.0\r\n\r\n") == (
+        b"HPUB s 12 13\r\nNATS/1.0\r\n\r\nd\r\n"
+    )
+    assert status_of(b"NATS/1.0 404 No Messages\r\n\r\n") == 404
+    assert status_of(b"NATS/1.0\r\nK: v\r\n\r\n") == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "fields"),
+    [
+        (b"$JS.ACK.S.c.1.42.7.1700000000000000000.9", (42, 1700000000000000000, 9)),
+        (b"$JS.ACK.dom.ACCHASH.S.c.1.42.7.1700000000000000000.9.tok", (42, 1700000000000000000, 9)),
+    ],
+)
+def test_ack_subject_layouts(reply: bytes, fields: tuple[int, int, int]) -> None:
+    assert client._ack_fields(reply) == fields
+
+
+def test_range_pull_collects_in_order_and_stops_at_the_end() -> None:
+    pull = client._RangePull("S", "c", end=12, with_headers=True)
+    for seq in (10, 11, 12):
+        pull.on_msg(b"s", f"$JS.ACK.S.c.1.{seq}.1.{seq}000.5".encode(), b"", b"x")
+    assert pull.chunk.seqs == [10, 11] and pull.done
+    pull = client._RangePull("S", "c", end=100, with_headers=False)
+    pull.on_msg(b"s", b"$JS.ACK.S.c.1.5.1.5000.0", b"", b"x")  # nothing pending after it
+    assert pull.done and pull.chunk.times_ns == [b"5000"]
+    pull = client._RangePull("S", "c", end=100, with_headers=False)
+    pull.on_msg(b"", b"", b"NATS/1.0 404 No Messages\r\n\r\n", b"")
+    assert pull.done and not pull.error
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "tasks", "min_rows", "expected"),
+    [
+        (1, 1, 2, 10, []),
+        (1, 11, 2, 100, [(1, 11)]),
+        (1, 201, 2, 100, [(1, 101), (101, 201)]),
+        (1, 201, 8, 50, [(1, 51), (51, 101), (101, 151), (151, 201)]),
+        (5, 8, 4, 1, [(5, 6), (6, 7), (7, 8)]),
+        (1, 1_000_001, 2, 50_000, [(1, 500_001), (500_001, 1_000_001)]),
+    ],
+)
+def test_split_range(
+    start: int, end: int, tasks: int, min_rows: int, expected: list[tuple[int, int]]
+) -> None:
+    assert offsets.split_range(start, end, tasks, min_rows) == expected
+
+
+def test_offsets_round_trip_and_reject_another_stream() -> None:
+    assert offsets.from_offset("S", offsets.to_offset("S", 42)) == 42
+    with pytest.raises(Exception, match="not for stream 'S'"):
+        offsets.from_offset("S", {"T": 42})
+
+
+def test_timestamps() -> None:
+    assert parse_timestamp("t", "1000") == 1_000_000_000
+    assert parse_timestamp("t", "1970-01-01T00:00:01.5Z") == 1_500_000_000
+    assert parse_timestamp("t", "1970-01-01T01:00:00+01:00") == 0
+    assert client.rfc3339(1_500_000_001) == "1970-01-01T00:00:01.500000001Z"
+
+
+def test_header_map_keeps_repeated_keys() -> None:
+    assert header_entries(b"NATS/1.0\r\nA: 1\r\nB: 2\r\nA: 3\r\n\r\n") == [
+        ("A", ["1", "3"]),
+        ("B", ["2"]),
+    ]
+    assert header_entries(b"") is None
+
+
+def _plan(**kw: Any) -> WritePlan:
+    opts = WriteOptions(
+        connect=ConnectOptions(servers=parse_servers("127.0.0.1:1")),
+        subject=kw.pop("subject", ""),
+        stream=kw.pop("stream", ""),
+        publish_mode=PublishMode.JETSTREAM,
+        msg_id_column=kw.get("id_column", ""),
+        max_in_flight=10,
+    )
+    fields = {
+        "opts": opts,
+        "mode": PublishMode.JETSTREAM,
+        "data_column": "data",
+        "subject_column": "subject",
+        "headers_column": "",
+        "id_column": "",
+        "source_id_columns": False,
+    }
+    fields.update(kw)
+    return WritePlan(**fields)
+
+
+def test_write_ids_in_order_of_preference() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "subject": ["a", "b", "c"],
+            "data": ["x", None, "z"],
+            "stream": ["S", "S", None],
+            "seq": [7, 8, None],
+            "id": ["i0", None, "i2"],
+            "headers": [None, {"Nats-Msg-Id": ["own"], "K": ["1", "2"]}, {}],
+        }
+    )
+
+    def run(plan: WritePlan) -> list[tuple[bytes, bytes, bytes]]:
+        return list(messages(plan, iter([batch]), "q:5:0", 1 << 20))
+
+    derived = run(_plan(stream="T"))
+    assert [m[0] for m in derived] == [b"a", b"b", b"c"]
+    assert [m[2] for m in derived] == [b"x", b"", b"z"]
+    assert derived[0][1] == (b"NATS/1.0\r\nNats-Msg-Id: q:5:0:0\r\nNats-Expected-Stream: T\r\n\r\n")
+    source = run(_plan(source_id_columns=True))
+    assert [m[1] for m in source] == [
+        b"NATS/1.0\r\nNats-Msg-Id: S:7\r\n\r\n",
+        b"NATS/1.0\r\nNats-Msg-Id: S:8\r\n\r\n",
+        b"NATS/1.0\r\nNats-Msg-Id: q:5:0:2\r\n\r\n",
+    ]
+    column = run(_plan(id_column="id", headers_column="headers"))
+    assert column[0][1] == b"NATS/1.0\r\nNats-Msg-Id: i0\r\n\r\n"
+    # The row's own header wins over a derived id; repeated keys go out as repeated lines.
+    assert column[1][1] == b"NATS/1.0\r\nNats-Msg-Id: own\r\nK: 1\r\nK: 2\r\n\r\n"
+    core = list(messages(_plan(mode=PublishMode.CORE), iter([batch]), "p", 1 << 20))
+    assert [m[1] for m in core] == [b"", b"", b""]
+    with pytest.raises(Exception, match="max_payload"):
+        list(messages(_plan(), iter([batch]), "p", 10))
+
+
+def test_write_rejects_bad_subjects() -> None:
+    batch = pa.RecordBatch.from_pydict({"subject": ["ok", "not ok"], "data": ["1", "2"]})
+    with pytest.raises(Exception, match="row 1: invalid subject"):
+        list(messages(_plan(), iter([batch]), "p", 1 << 20))
+
+
+def test_every_option_is_documented() -> None:
+    from pathlib import Path
+
+    from pynatsd.spark.options import OPTIONS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
+    for spec in OPTIONS:
+        default = f"`{spec.default}`" if spec.default else "—"
+        assert f"| `{spec.name}` | {default} |" in doc, spec.name
