@@ -195,6 +195,7 @@ class PermissionChecker:
         "delivery_filter",
         "permissions",
         "publish_restricted",
+        "sub_restricted",
         "response_expires",
         "response_max",
     )
@@ -239,6 +240,8 @@ class PermissionChecker:
             self.response_expires = response.expires
         # False: every publish is allowed and callers may skip can_publish altogether.
         self.publish_restricted = self._pub_allow is not None or self._pub_deny is not None
+        # False: every plain (non-queue) subscription is allowed without asking can_subscribe.
+        self.sub_restricted = self._sub_allow is not None or self._sub_deny is not None
 
     @property
     def watching(self) -> bool:

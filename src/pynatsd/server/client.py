@@ -571,15 +571,14 @@ class Client(asyncio.Protocol):
 
     def _process_event(self, ev: Event) -> None:
         kind = type(ev)
-        if kind is Ping:
+        if kind is Sub:  # first: clients subscribe in bursts
+            self._process_sub(ev)  # type: ignore[arg-type]
+        elif kind is Ping:
             self._process_ping()
         elif kind is Pong:
             self.pings_out = 0
             if self.rtt_start:
                 self.rtt = max(time.monotonic() - self.rtt_start, 1e-9)
-        elif kind is Sub:
-            assert isinstance(ev, Sub)
-            self._process_sub(ev)
         elif kind is Unsub:
             assert isinstance(ev, Unsub)
             self._process_unsub(ev)
@@ -789,7 +788,8 @@ class Client(asyncio.Protocol):
             log.log(TRACE, "%s - <<- [SUB %s]", self.label, line.decode(errors="replace"))
         subject = ev.subject.decode("utf-8", "surrogateescape")
         queue = ev.queue.decode("utf-8", "surrogateescape") if ev.queue else None
-        if not self.perms.can_subscribe(subject, queue):
+        perms = self.perms
+        if (perms.sub_restricted or queue is not None) and not perms.can_subscribe(subject, queue):
             log.error(
                 "%s - Subscription Violation - %s, SID %s",
                 self.label,
