@@ -195,9 +195,9 @@ class PermissionChecker:
         "delivery_filter",
         "permissions",
         "publish_restricted",
-        "sub_restricted",
         "response_expires",
         "response_max",
+        "sub_restricted",
     )
 
     def __init__(
