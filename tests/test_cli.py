@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from netutil import free_port
 from pynatsd.cli import UsageError, apply_flags, parse_flags
 from pynatsd.options import Options
 

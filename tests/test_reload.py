@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from netutil import free_port
 
 
 class Proc:

@@ -14,7 +14,7 @@ from typing import Any
 import nats
 import pytest
 
-from conftest import free_port, nats_server_binary
+from netutil import free_port, nats_server_binary
 
 PATHS = [
     "/varz",

@@ -8,7 +8,7 @@ import nats
 import pytest
 
 import pynatsd
-from conftest import free_port
+from netutil import free_port
 from pynatsd.config import load_config
 
 

@@ -15,9 +15,10 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
-from spark_helpers import ServerProcess, start_js_server
 
 import pynatsd
+
+from .spark_helpers import ServerProcess, start_js_server
 
 # The Python workers Spark starts must use this interpreter (and so find pynatsd and pyarrow).
 os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import nkeys
 import pytest
-from spark_helpers import ServerProcess, free_port, nats_server_binary
 
 from pynatsd.spark.errors import ConnectError
 from pynatsd.spark.options import ConnectOptions, parse_read_options, parse_servers
 from pynatsd.spark.wire import Connection, _read_creds
+
+from .spark_helpers import ServerProcess, free_port, nats_server_binary
 
 
 def _server(tmp_path: Path, *args: str) -> ServerProcess:

@@ -8,11 +8,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from spark_helpers import create_stream, free_port, publish, unique
 
 import pynatsd
 from pynatsd.spark.errors import OptionError
 from pynatsd.spark.options import parse_read_options, parse_write_options
+
+from .spark_helpers import create_stream, free_port, publish, unique
 
 pytestmark = pytest.mark.timeout(240)
 

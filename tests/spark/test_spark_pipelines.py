@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import (
+
+from pynatsd.spark.cli import main
+
+from .spark_helpers import (
     create_stream,
     delete_stream,
     publish,
@@ -15,8 +18,6 @@ from spark_helpers import (
     stream_state,
     unique,
 )
-
-from pynatsd.spark.cli import main
 
 pytestmark = pytest.mark.timeout(240)
 

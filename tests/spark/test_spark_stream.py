@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import create_stream, publish, unique
+
+from .spark_helpers import create_stream, publish, unique
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 import pytest
-from spark_helpers import core_publish, unique
+
+from .spark_helpers import core_publish, unique
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import (
+
+from .spark_helpers import (
     core_collect,
     create_stream,
     publish,
