@@ -69,6 +69,8 @@ KIND_ERASED = 3
 _MAX_KIND = 3
 
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+# Bytes read at once when a record is loaded: the records after it come from memory.
+_READ_WINDOW = 64 * 1024
 _CONSUMER_SAVE_DELAY = 0.05
 
 # Writes and syncs go through these names so that tests can make them fail (a full disk).
@@ -275,6 +277,8 @@ class FileStore(StoreCore):
         self._segment_bytes = segment_bytes
         self._loop = loop
         self._segs: dict[int, _Segment] = {}
+        # Read-ahead: (segment, file offset, bytes) of the last window read.
+        self._window: tuple[_Segment | None, int, bytes] = (None, 0, b"")
         self._active: _Segment | None = None
         self._wgen = 0
         self._synced_gen = 0
@@ -514,6 +518,7 @@ class FileStore(StoreCore):
             if seg.live > 0 or seg is self._active:
                 break
             del self._segs[seg.id]
+            self._forget_window()
             try:
                 os.unlink(seg.path)
             except OSError as exc:
@@ -614,6 +619,7 @@ class FileStore(StoreCore):
         # makes recovery treat it as a tombstone.
         payload = length - HDR_SIZE
         body = encode_record(KIND_ERASED, seq, 0, 0, b"", b"", bytes(payload))
+        self._forget_window()
         try:
             _pwrite(seg.fd, body, off)
         except OSError as exc:
@@ -651,7 +657,12 @@ class FileStore(StoreCore):
                             "stream store %s: compacting %s failed: %s", self._dir, seg.path, exc
                         )
 
+    def _forget_window(self) -> None:
+        """The read-ahead window must not outlive a rewrite or removal of its segment."""
+        self._window = (None, 0, b"")
+
     def _compact_segment(self, seg: _Segment) -> None:
+        self._forget_window()
         """Rewrite a sealed segment that is mostly dead with only what still matters.
 
         Kept: the live message records (byte for byte), the tombstones that may still name a
@@ -778,6 +789,7 @@ class FileStore(StoreCore):
             seg.live = 0
             if seg is not target and seg is not self._active:
                 del self._segs[seg.id]
+                self._forget_window()
                 with contextlib.suppress(OSError):
                     os.unlink(seg.path)
                 self._close_fd(seg.fd)
@@ -788,9 +800,27 @@ class FileStore(StoreCore):
     def _io_read(self, seq: int, rec: Rec) -> StoredMsg | None:
         loc = rec[3]
         length = loc >> 64
-        seg = self._segs.get((loc >> 32) & 0xFFFFFFFF)
+        seg_id = (loc >> 32) & 0xFFFFFFFF
+        seg = self._segs.get(seg_id)
         off = loc & 0xFFFFFFFF
-        buf = b"" if seg is None else os.pread(seg.fd, length, off)
+        # Consumers read forward: one pread of a window serves the records that follow.
+        win_seg, win_off, window = self._window
+        if (
+            seg is not None
+            and win_seg is seg
+            and win_off <= off
+            and off + length <= win_off + len(window)
+        ):
+            start = off - win_off
+            buf = window[start : start + length]
+        elif seg is None:
+            buf = b""
+        elif length >= _READ_WINDOW:
+            buf = os.pread(seg.fd, length, off)
+        else:
+            window = os.pread(seg.fd, _READ_WINDOW, off)
+            self._window = (seg, off, window)
+            buf = window[:length]
         if len(buf) == length:
             magic, crc, kind, rseq, ts, _, slen, hlen, dlen = HDR.unpack_from(buf, 0)
             if (
