@@ -8,9 +8,26 @@ Embedded use::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from pynatsd.embedded import Server, ThreadedServer
-from pynatsd.options import Options
+if TYPE_CHECKING:
+    from pynatsd.embedded import Server, ThreadedServer
+    from pynatsd.options import Options
 
 __all__ = ["Options", "Server", "ThreadedServer", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `pynatsd.spark` runs inside every Spark worker and needs none of
+    # the server.
+    if name in ("Server", "ThreadedServer"):
+        from pynatsd import embedded
+
+        return getattr(embedded, name)
+    if name == "Options":
+        from pynatsd.options import Options
+
+        return Options
+    raise AttributeError(f"module 'pynatsd' has no attribute {name!r}")
