@@ -1,9 +1,9 @@
 """Spark tests: ONE SparkSession (local[2]) for the whole run, a JetStream server and a pynatsd
 core server, all on loopback.
 
-JetStream: stream tests run against the real nats-server by default (pynatsd's JetStream was
-being built alongside this data source); `PYNATSD_SPARK_JS_SERVER=pynatsd` runs the same tests
-against `python -m pynatsd -js`.
+JetStream: stream tests run against `python -m pynatsd -js` by default;
+`PYNATSD_SPARK_JS_SERVER=nats-server` runs the same tests against the real nats-server, which is
+how the data source is checked to work with both.
 """
 
 from __future__ import annotations

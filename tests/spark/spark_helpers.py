@@ -20,9 +20,9 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
-# Where JetStream tests run: pynatsd does not serve JetStream everywhere yet, so the real
-# nats-server by default; PYNATSD_SPARK_JS_SERVER=pynatsd runs them against `pynatsd -js`.
-JS_SERVER = os.environ.get("PYNATSD_SPARK_JS_SERVER", "nats-server")
+# Where JetStream tests run: pynatsd by default; PYNATSD_SPARK_JS_SERVER=nats-server runs them
+# against the real server (the data source must work with both).
+JS_SERVER = os.environ.get("PYNATSD_SPARK_JS_SERVER", "pynatsd")
 
 
 def free_port() -> int:
