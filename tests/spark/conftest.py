@@ -28,7 +28,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 @pytest.fixture(scope="session")
 def js_server() -> Iterator[ServerProcess]:
-    """A JetStream-enabled server (nats-server by default) for the whole session."""
+    """A JetStream-enabled server (pynatsd by default) for the whole session."""
     store = tempfile.mkdtemp(prefix="spark-js-")
     server = start_js_server(store)
     try:
