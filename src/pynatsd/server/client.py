@@ -170,7 +170,6 @@ class Client(asyncio.Protocol):
         "subs",
         "trace",
         "transport",
-        "transport_pending",
         "verbose",
         "websocket",
     )
@@ -202,7 +201,6 @@ class Client(asyncio.Protocol):
         self.auth_user = ""
         # Outbound buffering: frames are queued here and written once per read.
         self.out: list[bytes] = []
-        self.transport_pending = 0  # transport buffer size at the last flush
         self.dirty = False
         self.closed = False
         self.close_reason = ""
@@ -442,9 +440,7 @@ class Client(asyncio.Protocol):
         transport = self.transport
         assert transport is not None
         transport.write(data)
-        pending = transport.get_write_buffer_size()
-        self.transport_pending = pending
-        if pending > self.max_pending:
+        if transport.get_write_buffer_size() > self.max_pending:
             self.slow_consumer_pending()
         elif self.congested:
             producer = self.server.producer
