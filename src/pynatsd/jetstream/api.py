@@ -48,7 +48,7 @@ from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.headers import append_headers
 from pynatsd.server.subscription import InternalSubscription
-from pynatsd.subjects import match_literal, subjects_collide
+from pynatsd.subjects import subjects_collide
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer
@@ -896,10 +896,6 @@ class JetStreamApi:
             info["ts"] = now
             items.append(info)
         return {"total": len(consumers), "offset": offset, "limit": _LIST_LIMIT, "consumers": items}
-
-
-def stream_matches(stream: Stream, subject: str) -> bool:
-    return any(match_literal(subject, s) for s in stream.config["subjects"])
 
 
 __all__ = ["API_SUBJECTS", "JetStreamApi", "stream_config_reply"]

@@ -27,7 +27,6 @@ from pynatsd.jetstream.transform import TransformError, validate_mapping
 from pynatsd.jetstream.util import format_go_time, go_duration, parse_go_time
 from pynatsd.subjects import (
     is_literal,
-    is_valid_publish_subject,
     is_valid_subject,
     match_literal,
     subjects_collide,
@@ -1130,7 +1129,3 @@ def ephemeral_name() -> str:
     """nats-server's createConsumerName: 8 characters of a hash of a fresh NUID."""
     alphabet = string.ascii_letters + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(8))
-
-
-def is_valid_deliver_prefix(prefix: str) -> bool:
-    return is_valid_publish_subject(prefix)

@@ -488,161 +488,128 @@ class ApiError(Exception):
         return {"code": self.code, "err_code": self.err_code, "description": self.description}
 
 
+# Shorthands for the errors the API raises most, named for where they are raised.
+
+
 def bad_request() -> ApiError:
-    return ApiError(400, 10003, "bad request")
+    return js_error("BadRequest")
 
 
 def invalid_json(detail: str) -> ApiError:
-    return ApiError(400, 10025, f"invalid JSON: {detail}")
-
-
-def not_enabled() -> ApiError:
-    return ApiError(503, 10076, "JetStream not enabled")
+    return js_error("InvalidJSON", err=detail)
 
 
 def not_enabled_for_account() -> ApiError:
-    return ApiError(503, 10039, "JetStream not enabled for account")
+    return js_error("NotEnabledForAccount")
 
 
 def stream_not_found() -> ApiError:
-    return ApiError(404, 10059, "stream not found")
+    return js_error("StreamNotFound")
 
 
 def stream_mismatch() -> ApiError:
-    return ApiError(400, 10056, "stream name in subject does not match request")
+    return js_error("StreamMismatch")
 
 
 def stream_name_exist() -> ApiError:
-    return ApiError(400, 10058, "stream name already in use with a different configuration")
+    return js_error("StreamNameExist")
 
 
 def stream_subject_overlap() -> ApiError:
-    return ApiError(400, 10065, "subjects overlap with an existing stream")
+    return js_error("StreamSubjectOverlap")
 
 
 def stream_invalid_config(detail: str) -> ApiError:
-    return ApiError(500, 10052, detail)
+    return js_error("StreamInvalidConfig", err=detail)
 
 
 def stream_name_path_separators() -> ApiError:
-    return ApiError(400, 10128, "Stream name can not contain path separators")
+    return js_error("StreamNameContainsPathSeparators")
 
 
 def replicas_not_supported() -> ApiError:
-    return ApiError(500, 10074, "replicas > 1 not supported in non-clustered mode")
+    return js_error("StreamReplicasNotSupported")
 
 
 def no_message_found() -> ApiError:
-    return ApiError(404, 10037, "no message found")
+    return js_error("NoMessageFound")
 
 
 def sequence_not_found(seq: int) -> ApiError:
-    return ApiError(400, 10043, f"sequence {seq} not found")
+    return js_error("SequenceNotFound", seq=seq)
 
 
 def stream_msg_delete_failed(detail: str) -> ApiError:
-    return ApiError(500, 10057, detail)
+    return js_error("StreamMsgDeleteFailed", err=detail)
 
 
 def stream_sealed() -> ApiError:
-    return ApiError(400, 10109, "invalid operation on sealed stream")
+    return js_error("StreamSealed")
 
 
 def stream_purge_failed(detail: str) -> ApiError:
-    return ApiError(500, 10110, detail)
+    return js_error("StreamPurgeFailed", err=detail)
 
 
 def stream_store_failed(detail: str) -> ApiError:
-    return ApiError(503, 10077, detail)
+    return js_error("StreamStoreFailed", err=detail)
 
 
 def message_size_exceeds() -> ApiError:
-    return ApiError(400, 10054, "message size exceeds maximum allowed")
+    return js_error("StreamMessageExceedsMaximum")
 
 
 def stream_not_match() -> ApiError:
-    return ApiError(400, 10060, "expected stream does not match")
+    return js_error("StreamNotMatch")
 
 
 def wrong_last_sequence(seq: int) -> ApiError:
-    return ApiError(400, 10071, f"wrong last sequence: {seq}")
+    return js_error("StreamWrongLastSequence", seq=seq)
 
 
 def wrong_last_msg_id(msg_id: str) -> ApiError:
-    return ApiError(400, 10070, f"wrong last msg ID: {msg_id}")
+    return js_error("StreamWrongLastMsgID", id=msg_id)
 
 
 def rollup_failed(detail: str) -> ApiError:
-    return ApiError(500, 10111, detail)
+    return js_error("StreamRollupFailed", err=detail)
 
 
 def insufficient_resources() -> ApiError:
-    return ApiError(503, 10023, "insufficient resources")
+    return js_error("InsufficientResources")
 
 
 def consumer_not_found() -> ApiError:
-    return ApiError(404, 10014, "consumer not found")
+    return js_error("ConsumerNotFound")
 
 
 def consumer_name_exist() -> ApiError:
-    return ApiError(400, 10013, "consumer name already in use")
-
-
-def consumer_already_exists() -> ApiError:
-    return ApiError(400, 10148, "consumer already exists")
-
-
-def consumer_does_not_exist() -> ApiError:
-    return ApiError(400, 10149, "consumer does not exist")
+    return js_error("ConsumerNameExist")
 
 
 def consumer_create(detail: str) -> ApiError:
-    return ApiError(500, 10012, detail)
-
-
-def consumer_config_required() -> ApiError:
-    return ApiError(400, 10078, "consumer config required")
+    return js_error("ConsumerCreate", err=detail)
 
 
 def consumer_filter_mismatch() -> ApiError:
-    return ApiError(
-        400, 10131, "Consumer create request did not match filtered subject from create subject"
-    )
-
-
-def consumer_durable_name_mismatch() -> ApiError:
-    return ApiError(400, 10132, "Consumer Durable and Name have to be equal if both are provided")
+    return js_error("ConsumerCreateFilterSubjectMismatch")
 
 
 def consumer_name_path_separators() -> ApiError:
-    return ApiError(400, 10127, "Consumer name can not contain path separators")
-
-
-def consumer_duplicate_filters() -> ApiError:
-    return ApiError(
-        400, 10136, "consumer cannot have both FilterSubject and FilterSubjects specified"
-    )
+    return js_error("ConsumerNameContainsPathSeparators")
 
 
 def consumer_wq_requires_explicit_ack() -> ApiError:
-    return ApiError(400, 10098, "workqueue stream requires explicit ack")
+    return js_error("ConsumerWQRequiresExplicitAck")
 
 
 def consumer_wq_not_unique() -> ApiError:
-    return ApiError(400, 10100, "filtered consumer not unique on workqueue stream")
+    return js_error("ConsumerWQConsumerNotUnique")
 
 
 def consumer_wq_multiple_unfiltered() -> ApiError:
-    return ApiError(400, 10099, "multiple non-filtered consumers not allowed on workqueue stream")
-
-
-def consumer_push_max_waiting() -> ApiError:
-    return ApiError(400, 10080, "consumer in push mode can not set max waiting")
-
-
-def consumer_max_waiting_negative() -> ApiError:
-    return ApiError(400, 10087, "consumer max waiting needs to be positive")
+    return js_error("ConsumerWQMultipleUnfiltered")
 
 
 def consumer_invalid_policy(detail: str) -> ApiError:
-    return ApiError(400, 10094, detail)
+    return js_error("ConsumerInvalidPolicy", err=detail)

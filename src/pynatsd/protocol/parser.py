@@ -227,6 +227,22 @@ class Parser:
         events.append(ProtocolError(reply, reason or CloseReason.PARSE_ERROR, detail))
         self._dead = True
 
+    def _fail_max_payload(self, events: list[Event | Pub]) -> None:
+        self._fail(
+            events,
+            errors.MAXIMUM_PAYLOAD_VIOLATION,
+            "max payload",
+            CloseReason.MAX_PAYLOAD_EXCEEDED,
+        )
+
+    def _fail_control_line(self, events: list[Event | Pub]) -> None:
+        self._fail(
+            events,
+            errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
+            "control line",
+            CloseReason.MAX_CONTROL_LINE_EXCEEDED,
+        )
+
     def _parse(self, buf: bytes, pos: int, events: list[Event | Pub]) -> None:
         n = len(buf)
         append = events.append
@@ -266,12 +282,7 @@ class Parser:
                         return
                 subject, reply, size, size_text, line = memo
                 if size > self.max_payload:
-                    self._fail(
-                        events,
-                        errors.MAXIMUM_PAYLOAD_VIOLATION,
-                        "max payload",
-                        CloseReason.MAX_PAYLOAD_EXCEEDED,
-                    )
+                    self._fail_max_payload(events)
                     return
                 start = nl + 1
                 end = start + size
@@ -315,31 +326,37 @@ class Parser:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
         arg = line[:-1] if b"\r" in line else line
         if len(arg) > self.max_control_line and len(arg.lstrip(_SPACE_TAB)) > self.max_control_line:
-            self._fail(
-                events,
-                errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
-                "control line",
-                CloseReason.MAX_CONTROL_LINE_EXCEEDED,
-            )
+            self._fail_control_line(events)
             return None
-        args = split_pub_args(arg)
-        nargs = len(args)
-        if nargs == 2:
-            subject, reply, size = args[0], b"", parse_size(args[1])
-        elif nargs == 3:
-            subject, reply, size = args[0], args[1], parse_size(args[2])
-        else:
-            self._fail(events, None, f"processPub Parse Error: {arg!r}")
-            return None
-        if size < 0:
-            self._fail(events, None, f"processPub Bad or Missing Size: {arg!r}")
+        parsed = self._split_pub(arg, events)
+        if parsed is None:
             return None
         memo = self._pub_memo
         if len(memo) >= _PUB_MEMO_SIZE:
             memo.clear()
-        entry = (subject, reply, size, args[-1], line)
+        entry = (*parsed, line)
         memo[line] = entry
         return entry
+
+    def _split_pub(
+        self, arg: bytes, events: list[Event | Pub]
+    ) -> tuple[bytes, bytes, int, bytes] | None:
+        """Subject, reply, size and the size as written, of a PUB argument; None after an
+        error (nats-server's processPub)."""
+        args = split_pub_args(arg)
+        nargs = len(args)
+        if nargs == 2:
+            subject, reply = args[0], b""
+        elif nargs == 3:
+            subject, reply = args[0], args[1]
+        else:
+            self._fail(events, None, f"processPub Parse Error: {arg!r}")
+            return None
+        size = parse_size(args[-1])
+        if size < 0:
+            self._fail(events, None, f"processPub Bad or Missing Size: {arg!r}")
+            return None
+        return subject, reply, size, args[-1]
 
     def _wait_payload(
         self,
@@ -379,12 +396,7 @@ class Parser:
             return
         arg = arg.replace(b"\r", b"")
         if len(arg) > self.max_control_line:
-            self._fail(
-                events,
-                errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
-                "control line",
-                CloseReason.MAX_CONTROL_LINE_EXCEEDED,
-            )
+            self._fail_control_line(events)
             return
         self._partial = partial
 
@@ -403,12 +415,7 @@ class Parser:
         if b"\r" in arg:
             arg = arg[:-1]
         if len(arg) > self.max_control_line:
-            self._fail(
-                events,
-                errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
-                "control line",
-                CloseReason.MAX_CONTROL_LINE_EXCEEDED,
-            )
+            self._fail_control_line(events)
             return -1
         if name == b"PUB" or name == b"HPUB":
             return self._parse_pub(buf, nl, arg, name == b"HPUB", events)
@@ -460,11 +467,11 @@ class Parser:
     def _parse_pub(
         self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event | Pub]
     ) -> int:
-        args = split_pub_args(arg)
-        nargs = len(args)
         header_size = -1
         header_text = b""
         if has_headers:
+            args = split_pub_args(arg)
+            nargs = len(args)
             if nargs == 3:
                 subject, reply = args[0], b""
             elif nargs == 4:
@@ -474,29 +481,18 @@ class Parser:
                 return -1
             header_text = args[-2]
             header_size = parse_size(header_text)
-            size = parse_size(args[-1])
+            size_text = args[-1]
+            size = parse_size(size_text)
             if header_size < 0 or size < 0 or header_size > size:
                 self._fail(events, None, f"processHeaderPub Bad Sizes: {arg!r}")
                 return -1
         else:
-            if nargs == 2:
-                subject, reply = args[0], b""
-            elif nargs == 3:
-                subject, reply = args[0], args[1]
-            else:
-                self._fail(events, None, f"processPub Parse Error: {arg!r}")
+            parsed = self._split_pub(arg, events)
+            if parsed is None:
                 return -1
-            size = parse_size(args[-1])
-            if size < 0:
-                self._fail(events, None, f"processPub Bad or Missing Size: {arg!r}")
-                return -1
+            subject, reply, size, size_text = parsed
         if size > self.max_payload:
-            self._fail(
-                events,
-                errors.MAXIMUM_PAYLOAD_VIOLATION,
-                "max payload",
-                CloseReason.MAX_PAYLOAD_EXCEEDED,
-            )
+            self._fail_max_payload(events)
             return -1
         start = nl + 1
         end = start + size
@@ -505,9 +501,9 @@ class Parser:
                 self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
                 return -1
             events.append(
-                Pub(subject, reply, buf[start:end], header_size, b"", args[-1], header_text)
+                Pub(subject, reply, buf[start:end], header_size, b"", size_text, header_text)
             )
             return end + 2
-        pending = (subject, reply, size, header_size, b"", args[-1], header_text)
+        pending = (subject, reply, size, header_size, b"", size_text, header_text)
         self._wait_payload(buf, start, pending, events)
         return -1

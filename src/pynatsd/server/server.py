@@ -56,15 +56,6 @@ def _new_xkey() -> str:
     return base64.b32encode(raw + bytes(crc)).decode().rstrip("=")
 
 
-class ClosedClient:
-    """What /connz?state=closed reports about a connection that is gone."""
-
-    __slots__ = ("info",)
-
-    def __init__(self, info: dict[str, Any]) -> None:
-        self.info = info
-
-
 class Server:
     """A NATS server. Use `await server.start()` / `await server.shutdown()`, or
     `async with Server(port=0) as server:` (see `pynatsd.embedded`)."""
