@@ -7,7 +7,6 @@ framework would cost start-up time (servers are restarted often in tests) for no
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
@@ -15,6 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 from pynatsd.logger import log
 from pynatsd.monitor import endpoints
 from pynatsd.monitor.endpoints import BadRequest
+from pynatsd.protocol.frames import go_json_bytes
 
 if TYPE_CHECKING:
     from pynatsd.server.server import Server
@@ -42,10 +42,8 @@ _ROOT_PAGE = """<html lang="en">
 
 
 def go_json(data: Any) -> bytes:
-    """JSON as Go's encoder writes it for the monitor: 2-space indent, `<>&` escaped."""
-    text = json.dumps(data, indent=2, ensure_ascii=False)
-    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return text.encode()
+    """JSON as Go's encoder writes it for the monitor: 2-space indent, Go's escaping."""
+    return go_json_bytes(data, indent=2)
 
 
 class MonitorServer:

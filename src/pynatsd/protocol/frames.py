@@ -11,10 +11,13 @@ OK_FRAME = b"+OK\r\n"
 CRLF = b"\r\n"
 
 
-def go_json_bytes(data: Any) -> bytes:
-    """Compact JSON as Go's encoding/json writes it: UTF-8 as is, `<>&` and U+2028/U+2029
-    escaped."""
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+def go_json_bytes(data: Any, indent: int | None = None) -> bytes:
+    """JSON as Go's encoding/json writes it: UTF-8 as is, `<>&` and U+2028/U+2029 escaped;
+    compact, or indented as the monitor's MarshalIndent does."""
+    if indent is None:
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    else:
+        text = json.dumps(data, indent=indent, ensure_ascii=False)
     for raw, escaped in _GO_ESCAPES:
         if raw in text:
             text = text.replace(raw, escaped)
