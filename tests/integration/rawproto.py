@@ -315,8 +315,25 @@ def split_frames(data: bytes) -> list[bytes]:
     return frames
 
 
+def normalise_js_ack_time(frame: bytes) -> bytes:
+    """A JetStream delivery's ack subject carries the time it was stored
+    (`$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>`): that one token is
+    replaced, everything else is kept."""
+    start = frame.find(b" $JS.ACK.")
+    if start < 0 or not frame.startswith((b"MSG ", b"HMSG ")):
+        return frame
+    end = frame.find(b" ", start + 1)
+    tokens = frame[start + 1 : end].split(b".")
+    if len(tokens) != 9:
+        return frame
+    tokens[7] = b"<ts>"
+    return frame[: start + 1] + b".".join(tokens) + frame[end:]
+
+
 def normalise(data: bytes) -> bytes:
-    """Normalise every INFO frame in a server-to-client stream; other bytes are kept exactly."""
+    """Normalise every INFO frame in a server-to-client stream, and the timestamp in JetStream
+    ack subjects; other bytes are kept exactly."""
     return b"".join(
-        normalise_info_line(f) if f.startswith(b"INFO ") else f for f in split_frames(data)
+        normalise_info_line(f) if f.startswith(b"INFO ") else normalise_js_ack_time(f)
+        for f in split_frames(data)
     )

@@ -932,6 +932,70 @@ def _cases() -> Iterator[Case]:
         closed=frozenset({"b"}),
         expect=(b"-ERR 'maximum connections exceeded'",),
     )
+    # --- JetStream deliveries: the MSG/HMSG frames a pull request gets, byte for byte ----------
+    yield from _jetstream_cases()
+
+
+def _pub(subject: bytes, payload: bytes, reply: bytes = b"") -> bytes:
+    reply_part = b" " + reply if reply else b""
+    return b"PUB %s%s %d\r\n%s\r\n" % (subject, reply_part, len(payload), payload)
+
+
+def _hpub(subject: bytes, headers: bytes, payload: bytes) -> bytes:
+    total = len(headers) + len(payload)
+    return b"HPUB %s %d %d\r\n%s%s\r\n" % (subject, len(headers), total, headers, payload)
+
+
+def _jetstream_cases() -> Iterator[Case]:
+    """A stream with a plain, a header and an empty message (set up on connection "a"),
+    fetched on "b" by a client that takes headers and by one that does not (nats-server strips
+    the header block for it). The API replies go to a subject nobody subscribes to: only
+    deliveries are compared. The ack subject's timestamp is normalised by rawproto."""
+    for n, (connect, policy) in enumerate(
+        [
+            (HDR_CONNECT, "none"),
+            (QUIET_CONNECT, "none"),
+            (HDR_CONNECT, "explicit"),
+        ]
+    ):
+        stream = b"F%d" % n
+        setup = HDR_CONNECT + _pub(
+            b"$JS.API.STREAM.CREATE." + stream,
+            b'{"name":"%s","subjects":["%s.>"],"storage":"memory"}' % (stream, stream.lower()),
+            b"_api",
+        )
+        msgs = (
+            _pub(stream.lower() + b".one", b"hello")
+            + _hpub(stream.lower() + b".two", HEADERS, b"world")
+            + _pub(stream.lower() + b".three", b"")
+        )
+        consumer = _pub(
+            b"$JS.API.CONSUMER.CREATE.%s.c" % stream,
+            b'{"stream_name":"%s","config":{"durable_name":"c","ack_policy":"%s"}}'
+            % (stream, policy.encode()),
+            b"_api",
+        )
+        fetch = (
+            connect
+            + b"SUB _in 1\r\n"
+            + _pub(
+                b"$JS.API.CONSUMER.MSG.NEXT.%s.c" % stream, b'{"batch":5,"no_wait":true}', b"_in"
+            )
+        )
+        yield Case(
+            f"js_fetch_{'headers' if b'headers' in connect else 'no_headers'}_ack_{policy}",
+            (
+                s("a", setup, quiet=0.3),
+                s("a", msgs + consumer, quiet=0.3),
+                s("b", fetch, quiet=0.3),
+            ),
+            profile="js",
+            # Without headers the 404 that ends the fetch comes as an empty MSG.
+            expect=(
+                b"$JS.ACK.%s.c.1.3.3." % stream,
+                b"404 No Messages" if b"headers" in connect else b"MSG _in 1 0\r\n",
+            ),
+        )
 
 
 CASES = list(_cases())
@@ -967,6 +1031,8 @@ authorization {
     ),
     "stale": Profile(config='ping_interval: "100ms"\nping_max: 1\n'),
     "maxconn": Profile(config="max_connections: 1\n"),
+    # {store} becomes a directory of each server's own.
+    "js": Profile(args=("-js", "-sd", "{store}")),
 }
 
 
@@ -998,9 +1064,13 @@ class ServerPool:
             path = self.tmpdir / f"{name}.conf"
             path.write_text(profile.config)
             args += ["-c", str(path)]
-        ref = rp.start_server([rp.NATS_SERVER_BIN], args)
+
+        def own(who: str) -> list[str]:
+            return [a.replace("{store}", str(self.tmpdir / f"{name}-{who}")) for a in args]
+
+        ref = rp.start_server([rp.NATS_SERVER_BIN], own("ref"))
         try:
-            cand = rp.start_server(_candidate_cmd(), args, env=_candidate_env())
+            cand = rp.start_server(_candidate_cmd(), own("cand"), env=_candidate_env())
         except rp.ServerStartError as exc:
             ref.stop()
             if profile.config is not None:
@@ -1158,6 +1228,12 @@ def test_info_greeting(profile: str, pool: ServerPool) -> None:
         ),
         (b"MSG a 1 5\r\nINFO \r\n", b"MSG a 1 5\r\nINFO \r\n"),  # a payload is not an INFO
         (b"INFO {broken\r\nPONG\r\n", b"INFO {broken\r\nPONG\r\n"),
+        # Only the time in a JetStream ack subject; the payload and other replies stay.
+        (
+            b"MSG s 1 $JS.ACK.S.c.1.2.3.1763790000123456789.4 2\r\n$J\r\n",
+            b"MSG s 1 $JS.ACK.S.c.1.2.3.<ts>.4 2\r\n$J\r\n",
+        ),
+        (b"MSG s 1 $JS.ACK.S.c.1.2 2\r\nab\r\n", b"MSG s 1 $JS.ACK.S.c.1.2 2\r\nab\r\n"),
     ],
 )
 def test_normaliser(raw: bytes, expected: bytes) -> None:

@@ -44,12 +44,14 @@ from pynatsd.jetstream.util import (
 )
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
+from pynatsd.server.router import deliver_stored
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import match_literal, subjects_collide
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.stream import Stream
     from pynatsd.server.client import Client
+    from pynatsd.server.subscription import Subscription
 
 NS = 1_000_000_000
 MS = 1_000_000
@@ -60,6 +62,10 @@ _FC_MAX_PENDING = 32 * 1024 * 1024
 # How many messages one pump delivers before yielding to the event loop (a push consumer on a
 # large stream must not starve every other client).
 _PUMP_BUDGET = 1000
+# Messages a pump round reads from the store at once (Consumer._next_from_stream).
+_READ_AHEAD = 128
+# Consumer state is written at most this often (seconds); see Consumer.save.
+_SAVE_DELAY = 0.05
 # Go adds 1 ms to ack-wait timers so that bursts are handled in one go (ackWaitDelay).
 _ACK_WAIT_DELAY = MS
 _ADVISORY = "io.nats.jetstream.advisory.v1."
@@ -76,7 +82,8 @@ class PullRequest:
     hb_ns: int
     hbt_ns: int  # next heartbeat, 0 = none
     d: int = 0  # delivered
-    interest_gen: int = -1  # SubList generation at which the reply was last seen to have interest
+    interest_gen: int = -1  # SubList generation at which `target` was looked up
+    target: Subscription | None = None  # who receives on `reply` (deliver_as picks the same)
 
 
 @dataclass(slots=True)
@@ -103,8 +110,12 @@ class Consumer:
         self.durable = bool(config["durable_name"])
         self.filters = consumer_filters(config)
         self._npc: int | None = None
+        self._npc_mark = (0, 0)  # the store's change_mark() when _npc was counted (cheap filters)
         self._from_lss = False  # the last message _get_next_msg gave came from the skip list
         self._cheap_pending = _cheap_filters(self.filters)
+        # Neither changes on an update (Go refuses a new ack policy), and both are read per message.
+        self.ack_none = config["ack_policy"] == "none"
+        self._ack_prefix = f"$JS.ACK.{stream.name}.{name}.".encode()
         self.closed = False
         # Delivery state (Go's o.sseq, o.dseq, o.adflr, o.asflr, o.pending, o.rdc, o.rdq).
         self.sseq = 1
@@ -116,6 +127,7 @@ class Consumer:
         self.rdc: dict[int, int] = {}
         self.rdq: deque[int] = deque()
         self.rdqi: set[int] = set()
+        self._ahead: deque[StoredMsg] = deque()  # read-ahead of one pump round
         self.lss: list[int] | None = None  # last-per-subject skip list
         self.lss_resume = 0
         self.ldt = 0  # last delivery time
@@ -314,10 +326,13 @@ class Consumer:
             self._add_to_rdq(seq)
 
     def save(self) -> None:
-        """Persist the state soon (coalesced: many acks in one read cost one write)."""
+        """Persist the state soon: at most one snapshot per `_SAVE_DELAY`, as nats-server's
+        consumer store flushes about ten times a second under load. An ack storm then costs a
+        few writes, not one JSON encoding of the pending map per read; a crash loses at most
+        that interval, and the consumer redelivers, which at-least-once delivery allows."""
         if self._state_store is None or self._save_handle is not None or self.closed:
             return
-        self._save_handle = self.ajs.loop.call_soon(self._save_now)
+        self._save_handle = self.ajs.loop.call_later(_SAVE_DELAY, self._save_now)
 
     def _save_now(self) -> None:
         self._save_handle = None
@@ -530,9 +545,8 @@ class Consumer:
         self.waiting = keep
         return asked, deadline
 
-    def _next_waiting(self, size: int) -> PullRequest | None:
+    def _next_waiting(self, size: int, now: int) -> PullRequest | None:
         """Go's nextWaiting (no priority groups): the request to get a message of `size`."""
-        now = now_ns()
         while self.waiting:
             wr = self.waiting[0]
             if wr.expires_ns and now >= wr.expires_ns:
@@ -553,13 +567,18 @@ class Consumer:
                         _status(409, "Message Size Exceeds MaxBytes", _pending_extra(wr.n, wr.b)),
                     )
                     continue
-            gen = self.ajs.account.sublist.genid
-            if wr.interest_gen != gen:
-                # Checked again only when subscriptions changed, not for every message.
-                if not self.ajs.has_interest(wr.reply):
+            sublist = self.ajs.account.sublist
+            if wr.interest_gen != sublist.genid:
+                # Looked up again only when subscriptions changed, not for every message.
+                result = sublist.match_bytes(wr.reply.encode())
+                if result.psubs:
+                    wr.target = result.psubs[0]
+                elif result.qsubs:
+                    wr.target = result.qsubs[0][0]
+                else:
                     self.waiting.popleft()
                     continue
-                wr.interest_gen = gen
+                wr.interest_gen = sublist.genid
             # Go's waitQueue.pop: a request that wants more goes to the back of the queue.
             wr.d += 1
             wr.n -= 1
@@ -581,7 +600,12 @@ class Consumer:
         self.pump()
 
     def on_new_message(self, seq: int, subject: str) -> None:
-        if self._npc is not None and seq >= self._pending_start() and self.wants(subject):
+        if (
+            self._npc is not None
+            and not self._cheap_pending
+            and seq >= self._pending_start()
+            and self.wants(subject)
+        ):
             self._npc += 1
         if self.push or self.waiting:
             self.pump()
@@ -604,11 +628,16 @@ class Consumer:
             self._pump()
         finally:
             self._pumping = False
+            # Read-ahead lives for one round only: between rounds anything may change.
+            self._ahead.clear()
 
     def _pump(self) -> None:
         budget = _PUMP_BUDGET
         push = self.push
+        ack_prefix = self._ack_prefix
+        headers_only = self.config["headers_only"]
         hit_max_ack_pending = False
+        yielded = False
         while True:
             if self.paused():
                 break
@@ -619,32 +648,37 @@ class Consumer:
                 break
             if budget <= 0:
                 self.signal()  # more to do: continue after other work had its turn
-                return
+                yielded = True
+                break
             found = self._get_next_msg()
             if found is None:
                 hit_max_ack_pending = self._at_max_ack_pending()
                 break
             msg, dc = found
-            pending = self.num_pending()
-            reply = (
-                f"$JS.ACK.{self.stream.name}.{self.name}.{dc}.{msg.seq}.{self.dseq}"
-                f".{msg.ts}.{pending}"
+            reply = b"%s%d.%d.%d.%d.%d" % (
+                ack_prefix,
+                dc,
+                msg.seq,
+                self.dseq,
+                msg.ts,
+                self.num_pending(),
             )
             header, data = msg.header, msg.data
-            if self.config["headers_only"]:
+            if headers_only:
                 header = _headers_only(header, len(data))
                 data = b""
             size = len(msg.subject) + len(reply) + len(header) + len(data)
+            now = now_ns()
             wr: PullRequest | None = None
             if push:
                 dsubj = self.config["deliver_subject"]
             else:
-                wr = self._next_waiting(size)
+                wr = self._next_waiting(size, now)
                 if wr is None:
                     self._did_not_take(msg.seq, dc, self._from_lss)
                     break
                 dsubj = wr.reply
-            delivered = self._deliver(dsubj, msg, reply, header, data, dc)
+            delivered = self._deliver(dsubj, msg, reply, header, data, dc, now, wr)
             budget -= 1
             if wr is not None:
                 if wr.n <= 0 and wr.b > 0:
@@ -652,12 +686,14 @@ class Consumer:
                         dsubj, _status(409, "Batch Completed", _pending_extra(wr.n, wr.b))
                     )
                 elif wr.n > 0 and wr.hb_ns:
-                    wr.hbt_ns = now_ns() + wr.hb_ns
+                    wr.hbt_ns = now + wr.hb_ns
             else:
                 self._reset_heartbeat()
                 if not delivered:
                     self._did_not_deliver(msg.seq)
-        if not push:
+        if budget < _PUMP_BUDGET:
+            self.ajs.server.flush_soon()
+        if not push and not yielded:
             self._process_waiting(eos=not hit_max_ack_pending)
             self._schedule_waiting()
 
@@ -724,7 +760,7 @@ class Consumer:
                     return msg, 1
             self.lss = None
             self.sseq = max(self.sseq, self.lss_resume + 1)
-        msg = self._load_next(self.sseq)
+        msg = self._next_from_stream()
         if msg is None:
             last = store.state().last_seq
             if last >= self.sseq:
@@ -734,6 +770,27 @@ class Consumer:
         if self._npc:
             self._npc -= 1
         return msg, 1
+
+    def _next_from_stream(self) -> StoredMsg | None:
+        """The next message at or after `sseq` for this consumer. Within one pump round the
+        store is read a run at a time (as many as the waiting requests want, at most
+        `_READ_AHEAD`); a message removed since the run was read is skipped, and every
+        message that arrives later has a higher sequence than the run."""
+        ahead = self._ahead
+        store = self.stream.store
+        while ahead:
+            msg = ahead.popleft()
+            if msg.seq >= self.sseq and store.msg_ts(msg.seq) is not None:
+                return msg
+        filters = self.filters
+        if len(filters) > 1:
+            return self._load_next(self.sseq)
+        want = _READ_AHEAD if self.push else min(sum(wr.n for wr in self.waiting), _READ_AHEAD)
+        flt = filters[0] if filters else ""
+        if want <= 1:
+            return store.load_next_msg(flt, self.sseq)
+        ahead.extend(store.load_next_msgs(flt, self.sseq, want))
+        return ahead.popleft() if ahead else None
 
     def _load_next(self, start: int) -> StoredMsg | None:
         store = self.stream.store
@@ -749,31 +806,42 @@ class Consumer:
         return best
 
     def _deliver(
-        self, dsubj: str, msg: StoredMsg, reply: str, header: bytes, data: bytes, dc: int
+        self,
+        dsubj: str,
+        msg: StoredMsg,
+        reply: bytes,
+        header: bytes,
+        data: bytes,
+        dc: int,
+        now: int,
+        wr: PullRequest | None,
     ) -> bool:
         """Go's deliverMsg."""
         dseq = self.dseq
         self.dseq += 1
-        size = len(dsubj) + len(reply) + len(header) + len(data)
-        if self.maxpb > 0:
-            self.pbytes += size
-        now = now_ns()
         self.ldt = now
         if dc == 1:
             self.delivered_sseq = msg.seq
-        ack_none = self.config["ack_policy"] == "none"
+        ack_none = self.ack_none
         if ack_none:
             self.adflr, self.asflr = dseq, msg.seq
         else:
             self._track_pending(msg.seq, dseq, now)
-        if self.push:
+        if wr is None:
             delivered = self.ajs.deliver_push(dsubj, msg.subject, reply, header, data)
+            size = len(dsubj) + len(reply) + len(header) + len(data)
+            if self.maxpb > 0:
+                self.pbytes += size
+                if self._need_flow_control(size):
+                    self._send_flow_control()
         else:
-            delivered = self.ajs.deliver(dsubj, msg.subject, reply, header, data)
-        if self.maxpb > 0 and self._need_flow_control(size):
-            self._send_flow_control()
-        if not self.push and self.dthresh > 0:
-            self.waiting_last = now
+            target = wr.target
+            delivered = (
+                target is not None
+                and deliver_stored(target, msg.subject.encode(), reply, header, data)
+            ) or self.ajs.deliver(dsubj, msg.subject, reply, header, data)
+            if self.dthresh > 0:
+                self.waiting_last = now
         if ack_none and self.stream.config["retention"] != "limits":
             self.stream.on_acked(self, msg.seq)
         self.save()
@@ -982,9 +1050,9 @@ class Consumer:
             extra += f"Nats-Consumer-Stalled: {self.fcid}\r\n"
         header = _status(100, "Idle Heartbeat", extra)
         if self.push:
-            self.ajs.deliver_push(subject, subject, "", header, b"")
+            self.ajs.deliver_push(subject, subject, b"", header, b"")
         else:
-            self.ajs.deliver(subject, subject, "", header, b"")
+            self.ajs.deliver(subject, subject, b"", header, b"")
 
     def _need_flow_control(self, size: int) -> bool:
         if self.maxpb == 0:
@@ -1002,7 +1070,7 @@ class Consumer:
         self.fcid = f"$JS.FC.{self.stream.name}.{self.name}.{token}"
         self.fcsz = self.pbytes
         subject = self.config["deliver_subject"]
-        self.ajs.deliver_push(subject, subject, self.fcid, _FC_REQUEST, b"")
+        self.ajs.deliver_push(subject, subject, self.fcid.encode(), _FC_REQUEST, b"")
 
     def _on_flow_control(
         self, sub: InternalSubscription, publisher: Client | None, ev: Pub
@@ -1032,7 +1100,7 @@ class Consumer:
                 sseq = 0
         hs = ev.header_size
         body = ev.payload[hs:] if hs > 0 else ev.payload
-        reply = ev.reply.decode("utf-8", "surrogateescape")
+        reply = ev.reply.decode("utf-8", "surrogateescape") if ev.reply else ""
         skip_reply = sseq == 0
         if sseq:
             if not body or body in (b"+ACK", b"+OK"):
@@ -1060,18 +1128,22 @@ class Consumer:
         ack-none consumer on a limits stream)."""
         if self.closed:
             return False
-        if sseq >= self.sseq and not self.config["flow_control"]:
+        config = self.config
+        if sseq >= self.sseq and not config["flow_control"]:
             return False
-        policy = self.config["ack_policy"]
+        policy = config["ack_policy"]
         acked: list[int] = []
-        at_limit = self._at_max_ack_pending()
+        maxp = config["max_ack_pending"]
+        at_limit = policy != "none" and 0 < maxp <= len(self.pending)  # _at_max_ack_pending
         if policy == "explicit":
             p = self.pending.pop(sseq, None)
             if p is not None:
                 self._move_ack_floor(p.dseq, sseq)
                 acked.append(sseq)
-            self.rdc.pop(sseq, None)
-            self._remove_from_rdq(sseq)
+            if self.rdc:
+                self.rdc.pop(sseq, None)
+            if self.rdqi:
+                self._remove_from_rdq(sseq)
         elif policy in ("all", "flow_control"):
             if dseq <= self.adflr or sseq <= self.asflr:
                 return True
@@ -1086,7 +1158,7 @@ class Consumer:
         else:
             return bool(self.stream.config["retention"] != "limits")
         self.lat = now_ns()
-        if self.stream.config["retention"] != "limits":
+        if acked and self.stream.config["retention"] != "limits":
             for seq in sorted(acked):
                 self.stream.on_acked(self, seq)
         self.save()
@@ -1236,7 +1308,13 @@ class Consumer:
         reply carries it, and a count over every subject per message would be quadratic."""
         extra = len(self.lss) if self.lss is not None else 0
         if self._cheap_pending:
-            return extra + self._count_pending()
+            # Counted in O(log n), but still once per message delivered: the count is kept
+            # while the store has not changed (delivery -1), and counted again once it has.
+            mark = self.stream.store.change_mark()
+            if self._npc is None or mark != self._npc_mark:
+                self._npc = self._count_pending()
+                self._npc_mark = mark
+            return extra + self._npc
         if self._npc is None:
             self._npc = self._count_pending()
         return extra + self._npc
@@ -1303,7 +1381,7 @@ class Consumer:
     # -- sending ---------------------------------------------------------------------------------
 
     def _send_status(self, reply: str, header: bytes) -> None:
-        self.ajs.deliver(reply, reply, "", header, b"")
+        self.ajs.deliver(reply, reply, b"", header, b"")
 
     # -- lifecycle -------------------------------------------------------------------------------
 

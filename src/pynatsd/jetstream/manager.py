@@ -93,12 +93,12 @@ class AccountJetStream:
     def reply(self, subject: str, data: bytes, header: bytes = b"") -> None:
         self.server.publish_internal(self.account, subject, "", header, data)
 
-    def deliver(self, inbox: str, subject: str, reply: str, header: bytes, data: bytes) -> bool:
+    def deliver(self, inbox: str, subject: str, reply: bytes, header: bytes, data: bytes) -> bool:
         """To one subscriber of `inbox` (a pull request's reply), shown under `subject`."""
         return self.server.deliver_to_inbox(self.account, inbox, subject, reply, header, data)
 
     def deliver_push(
-        self, deliver_subject: str, subject: str, reply: str, header: bytes, data: bytes
+        self, deliver_subject: str, subject: str, reply: bytes, header: bytes, data: bytes
     ) -> bool:
         """To a push consumer's deliver subject as a publish would go (every plain subscriber,
         one member of each queue group), the MSG line showing the stream subject."""
@@ -106,7 +106,7 @@ class AccountJetStream:
         if not result.psubs and not result.qsubs:
             return False
         payload = header + data
-        ev = Pub(subject.encode(), reply.encode(), payload, len(header) if header else -1)
+        ev = Pub(subject.encode(), reply, payload, len(header) if header else -1)
         delivered = deliver(None, result, ev)
         self.server.flush_soon()
         return delivered

@@ -61,6 +61,10 @@ _SUB_SEPARATORS = re.compile(rb"[ \t\r\n]+")
 
 def split_pub_args(arg: bytes) -> list[bytes]:
     """PUB/HPUB arguments: nats-server splits them on spaces and tabs only."""
+    if b"\t" not in arg and b"  " not in arg:
+        args = arg.split(b" ")  # the usual line: single spaces, no tab
+        if args[0] and args[-1]:
+            return args
     return [a for a in _PUB_SEPARATORS.split(arg) if a]
 
 
@@ -275,13 +279,15 @@ class Parser:
             # Fast path: an upper-case PUB, by far the most common line. Its argument is looked
             # up in a small memo first: a publisher usually repeats the same few lines.
             if buf.startswith(b"PUB ", pos):
-                memo = self._pub_memo.get(buf[pos + 4 : nl])
+                arg = buf[pos + 4 : nl]
+                memo = self._pub_memo.get(arg)
+                seen = memo is not None
                 if memo is None:
-                    memo = self._parse_pub_line(buf[pos + 4 : nl], events)
+                    memo = self._parse_pub_line(arg, events)
                     if memo is None:
                         return
                 subject, reply, size, size_text, line = memo
-                if size > self.max_payload:
+                if size > self._max_payload:
                     self._fail_max_payload(events)
                     return
                 start = nl + 1
@@ -291,9 +297,10 @@ class Parser:
                         self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
                         return
                     append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
-                    rep = self._repeat = buf[pos:start]
-                    rep_len = len(rep)
-                    rep_memo = self._repeat_memo = memo
+                    if seen:  # a line seen before may well come again next
+                        rep = self._repeat = buf[pos:start]
+                        rep_len = len(rep)
+                        rep_memo = self._repeat_memo = memo
                     pos = end + 2
                     continue
                 pending = (subject, reply, size, -1, line, size_text, b"")
@@ -324,13 +331,32 @@ class Parser:
         self, line: bytes, events: list[Event | Pub]
     ) -> tuple[bytes, bytes, int, bytes, bytes] | None:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
+        # nats-server drops the last byte of the argument when a CR appeared anywhere in it.
         arg = line[:-1] if b"\r" in line else line
-        if len(arg) > self.max_control_line and len(arg.lstrip(_SPACE_TAB)) > self.max_control_line:
-            self._fail_control_line(events)
-            return None
-        parsed = self._split_pub(arg, events)
+        parsed: tuple[bytes, bytes, int, bytes] | None = None
+        if len(arg) <= self._max_control_line and b"\t" not in arg and b"  " not in arg:
+            # The usual line, `subject [reply] size` with single spaces, read inline: a line
+            # seen once (an ack, a unique inbox) is paid in full every time.
+            args = arg.split(b" ")
+            size_text = args[-1]
+            if (
+                1 < len(args) < 4
+                and args[0]
+                and size_text.isdigit()
+                and len(size_text) <= _MAX_SIZE_DIGITS
+            ):
+                reply = args[1] if len(args) == 3 else b""
+                parsed = (args[0], reply, int(size_text), size_text)
         if parsed is None:
-            return None
+            if (
+                len(arg) > self._max_control_line
+                and len(arg.lstrip(_SPACE_TAB)) > self._max_control_line
+            ):
+                self._fail_control_line(events)
+                return None
+            parsed = self._split_pub(arg, events)
+            if parsed is None:
+                return None
         memo = self._pub_memo
         if len(memo) >= _PUB_MEMO_SIZE:
             memo.clear()

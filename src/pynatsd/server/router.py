@@ -88,6 +88,43 @@ def deliver(publisher: Client | None, result: SubListResult[Subscription], ev: P
     return delivered
 
 
+def deliver_stored(
+    sub: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
+) -> bool:
+    """`deliver_as` to one subscription already found (a pull request's inbox, looked up once
+    per request rather than per message). The plain case, a client with headers on and nothing
+    to check per message (no permissions, no auto-unsubscribe, no trace), is formatted straight
+    into the client's output; everything else takes `_deliver_one`'s full road."""
+    client = sub.client
+    if (
+        sub.callback is None
+        and not sub.max_msgs
+        and not sub.closed
+        and not client.closed
+        and (client.headers or not header)
+        and not client.perms.watching
+        and not client.trace
+    ):
+        sub.delivered += 1
+        client.out_msgs += 1
+        size = len(header) + len(data)
+        client.out_bytes += size
+        sp = b" " if reply else b""
+        if header:
+            client.enqueue(
+                b"HMSG %s %s%s%s %d %d\r\n%s%s\r\n"
+                % (subject, sub.sid, sp, reply, len(header), size, header, data)
+            )
+        else:
+            client.enqueue(
+                b"MSG %s %s%s%s %d\r\n%s\r\n" % (subject, sub.sid, sp, reply, size, data)
+            )
+        return True
+    return _deliver_one(
+        None, sub, Pub(subject, reply, header + data, len(header) if header else -1)
+    )
+
+
 def deliver_as(
     result: SubListResult[Subscription], subject: bytes, reply: bytes, header: bytes, data: bytes
 ) -> bool:

@@ -234,11 +234,11 @@ class Server:
         return delivered
 
     def deliver_to_inbox(
-        self, account: Account, inbox: str, subject: str, reply: str, header: bytes, data: bytes
+        self, account: Account, inbox: str, subject: str, reply: bytes, header: bytes, data: bytes
     ) -> bool:
         """Send a stored message to whoever listens on `inbox`, shown under its own subject."""
         result = account.sublist.match_bytes(inbox.encode())
-        delivered = deliver_as(result, subject.encode(), reply.encode(), header, data)
+        delivered = deliver_as(result, subject.encode(), reply, header, data)
         self.flush_soon()
         return delivered
 

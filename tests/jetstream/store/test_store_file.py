@@ -353,6 +353,31 @@ def test_damage_found_on_read_is_not_served(
     store.close()
 
 
+def test_damage_inside_a_run_is_skipped_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A consumer reads runs of records out of one read-ahead window: a damaged record in
+    # the middle of the window is reported and left out, the records around it are served.
+    store = open_store(tmp_path, segment_bytes=1 << 20)
+    for i in range(20):
+        store.store_msg("a", b"", b"message-%d" % i)
+    loc = store._recs[7][3]
+    off = loc & 0xFFFFFFFF
+    fd = os.open(store._segs[(loc >> 32) & 0xFFFFFFFF].path, os.O_RDWR)
+    byte = os.pread(fd, 1, off + 50)
+    os.pwrite(fd, bytes([byte[0] ^ 0x01]), off + 50)
+    os.close(fd)
+    with caplog.at_level(logging.ERROR, "pynatsd.jetstream.store"):
+        run = store.load_next_msgs(">", 1, 10)
+    assert [m.seq for m in run] == [1, 2, 3, 4, 5, 6, 8, 9, 10, 11]
+    assert all(m.data == b"message-%d" % (m.seq - 1) for m in run)
+    assert "sequence 7" in caplog.text
+    assert [(d.after_seq, d.before_seq) for d in store.damaged] == [(6, 8)]
+    assert store.load_msg(7) is None
+    assert [m.seq for m in store.load_next_msgs(">", 6, 3)] == [6, 8, 9]
+    store.close()
+
+
 def _try_mount_tmpfs(path: Path) -> bool:
     if os.geteuid() != 0:
         return False

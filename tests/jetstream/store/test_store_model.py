@@ -110,6 +110,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.mem: MemoryStore = open_memory_store(StreamLimits())
         self.file: FileStore = self._open()
         self.ts = 1_000
+        self._seen: dict[str, tuple[tuple[int, tuple[int, ...]], tuple[int, int]]] = {}
 
     def _open(self) -> FileStore:
         limits = StreamLimits(max_msgs=self.model.max_msgs, max_msgs_per_subject=self.model.mps)
@@ -186,6 +187,18 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.mem.state().num_deleted == self.file.state().num_deleted
 
     @invariant()
+    def change_mark_moves_with_every_change(self) -> None:
+        # A consumer keeps its pending count while the mark stays: any store, removal or
+        # purge since the last look must have moved it.
+        snapshot = (self.model.last, tuple(self.model.msgs))
+        for name, store in (("memory", self.mem), ("file", self.file)):
+            mark = store.change_mark()
+            seen = self._seen.get(name)
+            if seen is not None:
+                assert (mark == seen[1]) == (snapshot == seen[0])
+            self._seen[name] = (snapshot, mark)
+
+    @invariant()
     def same_queries(self) -> None:
         model = self.model
         starts = [0, model.first + 1, model.last // 2, model.last]
@@ -195,6 +208,12 @@ class StoreMachine(RuleBasedStateMachine):
                     want = [s for s, m in model.msgs.items() if s >= start and matches(m[0], filt)]
                     got = store.load_next_msg(filt, start)
                     assert (got.seq if got else None) == (want[0] if want else None)
+                    for limit in (1, 3, 1000):
+                        run = store.load_next_msgs(filt, start, limit)
+                        assert [m.seq for m in run] == want[:limit]
+                        assert [(m.subject, m.header, m.data) for m in run] == [
+                            model.msgs[s] for s in want[:limit]
+                        ]
                     assert store.num_pending(start, filt) == len(want)
                     lasts: dict[str, int] = {}
                     for s, m in model.msgs.items():

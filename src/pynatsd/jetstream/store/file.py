@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._core import Rec, SeqList, StoreCore
+from ._core import Rec, SeqList, StoreCore, is_all
 from .base import (
     InsufficientResourcesError,
     StoredMsg,
@@ -71,7 +71,8 @@ _MAX_KIND = 3
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
 # Bytes read at once when a record is loaded: the records after it come from memory.
 _READ_WINDOW = 64 * 1024
-_CONSUMER_SAVE_DELAY = 0.05
+# StoredMsg built without NamedTuple's Python-level __new__ (one per message a consumer reads).
+_new_tuple: Any = tuple.__new__
 
 # Writes and syncs go through these names so that tests can make them fail (a full disk).
 _pwrite = os.pwrite
@@ -256,6 +257,25 @@ def scan_segment(seg_id: int, buf: bytes, intern: dict[str, str]) -> _Scan:
     return _Scan(msgs, tombs, floor, max_seq, max_seq_ts, good_end, damaged, tail_seq_hint)
 
 
+def _decode(window: bytes, start: int, length: int, seq: int, subject: str) -> StoredMsg | None:
+    """The message record of `length` bytes at `start` in `window`, if it is intact: the
+    right magic, kind, sequence and sizes, and its checksum."""
+    magic, crc, kind, rseq, ts, _, slen, hlen, dlen = HDR.unpack_from(window, start)
+    end = start + length
+    if (
+        magic != MAGIC
+        or kind != KIND_MSG
+        or rseq != seq
+        or HDR_SIZE + slen + hlen + dlen != length
+        or zlib.crc32(window[start + 8 : end]) != crc
+    ):
+        return None
+    h = start + HDR_SIZE + slen
+    d = h + hlen
+    msg: StoredMsg = _new_tuple(StoredMsg, (seq, subject, window[h:d], window[d:end], ts))
+    return msg
+
+
 class FileStore(StoreCore):
     """A stream store on disk. Open it with :func:`open_file_store`."""
 
@@ -278,6 +298,7 @@ class FileStore(StoreCore):
         self._loop = loop
         self._segs: dict[int, _Segment] = {}
         # Read-ahead: (segment, file offset, bytes) of the last window read.
+        # The last read-ahead: its segment, its offset, and the bytes.
         self._window: tuple[_Segment | None, int, bytes] = (None, 0, b"")
         self._active: _Segment | None = None
         self._wgen = 0
@@ -662,7 +683,6 @@ class FileStore(StoreCore):
         self._window = (None, 0, b"")
 
     def _compact_segment(self, seg: _Segment) -> None:
-        self._forget_window()
         """Rewrite a sealed segment that is mostly dead with only what still matters.
 
         Kept: the live message records (byte for byte), the tombstones that may still name a
@@ -671,6 +691,7 @@ class FileStore(StoreCore):
         would otherwise pin every segment behind the oldest live key forever. The new file
         is synced and renamed over the old one, so a crash leaves one or the other.
         """
+        self._forget_window()
         recs = self._recs
         with open(seg.fd, "rb", closefd=False) as fh:
             fh.seek(0)
@@ -797,42 +818,69 @@ class FileStore(StoreCore):
 
     # -- reading ----------------------------------------------------------------------------
 
+    def load_next_msgs(self, filter_subject: str, start_seq: int, limit: int) -> list[StoredMsg]:
+        """StoreCore's run of messages, with the records in the current read-ahead window
+        decoded in place (the rest, and anything damaged, go through `_io_read`)."""
+        if not is_all(filter_subject):
+            return super().load_next_msgs(filter_subject, start_seq, limit)
+        self._check_open()
+        out: list[StoredMsg] = []
+        recs = self._recs
+        segs = self._segs
+        win_seg, win_off, window = self._window
+        win_end = win_off + len(window)
+        seq = self._live_at_or_after(max(start_seq, self._first, 1))
+        while seq <= self._last:
+            rec = recs.get(seq)
+            if rec is None:
+                seq = self._live_at_or_after(seq)
+                continue
+            loc = rec[3]
+            off = loc & 0xFFFFFFFF
+            length = loc >> 64
+            msg = None
+            if (
+                win_off <= off
+                and off + length <= win_end
+                and segs.get((loc >> 32) & 0xFFFFFFFF) is win_seg
+            ):
+                msg = _decode(window, off - win_off, length, seq, rec[0])
+            if msg is None:
+                msg = self._io_read(seq, rec)
+                win_seg, win_off, window = self._window
+                win_end = win_off + len(window)
+            seq += 1
+            if msg is not None:
+                out.append(msg)
+                if len(out) >= limit:
+                    break
+        return out
+
     def _io_read(self, seq: int, rec: Rec) -> StoredMsg | None:
         loc = rec[3]
         length = loc >> 64
-        seg_id = (loc >> 32) & 0xFFFFFFFF
-        seg = self._segs.get(seg_id)
+        seg = self._segs.get((loc >> 32) & 0xFFFFFFFF)
         off = loc & 0xFFFFFFFF
         # Consumers read forward: one pread of a window serves the records that follow.
-        win_seg, win_off, window = self._window
+        win_seg, start, window = self._window
         if (
             seg is not None
             and win_seg is seg
-            and win_off <= off
-            and off + length <= win_off + len(window)
+            and start <= off
+            and off + length <= start + len(window)
         ):
-            start = off - win_off
-            buf = window[start : start + length]
+            start = off - start
         elif seg is None:
-            buf = b""
+            window, start = b"", 0
         elif length >= _READ_WINDOW:
-            buf = os.pread(seg.fd, length, off)
+            window, start = os.pread(seg.fd, length, off), 0
         else:
-            window = os.pread(seg.fd, _READ_WINDOW, off)
+            window, start = os.pread(seg.fd, _READ_WINDOW, off), 0
             self._window = (seg, off, window)
-            buf = window[:length]
-        if len(buf) == length:
-            magic, crc, kind, rseq, ts, _, slen, hlen, dlen = HDR.unpack_from(buf, 0)
-            if (
-                magic == MAGIC
-                and kind == KIND_MSG
-                and rseq == seq
-                and HDR_SIZE + slen + hlen + dlen == length
-                and zlib.crc32(memoryview(buf)[8:]) == crc
-            ):
-                h = HDR_SIZE + slen
-                d = h + hlen
-                return StoredMsg(seq, rec[0], buf[h:d], buf[d:], ts)
+        if len(window) - start >= length:
+            msg = _decode(window, start, length, seq, rec[0])
+            if msg is not None:
+                return msg
         # The bytes changed under us since they were written or recovered (a bad disk): never
         # serve them, report them, and forget the message (recovery will find it damaged too).
         name = "?" if seg is None else os.path.basename(seg.path)
@@ -1086,10 +1134,10 @@ def _call_safely(fn: Callable[..., None], *args: Any) -> None:
 class FileConsumerStateStore:
     """A consumer's state in ``consumers/<name>/state.json``, replaced atomically.
 
-    ``save`` is debounced when an event loop runs: the newest state is written by a worker
-    thread shortly after (write to a temporary file, fsync, rename, fsync the directory), so an
-    ack storm costs one write per interval, not one fsync per ack. A crash loses at most that
-    interval; the consumer then redelivers, which at-least-once delivery allows.
+    When an event loop runs, ``save`` hands the state to a worker thread (write to a temporary
+    file, fsync, rename, fsync the directory); states saved while a write is in flight replace
+    each other, and only the newest is written next. The consumer already limits how often it
+    saves (``Consumer.save``).
     """
 
     def __init__(self, owner: FileStore, name: str) -> None:
@@ -1098,7 +1146,7 @@ class FileConsumerStateStore:
         self._dir = os.path.join(owner._cons_dir, name)
         self._path = os.path.join(self._dir, "state.json")
         self._pending: bytes | None = None
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: asyncio.Handle | None = None
         self._writing = False
         self._deleted = False
         self._lock = threading.Lock()
@@ -1115,7 +1163,7 @@ class FileConsumerStateStore:
             self.flush()
             return
         if self._handle is None and not self._writing:
-            self._handle = loop.call_later(_CONSUMER_SAVE_DELAY, self._kick, loop)
+            self._handle = loop.call_soon(self._kick, loop)
 
     def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
         self._handle = None
@@ -1137,7 +1185,7 @@ class FileConsumerStateStore:
             if self._pending is None:
                 self._pending = data
         if self._pending is not None and self._handle is None and not self._deleted:
-            self._handle = loop.call_later(_CONSUMER_SAVE_DELAY, self._kick, loop)
+            self._handle = loop.call_soon(self._kick, loop)
 
     def _write(self, data: bytes) -> None:
         with self._lock:
