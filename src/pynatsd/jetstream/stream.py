@@ -74,6 +74,18 @@ def parse_message_ttl(text: str) -> int:
     return value
 
 
+def _has_instruction(header: bytes) -> bool:
+    """Whether the header holds one of the headers `process_message` and `_check_headers` act
+    on besides Nats-Msg-Id (matched as header_value matches them: "\r\n<key>:")."""
+    return (
+        b"\r\nNats-Expected-" in header
+        or b"\r\nNats-Rollup:" in header
+        or b"\r\nNats-TTL:" in header
+        or b"\r\nNats-Incr:" in header
+        or b"\r\nNats-Schedule:" in header
+    )
+
+
 def _ttl_or_zero(header: bytes) -> int:
     """The TTL as Go's first (lenient) look at it sees it: 0 when absent or unparsable."""
     text = header_value(header, "Nats-TTL")
@@ -395,8 +407,11 @@ class Stream:
             else:
                 # This message's (empty) id becomes the last one, whatever the rebuild finds.
                 self._dedupe_owns_last = False
+        # Most headers carry no JetStream instruction but an id: one scan says so, instead of
+        # a lookup per header nats-server would act on.
+        special = bool(header) and _has_instruction(header)
         if header:
-            if not sourced:
+            if special and not sourced:
                 self._check_headers(subject, header)
             msg_id = header_value(header, "Nats-Msg-Id") or ""
             if msg_id and cfg["mirror"] is None:
@@ -404,6 +419,7 @@ class Stream:
                 seen = self._msg_ids.get(msg_id)
                 if seen is not None:
                     return seen[0], True
+        if special:
             expected_id = header_value(header, "Nats-Expected-Last-Msg-Id")
             if expected_id and not sourced and expected_id != self.last_msg_id:
                 raise errors.wrong_last_msg_id(self.last_msg_id)
@@ -423,7 +439,7 @@ class Stream:
             raise js_error("StreamHeaderExceedsMaximum")
         self.ajs.check_resources(self)
         ttl = 0
-        if header:
+        if special:
             text = header_value(header, "Nats-TTL")
             if text:
                 ttl = parse_message_ttl(text)
@@ -440,9 +456,9 @@ class Stream:
             self.store.remove_msg(seq)
             self._after_id(msg_id, seq)
             return seq, False
-        before = self.store.state().messages if self.consumers else 0
+        before = self.store.change_mark()[1] if self.consumers else 0
         seq, ts = self._store(subject, header, data)
-        if self.consumers and self.store.state().messages != before + 1:
+        if self.consumers and self.store.change_mark()[1] != before + 1:
             # Limits dropped older messages: the consumers count what is pending afresh.
             for consumer in self.consumers.values():
                 consumer.forget_pending_count()

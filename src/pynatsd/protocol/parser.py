@@ -306,6 +306,19 @@ class Parser:
                 pending = (subject, reply, size, -1, line, size_text, b"")
                 self._wait_payload(buf, start, pending, events)
                 return
+            if buf.startswith(b"HPUB ", pos):
+                # Third fast path: JetStream publishers send HPUB (Nats-Msg-Id) with a new
+                # reply subject each time, so there is nothing to memoise.
+                arg = buf[pos + 5 : nl].lstrip(_SPACE_TAB)
+                if b"\r" in arg:
+                    arg = arg[:-1]
+                if len(arg) > self._max_control_line:
+                    self._fail_control_line(events)
+                    return
+                pos = self._parse_pub(buf, nl, arg, True, events)
+                if pos < 0:
+                    return
+                continue
             if buf.startswith(b"SUB ", pos):
                 # Second fast path: clients subscribe in bursts (100k SUBs on start-up).
                 arg = buf[pos + 4 : nl]
@@ -527,7 +540,7 @@ class Parser:
                 self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
                 return -1
             events.append(
-                Pub(subject, reply, buf[start:end], header_size, b"", size_text, header_text)
+                make_pub((subject, reply, buf[start:end], header_size, b"", size_text, header_text))
             )
             return end + 2
         pending = (subject, reply, size, header_size, b"", size_text, header_text)

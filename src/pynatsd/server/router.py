@@ -88,13 +88,14 @@ def deliver(publisher: Client | None, result: SubListResult[Subscription], ev: P
     return delivered
 
 
-def deliver_stored(
+def deliver_to(
     sub: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
 ) -> bool:
-    """`deliver_as` to one subscription already found (a pull request's inbox, looked up once
-    per request rather than per message). The plain case, a client with headers on and nothing
-    to check per message (no permissions, no auto-unsubscribe, no trace), is formatted straight
-    into the client's output; everything else takes `_deliver_one`'s full road."""
+    """Deliver to one subscription already found: a pull request's inbox (looked up once per
+    request, not per message), or the one receiver of a server reply. The plain case, a
+    client with headers on and nothing to check per message (no permissions, no
+    auto-unsubscribe, no trace), is formatted straight into the client's output; everything
+    else takes `_deliver_one`'s full road."""
     client = sub.client
     if (
         sub.callback is None

@@ -29,7 +29,7 @@ from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import info_frame
 from pynatsd.server.accounts import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, Account, wire_imports
 from pynatsd.server.client import Client
-from pynatsd.server.router import deliver, deliver_as
+from pynatsd.server.router import deliver, deliver_as, deliver_to
 from pynatsd.tls import server_context
 
 if TYPE_CHECKING:
@@ -226,10 +226,14 @@ class Server:
     ) -> bool:
         """Publish as the server itself (API replies, acks, advisories); True if delivered."""
         subj = subject.encode()
-        payload = header + data
-        ev = Pub(subj, reply.encode(), payload, len(header) if header else -1)
         result = account.sublist.match_bytes(subj)
-        delivered = bool(result.psubs or result.qsubs) and deliver(None, result, ev)
+        psubs = result.psubs
+        if len(psubs) == 1 and not result.qsubs:
+            # One receiver, an inbox most often (every reply and PubAck): written directly.
+            delivered = deliver_to(psubs[0], subj, reply.encode(), header, data)
+        else:
+            ev = Pub(subj, reply.encode(), header + data, len(header) if header else -1)
+            delivered = bool(psubs or result.qsubs) and deliver(None, result, ev)
         self.flush_soon()
         return delivered
 

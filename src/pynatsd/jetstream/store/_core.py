@@ -223,8 +223,12 @@ class StoreCore:
             # nats-server stores the message and then drops it again: alone it is over the
             # byte limit. The sequence is used up all the same.
             new_removed = True
-        floor = self._plan_floor(removed, seq + 1 if new_removed else seq)
-        tombs = sorted(s for s in removed if s > floor)
+        if removed or new_removed:
+            floor = self._plan_floor(removed, seq + 1 if new_removed else seq)
+            tombs = sorted(s for s in removed if s > floor)
+        else:  # _plan_floor with nothing removed
+            floor = min(self._live_at_or_after(self._first), seq) if recs else seq
+            tombs = []
 
         rec = self._io_store(seq, subject, header, data, ts, size, floor, tombs)
 

@@ -60,6 +60,7 @@ log = logging.getLogger("pynatsd.jetstream.store")
 
 MAGIC = 0x31534E50  # b"PNS1"
 MAGIC_BYTES = struct.pack("<I", MAGIC)
+_U32 = struct.Struct("<I")
 HDR = struct.Struct("<IIBQqQHII")
 HDR_SIZE = HDR.size  # 43
 KIND_MSG = 0
@@ -113,8 +114,8 @@ def encode_record(
     kind: int, seq: int, ts: int, floor: int, subject: bytes, header: bytes, data: bytes
 ) -> bytes:
     body = HDR.pack(MAGIC, 0, kind, seq, ts, floor, len(subject), len(header), len(data))[8:]
-    crc = zlib.crc32(data, zlib.crc32(header, zlib.crc32(subject, zlib.crc32(body))))
-    return b"".join((MAGIC_BYTES, struct.pack("<I", crc), body, subject, header, data))
+    checked = b"".join((body, subject, header, data))
+    return MAGIC_BYTES + _U32.pack(zlib.crc32(checked)) + checked
 
 
 def _seg_name(seg_id: int) -> str:
