@@ -837,8 +837,7 @@ class Consumer:
         else:
             target = wr.target
             delivered = (
-                target is not None
-                and deliver_to(target, msg.subject.encode(), reply, header, data)
+                target is not None and deliver_to(target, msg.subject.encode(), reply, header, data)
             ) or self.ajs.deliver(dsubj, msg.subject, reply, header, data)
             if self.dthresh > 0:
                 self.waiting_last = now

@@ -24,11 +24,18 @@ def parse_headers(block: bytes) -> dict[str, list[str]]:
     return out
 
 
+_NEEDLES: dict[str, bytes] = {}
+
+
 def header_value(block: bytes, key: str) -> str | None:
     """The first value of `key`, without building the whole map (the common case: one lookup)."""
     if not block:
         return None
-    needle = b"\r\n" + key.encode() + b":"
+    needle = _NEEDLES.get(key)
+    if needle is None:
+        needle = b"\r\n" + key.encode() + b":"
+        if len(_NEEDLES) < 256:  # the keys the server itself asks for
+            _NEEDLES[key] = needle
     i = block.find(needle)
     if i < 0:
         return None

@@ -88,9 +88,7 @@ def deliver(publisher: Client | None, result: SubListResult[Subscription], ev: P
     return delivered
 
 
-def deliver_to(
-    sub: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
-) -> bool:
+def deliver_to(sub: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes) -> bool:
     """Deliver to one subscription already found: a pull request's inbox (looked up once per
     request, not per message), or the one receiver of a server reply. The plain case, a
     client with headers on and nothing to check per message (no permissions, no
