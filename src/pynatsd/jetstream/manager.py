@@ -57,7 +57,7 @@ class AccountJetStream:
         self.account = account
         self.limits = limits or JetStreamAccountLimits()
         lim = self.limits
-        self._storage_limited = max(lim.max_memory, lim.max_store, js.max_memory, js.max_store) >= 0
+        self.storage_limited = max(lim.max_memory, lim.max_store, js.max_memory, js.max_store) >= 0
         # A disabled account only answers `$JS.API.INFO` ("not enabled for account"), as
         # nats-server's info-only service import does.
         self.enabled = enabled
@@ -90,7 +90,7 @@ class AccountJetStream:
 
     # -- messaging helpers -----------------------------------------------------------------------
 
-    def reply(self, subject: str, data: bytes, header: bytes = b"") -> None:
+    def reply(self, subject: str | bytes, data: bytes, header: bytes = b"") -> None:
         self.server.publish_internal(self.account, subject, "", header, data)
 
     def deliver(self, inbox: str, subject: str, reply: bytes, header: bytes, data: bytes) -> bool:
@@ -358,8 +358,8 @@ class AccountJetStream:
 
     def check_resources(self, stream: Stream) -> None:
         """Before a store: the account's and the server's storage limits."""
-        if not self._storage_limited:
-            return  # nothing to check: do not add up every stream on each publish
+        if not self.storage_limited:
+            return  # nothing to check (callers on the publish path look first themselves)
         lim = self.limits
         memory, storage, _ = self.usage()
         if stream.config["storage"] == "memory":

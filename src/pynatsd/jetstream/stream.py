@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
@@ -74,12 +75,11 @@ def parse_message_ttl(text: str) -> int:
     return value
 
 
-def _has_instruction(header: bytes) -> bool:
-    """Whether the header holds one of the headers `process_message` and `_check_headers` act
-    on besides Nats-Msg-Id (matched as header_value matches them: "\r\n<key>:")."""
+def _has_expectation(header: bytes) -> bool:
+    """Whether the header holds one of the headers `_check_headers` acts on (matched as
+    header_value matches them: "\r\n<key>:")."""
     return (
         b"\r\nNats-Expected-" in header
-        or b"\r\nNats-Rollup:" in header
         or b"\r\nNats-TTL:" in header
         or b"\r\nNats-Incr:" in header
         or b"\r\nNats-Schedule:" in header
@@ -364,7 +364,7 @@ class Stream:
         header = payload[:hs] if hs > 0 else b""
         data = payload[hs:] if hs > 0 else payload
         subject = ev.subject.decode("utf-8", "surrogateescape")
-        reply = ev.reply.decode("utf-8", "surrogateescape")
+        reply = ev.reply  # answered as it came, never decoded
         if self._transform is not None:
             subject = self._transform.apply(subject) or subject
         can_respond = bool(reply) and not self.config["no_ack"]
@@ -389,7 +389,7 @@ class Stream:
             self.ajs.reply(reply, ack + b',"duplicate": true}')
             return
         ack += b"}"
-        self.store.when_durable(seq, lambda: self.ajs.reply(reply, ack))
+        self.store.when_durable(seq, partial(self.ajs.reply, reply, ack))
 
     def process_message(
         self, subject: str, header: bytes, data: bytes, sourced: bool = False
@@ -407,22 +407,24 @@ class Stream:
             else:
                 # This message's (empty) id becomes the last one, whatever the rebuild finds.
                 self._dedupe_owns_last = False
-        # Most headers carry no JetStream instruction but an id: one scan says so, instead of
-        # a lookup per header nats-server would act on.
-        special = bool(header) and _has_instruction(header)
         if header:
-            if special and not sourced:
+            # Most headers carry only an id (and an expected stream): each lookup below only
+            # when its key is there at all, which one scan of the block says cheaply.
+            if not sourced and _has_expectation(header):
                 self._check_headers(subject, header)
             msg_id = header_value(header, "Nats-Msg-Id") or ""
             if msg_id and cfg["mirror"] is None:
-                self._expire_msg_ids(now_ns())
+                order = self._msg_id_order
+                if order and order[0][0] + cfg["duplicate_window"] < now_ns():
+                    self._expire_msg_ids(now_ns())
                 seen = self._msg_ids.get(msg_id)
                 if seen is not None:
                     return seen[0], True
-        if special:
+        if header and b"\r\nNats-Expected-Last-Msg-Id:" in header:
             expected_id = header_value(header, "Nats-Expected-Last-Msg-Id")
             if expected_id and not sourced and expected_id != self.last_msg_id:
                 raise errors.wrong_last_msg_id(self.last_msg_id)
+        if header and b"\r\nNats-Rollup:" in header:
             rollup = header_value(header, "Nats-Rollup") or ""
             if rollup:
                 if not sourced and not (cfg["allow_rollup_hdrs"] and not cfg["deny_purge"]):
@@ -437,9 +439,10 @@ class Stream:
             raise errors.message_size_exceeds()
         if len(header) > _MAX_HEADER:
             raise js_error("StreamHeaderExceedsMaximum")
-        self.ajs.check_resources(self)
+        if self.ajs.storage_limited:
+            self.ajs.check_resources(self)
         ttl = 0
-        if special:
+        if header and b"\r\nNats-TTL:" in header:
             text = header_value(header, "Nats-TTL")
             if text:
                 ttl = parse_message_ttl(text)
@@ -472,11 +475,13 @@ class Stream:
             self._track_ttl(seq, ts, ttl)
         if self._republish is not None:
             self._do_republish(subject, header, data, seq, ts)
-        for consumer in list(self.consumers.values()):
-            consumer.on_new_message(seq, subject)
-        for follower in list(self.followers):
-            follower.signal()
-        if self._expiry_timer is None:
+        if self.consumers:
+            for consumer in list(self.consumers.values()):
+                consumer.on_new_message(seq, subject)
+        if self.followers:
+            for follower in list(self.followers):
+                follower.signal()
+        if self._expiry_timer is None and cfg["max_age"] > 0:
             self.schedule_expiry()
         return seq, False
 

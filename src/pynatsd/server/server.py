@@ -219,13 +219,14 @@ class Server:
     def publish_internal(
         self,
         account: Account,
-        subject: str,
+        subject: str | bytes,
         reply: str = "",
         header: bytes = b"",
         data: bytes = b"",
     ) -> bool:
-        """Publish as the server itself (API replies, acks, advisories); True if delivered."""
-        subj = subject.encode()
+        """Publish as the server itself (API replies, acks, advisories); True if delivered.
+        The subject may come as the bytes it arrived in (a reply subject)."""
+        subj = subject if isinstance(subject, bytes) else subject.encode()
         result = account.sublist.match_bytes(subj)
         psubs = result.psubs
         if len(psubs) == 1 and not result.qsubs:

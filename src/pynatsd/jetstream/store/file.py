@@ -348,8 +348,7 @@ class FileStore(StoreCore):
             self._close_files()
             raise
 
-    def _msg_size(self, slen: int, hlen: int, dlen: int) -> int:
-        return _msg_size(slen, hlen, dlen)
+    _msg_size = staticmethod(_msg_size)
 
     # -- recovery ---------------------------------------------------------------------------
 
@@ -1010,8 +1009,11 @@ class FileStore(StoreCore):
         if target > self._synced_gen:
             self._synced_gen = target
         while waiters and waiters[0][0] <= target:
-            _, callback, _ = waiters.popleft()
-            _call_safely(callback)
+            callback = waiters.popleft()[1]
+            try:  # _call_safely, inline: this runs once per acknowledged publish
+                callback()
+            except Exception:
+                log.exception("stream store callback failed")
         if waiters and not self._sync_inflight and not self._closed:
             self._start_sync()
 
