@@ -2,6 +2,12 @@
 count the process CPU time (so a loaded machine inflates the figures less than wall time would).
 
     python bench/bench_client_cpu.py [--subs 1,5] [--batches 200] [--subscribe 100000]
+    python bench/bench_client_cpu.py --js 200000 --profile /tmp/js.prof
+
+`--js N` also publishes N messages to a JetStream file stream the way the Spark writer does
+(HPUB with `Nats-Msg-Id` and `Nats-Expected-Stream`, a new reply subject each, PubAcks after
+the group-commit fsync) and reports the CPU per acknowledged message; `--profile FILE` writes a
+cProfile of that run.
 
 Receivers get a transport that only counts bytes; what is measured is the parser, the delivery
 plan and the outbound buffering, i.e. the per-message Python work of `Client.data_received`.
@@ -11,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import tempfile
 import time
 from typing import Any
 
@@ -84,12 +92,64 @@ async def sub_cpu(count: int) -> float:
     return elapsed / count * 1e6
 
 
+async def js_publish_cpu(count: int, profile: str | None) -> float:
+    with tempfile.TemporaryDirectory(prefix="bench-js-cpu-") as store:
+        server = Server(Options(port=0, host="127.0.0.1", jetstream=True, store_dir=store))
+        await server.start()
+        transport = CountingTransport()
+        publisher = Client(server)
+        publisher.connection_made(transport)  # type: ignore[arg-type]
+        publisher.data_received(
+            b'CONNECT {"verbose":false,"pedantic":false,"protocol":1,"headers":true}\r\n'
+            b"SUB _INBOX.bench.* 1\r\n"
+        )
+        create = b'{"name":"W","subjects":["W.>"],"storage":"file"}'
+        publisher.data_received(
+            b"PUB $JS.API.STREAM.CREATE.W _INBOX.bench.0 %d\r\n%s\r\n" % (len(create), create)
+        )
+        assert server.jetstream is not None
+        stream = next(iter(server.jetstream.accounts.values())).streams["W"]
+        frames = []
+        for i in range(count):
+            header = (
+                b"NATS/1.0\r\nNats-Msg-Id: 0123456789abcdef0123456789abcdef:%d\r\n"
+                b"Nats-Expected-Stream: W\r\n\r\n" % i
+            )
+            frames.append(
+                b"HPUB W.%d _INBOX.bench.%d %d %d\r\n%s%s\r\n"
+                % (i % 10, i + 1, len(header), len(header) + 100, header, b"x" * 100)
+            )
+        data = b"".join(frames)
+        chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+        profiler = cProfile.Profile() if profile else None
+        start = time.process_time()
+        if profiler is not None:
+            profiler.enable()
+        for chunk in chunks:
+            publisher.data_received(chunk)
+            await asyncio.sleep(0)  # let group-commit fsyncs finish and their acks go out
+        while stream.store.state().messages < count or server.dirty:
+            await asyncio.sleep(0.001)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+        elapsed = time.process_time() - start
+        await server.shutdown()
+    return elapsed / count * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--subs", default="1,5", help="fan-outs to measure")
     parser.add_argument("--batches", type=int, default=200, help="batches of 1000 PUBs")
     parser.add_argument("--subscribe", type=int, default=100_000, help="SUB lines to insert")
+    parser.add_argument("--js", type=int, default=0, help="JetStream publishes to measure")
+    parser.add_argument("--profile", default=None, help="cProfile output of the --js run")
     args = parser.parse_args()
+    if args.js:
+        us = asyncio.run(js_publish_cpu(args.js, args.profile))
+        print(f"JetStream HPUB 100 B with ack (file store): {us:.2f} us CPU per message")
+        return
     for subs in (int(x) for x in args.subs.split(",")):
         us = asyncio.run(pub_cpu(subs, args.batches))
         print(f"PUB 16 B -> {subs} sub(s): {us:.2f} us CPU per message")

@@ -75,17 +75,6 @@ def parse_message_ttl(text: str) -> int:
     return value
 
 
-def _has_expectation(header: bytes) -> bool:
-    """Whether the header holds one of the headers `_check_headers` acts on (matched as
-    header_value matches them: "\r\n<key>:")."""
-    return (
-        b"\r\nNats-Expected-" in header
-        or b"\r\nNats-TTL:" in header
-        or b"\r\nNats-Incr:" in header
-        or b"\r\nNats-Schedule:" in header
-    )
-
-
 def _ttl_or_zero(header: bytes) -> int:
     """The TTL as Go's first (lenient) look at it sees it: 0 when absent or unparsable."""
     text = header_value(header, "Nats-TTL")
@@ -410,8 +399,13 @@ class Stream:
         if header:
             # Most headers carry only an id (and an expected stream): each lookup below only
             # when its key is there at all, which one scan of the block says cheaply.
-            if not sourced and _has_expectation(header):
-                self._check_headers(subject, header)
+            if not sourced and (
+                b"\r\nNats-Expected-" in header
+                or b"\r\nNats-TTL:" in header
+                or b"\r\nNats-Incr:" in header
+                or b"\r\nNats-Schedule:" in header
+            ):
+                self._check_headers(subject, header)  # only when it has something to check
             msg_id = header_value(header, "Nats-Msg-Id") or ""
             if msg_id and cfg["mirror"] is None:
                 order = self._msg_id_order
@@ -420,24 +414,25 @@ class Stream:
                 seen = self._msg_ids.get(msg_id)
                 if seen is not None:
                     return seen[0], True
-        if header and b"\r\nNats-Expected-Last-Msg-Id:" in header:
-            expected_id = header_value(header, "Nats-Expected-Last-Msg-Id")
-            if expected_id and not sourced and expected_id != self.last_msg_id:
-                raise errors.wrong_last_msg_id(self.last_msg_id)
-        if header and b"\r\nNats-Rollup:" in header:
-            rollup = header_value(header, "Nats-Rollup") or ""
-            if rollup:
-                if not sourced and not (cfg["allow_rollup_hdrs"] and not cfg["deny_purge"]):
-                    raise errors.rollup_failed("rollup not permitted")
-                if rollup not in ("sub", "all"):
-                    raise errors.rollup_failed(f'rollup value invalid: "{rollup}"')
+            if b"\r\nNats-Expected-Last-Msg-Id:" in header:
+                expected_id = header_value(header, "Nats-Expected-Last-Msg-Id")
+                if expected_id and not sourced and expected_id != self.last_msg_id:
+                    raise errors.wrong_last_msg_id(self.last_msg_id)
+            if b"\r\nNats-Rollup:" in header:
+                rollup = header_value(header, "Nats-Rollup") or ""
+                if rollup:
+                    if not sourced and not (cfg["allow_rollup_hdrs"] and not cfg["deny_purge"]):
+                        raise errors.rollup_failed("rollup not permitted")
+                    if rollup not in ("sub", "all"):
+                        raise errors.rollup_failed(f'rollup value invalid: "{rollup}"')
+        hlen = len(header)
         max_payload = self._max_payload
-        if len(header) > max_payload or len(data) > max_payload - len(header):
+        if hlen > max_payload or len(data) > max_payload - hlen:
             raise errors.message_size_exceeds()
         max_size = cfg["max_msg_size"]
-        if max_size >= 0 and (len(header) > max_size or len(data) > max_size - len(header)):
+        if max_size >= 0 and (hlen > max_size or len(data) > max_size - hlen):
             raise errors.message_size_exceeds()
-        if len(header) > _MAX_HEADER:
+        if hlen > _MAX_HEADER:
             raise js_error("StreamHeaderExceedsMaximum")
         if self.ajs.storage_limited:
             self.ajs.check_resources(self)
@@ -460,7 +455,10 @@ class Stream:
             self._after_id(msg_id, seq)
             return seq, False
         before = self.store.change_mark()[1] if self.consumers else 0
-        seq, ts = self._store(subject, header, data)
+        try:  # _store, inline: this is the publish path
+            seq, ts = self.store.store_msg(subject, header, data)
+        except StoreError as e:
+            raise errors.stream_store_failed(e.description) from None
         if self.consumers and self.store.change_mark()[1] != before + 1:
             # Limits dropped older messages: the consumers count what is pending afresh.
             for consumer in self.consumers.values():

@@ -519,9 +519,18 @@ class Parser:
                 self._fail(events, None, f"processHeaderPub Parse Error: {arg!r}")
                 return -1
             header_text = args[-2]
-            header_size = parse_size(header_text)
             size_text = args[-1]
-            size = parse_size(size_text)
+            if (
+                header_text.isdigit()
+                and size_text.isdigit()
+                and len(header_text) <= _MAX_SIZE_DIGITS
+                and len(size_text) <= _MAX_SIZE_DIGITS
+            ):  # parse_size of both, inline
+                header_size = int(header_text)
+                size = int(size_text)
+            else:
+                header_size = parse_size(header_text)
+                size = parse_size(size_text)
             if header_size < 0 or size < 0 or header_size > size:
                 self._fail(events, None, f"processHeaderPub Bad Sizes: {arg!r}")
                 return -1
@@ -530,7 +539,7 @@ class Parser:
             if parsed is None:
                 return -1
             subject, reply, size, size_text = parsed
-        if size > self.max_payload:
+        if size > self._max_payload:
             self._fail_max_payload(events)
             return -1
         start = nl + 1

@@ -110,6 +110,7 @@ class StoreCore:
 
     def __init__(self, limits: StreamLimits) -> None:
         self._limits = _copy_limits(limits)
+        self._unlimited = _no_limits(self._limits)
         self._recs: dict[int, Rec] = {}
         self._subjects: dict[str, SeqList] = {}
         self._dmap: list[int] = []
@@ -182,7 +183,61 @@ class StoreCore:
         Raises a :class:`StoreError` subclass, and changes nothing, when discard new refuses
         the message, the message is too large, or the write fails.
         """
-        self._check_open()
+        if self._closed:
+            raise StoreClosedError()
+        recs = self._recs
+        seq = self._last + 1
+        if self._unlimited:
+            # No limit to check or apply (the common stream): nothing is removed, and the
+            # floor is the first live message, as _plan_floor would find.
+            if ts is None:
+                ts = time.time_ns()
+            slen = len(subject) if subject.isascii() else len(subject.encode())
+            size = self._msg_size(slen, len(header), len(data))
+            sl = self._subjects.get(subject)
+            removed: list[int] = []
+            new_removed = False
+            first = self._first
+            if not recs:
+                floor = seq
+            elif first in recs:
+                floor = first
+            else:
+                floor = min(self._live_at_or_after(first), seq)
+            tombs: list[int] = []
+        else:
+            ts, size, sl, removed, new_removed, floor, tombs = self._plan_store(
+                subject, header, data, ts
+            )
+            seq = self._last + 1  # max_age may have expired messages, never the last one
+
+        rec = self._io_store(seq, subject, header, data, ts, size, floor, tombs)
+
+        if not recs:
+            self._first = seq
+        recs[seq] = rec
+        if sl is None:
+            self._subjects[subject] = SeqList([seq])
+            self._subj_gen += 1
+        else:
+            sl.seqs.append(seq)
+        self._bytes += size
+        self._last = seq
+        self._last_ts = ts
+        if removed or new_removed:
+            for s in removed:
+                self._drop(s)
+            if new_removed:
+                self._drop(seq)
+            self._io_maintain()
+        return seq, ts
+
+    def _plan_store(
+        self, subject: str, header: bytes, data: bytes, ts: int | None
+    ) -> tuple[int, int, SeqList | None, list[int], bool, int, list[int]]:
+        """store_msg's checks and plan under limits: (ts, size, the subject's list, the
+        sequences to remove, whether the new message goes at once, floor, tombstones).
+        Raises, and changes nothing, when discard new refuses the message."""
         lim = self._limits
         if 0 <= lim.max_msg_size < len(header) + len(data):
             raise MsgTooLargeError()
@@ -223,33 +278,9 @@ class StoreCore:
             # nats-server stores the message and then drops it again: alone it is over the
             # byte limit. The sequence is used up all the same.
             new_removed = True
-        if removed or new_removed:
-            floor = self._plan_floor(removed, seq + 1 if new_removed else seq)
-            tombs = sorted(s for s in removed if s > floor)
-        else:  # _plan_floor with nothing removed
-            floor = min(self._live_at_or_after(self._first), seq) if recs else seq
-            tombs = []
-
-        rec = self._io_store(seq, subject, header, data, ts, size, floor, tombs)
-
-        if not recs:
-            self._first = seq
-        recs[seq] = rec
-        if sl is None:
-            self._subjects[subject] = SeqList([seq])
-            self._subj_gen += 1
-        else:
-            sl.seqs.append(seq)
-        self._bytes += size
-        self._last = seq
-        self._last_ts = ts
-        if removed or new_removed:
-            for s in removed:
-                self._drop(s)
-            if new_removed:
-                self._drop(seq)
-            self._io_maintain()
-        return seq, ts
+        floor = self._plan_floor(removed, seq + 1 if new_removed else seq)
+        tombs = sorted(s for s in removed if s > floor)
+        return ts, size, sl, removed, new_removed, floor, tombs
 
     def _live_at_or_after(self, seq: int) -> int:
         """The smallest live sequence >= ``seq``, or last + 1.
@@ -452,6 +483,7 @@ class StoreCore:
         self._check_open()
         old = self._limits
         self._limits = _copy_limits(limits)
+        self._unlimited = _no_limits(self._limits)
         removed: list[int] = []
         mps = limits.max_msgs_per_subject
         if mps > 0 and (old.max_msgs_per_subject <= 0 or mps < old.max_msgs_per_subject):
@@ -776,6 +808,17 @@ class StoreCore:
     def _check_consumer_name(self, name: str) -> None:
         if not name or name in (".", "..") or any(c in name for c in "/\\\x00"):
             raise ValueError(f"invalid consumer name {name!r}")
+
+
+def _no_limits(lim: StreamLimits) -> bool:
+    """No limit that store_msg has to check or apply."""
+    return (
+        lim.max_msg_size < 0
+        and lim.max_age <= 0
+        and lim.max_msgs_per_subject <= 0
+        and lim.max_msgs <= 0
+        and lim.max_bytes <= 0
+    )
 
 
 def _copy_limits(limits: StreamLimits) -> StreamLimits:

@@ -562,16 +562,15 @@ class FileStore(StoreCore):
             return InsufficientResourcesError()
         return InsufficientResourcesError()
 
-    def _append(self, chunks: list[bytes]) -> tuple[_Segment, int]:
-        """Append a group of records to the active segment in one write; all or nothing."""
+    def _append(self, buf: bytes) -> tuple[_Segment, int]:
+        """Append bytes (whole records) to the active segment in one write; all or nothing."""
         if self._failed is not None:
             raise self._failed
-        total = sum(len(c) for c in chunks)
+        total = len(buf)
         seg = self._active
         assert seg is not None
         if seg.size > 0 and seg.size + total > self._segment_bytes:
             seg = self._rotate()
-        buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         pos = seg.size
         try:
             done = 0
@@ -604,16 +603,20 @@ class FileStore(StoreCore):
     ) -> Rec:
         sb = subject.encode("utf-8", "surrogateescape")
         rec = encode_record(KIND_MSG, seq, ts, floor, sb, header, data)
-        chunks = [rec]
         if tombs:
-            chunks.append(self._tombs_record(floor, tombs))
-        seg, pos = self._append(chunks)
+            seg, pos = self._append(rec + self._tombs_record(floor, tombs))
+        else:
+            seg, pos = self._append(rec)
         seg.live += 1
         seg.live_bytes += len(rec)
         if not seg.first_seq:
             seg.first_seq = seq
         seg.last_seq = seq
-        seg.note(seq, ts, floor, tombs)
+        if tombs or floor > seg.max_floor or seq < seg.max_seq:
+            seg.note(seq, ts, floor, tombs)
+        else:  # note(), for the usual newest message
+            seg.max_seq = seq
+            seg.max_seq_ts = ts
         return (subject, ts, size, (len(rec) << 64) | (seg.id << 32) | pos)
 
     def _tombs_record(self, floor: int, tombs: list[int]) -> bytes:
@@ -627,7 +630,7 @@ class FileStore(StoreCore):
             rec = self._tombs_record(floor, tombs)
         else:
             rec = encode_record(KIND_FLOOR, self._last, self._last_ts, floor, b"", b"", b"")
-        seg, _ = self._append([rec])
+        seg, _ = self._append(rec)
         seg.note(self._last, self._last_ts, floor, tombs)
 
     def _erase_in_place(self, seq: int) -> None:
@@ -765,7 +768,7 @@ class FileStore(StoreCore):
             if self._active is not None and self._active.size > 0:
                 # A fresh segment that holds only the floor: every older file can then go.
                 self._rotate()
-            seg, _ = self._append([marker])
+            seg, _ = self._append(marker)
             seg.note(last, self._last_ts, floor, [])
         except StoreError:
             # A full disk: a purge is how an operator makes room, so it must not need any.
