@@ -133,6 +133,7 @@ class Stream:
         # Streams sourcing from or mirroring this one (told about new messages).
         self.followers: set[Source] = set()
         self._ack_prefix = b""
+        self._acks: list[tuple[bytes, bytes, int]] = []  # PubAcks of this turn: reply, ack, seq
         self._max_payload = ajs.server.options.max_payload
 
     # -- set-up ----------------------------------------------------------------------------------
@@ -377,8 +378,21 @@ class Stream:
             # nats-server writes this one by hand, with the space.
             self.ajs.reply(reply, ack + b',"duplicate": true}')
             return
-        ack += b"}"
-        self.store.when_durable(seq, partial(self.ajs.reply, reply, ack))
+        acks = self._acks
+        acks.append((reply, ack + b"}", seq))
+        if len(acks) == 1:
+            # One durability wait for every PubAck of this turn of the loop, registered
+            # after the last of their writes.
+            self.ajs.loop.call_soon(self._wait_for_acks)
+
+    def _wait_for_acks(self) -> None:
+        acks, self._acks = self._acks, []
+        self.store.when_durable(acks[-1][2], partial(self._send_acks, acks))
+
+    def _send_acks(self, acks: list[tuple[bytes, bytes, int]]) -> None:
+        reply = self.ajs.reply
+        for subject, ack, _ in acks:
+            reply(subject, ack)
 
     def process_message(
         self, subject: str, header: bytes, data: bytes, sourced: bool = False
