@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pynatsd.subjects import (
     is_literal,
     is_literal_bytes,
+    is_valid_literal_subject_bytes,
     is_valid_publish_subject,
     is_valid_publish_subject_bytes,
     is_valid_queue_name,
@@ -21,6 +22,7 @@ from pynatsd.subjects import (
     match_literal_bytes,
     num_tokens,
     num_tokens_bytes,
+    split_sublist_subject,
     subjects_collide,
     token_at,
     token_at_bytes,
@@ -162,7 +164,7 @@ def test_is_valid_publish_subject(subject: str, ok: bool) -> None:
         ("a b", False),
         ("a\tb", False),
         ("a\r\n", False),
-        ("\f", False),
+        ("\f", True),  # nats-server takes it (differential case form_feed_in_subject_and_queue)
     ],
 )
 def test_is_valid_queue_name(queue: str, ok: bool) -> None:
@@ -355,3 +357,41 @@ def test_str_and_bytes_agree(subject: str) -> None:
     assert num_tokens(subject) == num_tokens_bytes(b)
     for i in range(5):
         assert token_at(subject, i).encode() == token_at_bytes(b, i)
+
+
+@pytest.mark.parametrize(
+    ("subject", "tokens"),
+    [
+        ("a.b", ["a", "b"]),
+        ("a\fb", ["a\fb"]),  # an ordinary byte for the SubList, as in nats-server
+        ("a.\v.>", ["a", "\v", ">"]),
+        ("a b", None),
+        ("a\tb", None),
+        ("a.\r", None),
+        ("a..b", None),
+        ("a.>.b", None),
+        ("", None),
+    ],
+)
+def test_split_sublist_subject(subject: str, tokens: list[str] | None) -> None:
+    assert split_sublist_subject(subject) == tokens
+    # isValidSubject (configuration, JetStream) still refuses a form feed.
+    if "\f" in subject:
+        assert not is_valid_subject(subject)
+
+
+@pytest.mark.parametrize(
+    ("subject", "ok"),
+    [
+        (b"a.b", True),
+        (b"a\x0cb", True),
+        (b"a b", True),  # IsValidLiteralSubject does not look at whitespace
+        (b"a..b", False),
+        (b"a.*", False),
+        (b"a.>", False),
+        (b"a*.b>", True),
+        (b"", False),
+    ],
+)
+def test_is_valid_literal_subject_bytes(subject: bytes, ok: bool) -> None:
+    assert is_valid_literal_subject_bytes(subject) is ok

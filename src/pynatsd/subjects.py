@@ -22,6 +22,7 @@ __all__ = [
     "TSEP",
     "is_literal",
     "is_literal_bytes",
+    "is_valid_literal_subject_bytes",
     "is_valid_publish_subject",
     "is_valid_publish_subject_bytes",
     "is_valid_queue_name",
@@ -32,6 +33,7 @@ __all__ = [
     "match_literal_bytes",
     "num_tokens",
     "num_tokens_bytes",
+    "split_sublist_subject",
     "split_valid_subject",
     "subjects_collide",
     "token_at",
@@ -49,6 +51,7 @@ TSEP = "."
 # str.isspace(): a vertical tab or a non-breaking space is legal in a NATS subject.
 _WHITESPACE = frozenset(" \t\n\f\r")
 _WHITESPACE_BYTES = frozenset(b" \t\n\f\r")
+_SEPARATOR_BYTES = frozenset(b" \t\n\r")
 _REPLACEMENT_CHAR = "\ufffd"
 
 
@@ -58,6 +61,12 @@ def _has_whitespace(subject: str) -> bool:
     return (
         " " in subject or "\t" in subject or "\n" in subject or "\r" in subject or "\f" in subject
     )
+
+
+def _has_separator(text: str) -> bool:
+    # The bytes that end or split a protocol argument: no subject or queue name read off the
+    # wire can hold one, whatever isValidSubject says of the others (\f).
+    return " " in text or "\t" in text or "\n" in text or "\r" in text
 
 
 def _runes_ok(subject: str) -> bool:
@@ -99,6 +108,21 @@ def split_valid_subject(subject: str) -> list[str] | None:
     if "" in tokens:
         return None
     # `>` anywhere but last makes the subject invalid; `in` on the list compares whole tokens.
+    if FWC in tokens and tokens.index(FWC) != len(tokens) - 1:
+        return None
+    return tokens
+
+
+def split_sublist_subject(subject: str) -> list[str] | None:
+    """The tokens of ``subject`` as the SubList takes it (nats-server's ``Sublist.Insert``), else
+    None: no empty token, ``>`` only last, and no protocol separator. Unlike
+    :func:`split_valid_subject` a form feed is an ordinary byte here: nats-server subscribes
+    and delivers ``a\fb`` (its ``isValidSubject`` is for configuration and JetStream)."""
+    if _has_separator(subject):
+        return None
+    tokens = subject.split(".")
+    if "" in tokens:
+        return None
     if FWC in tokens and tokens.index(FWC) != len(tokens) - 1:
         return None
     return tokens
@@ -160,24 +184,31 @@ def is_valid_publish_subject(subject: str, check_runes: bool = False) -> bool:
     return is_valid_subject(subject, check_runes) and is_literal(subject)
 
 
+def is_valid_literal_subject_bytes(subject: bytes) -> bool:
+    """nats-server's ``IsValidLiteralSubject``, its pedantic check of a PUB subject: no empty
+    token and no wildcard token (whitespace is not looked at)."""
+    tokens = subject.split(b".")
+    return b"" not in tokens and b"*" not in tokens and b">" not in tokens
+
+
 def is_valid_publish_subject_bytes(subject: bytes, check_runes: bool = False) -> bool:
     """:func:`is_valid_publish_subject` for a subject in wire bytes."""
     return is_valid_subject_bytes(subject, check_runes) and is_literal_bytes(subject)
 
 
 def is_valid_queue_name(queue: str) -> bool:
-    """True if ``queue`` can name a queue group: non-empty and without whitespace.
+    """True if ``queue`` can name a queue group: non-empty and without a protocol separator.
 
-    The protocol splits arguments on whitespace, so that is the only thing a queue name can get
-    wrong; dots and ``*`` are ordinary characters in a queue name (the Go client's ``badQueue``
-    check is the same).
+    The protocol splits arguments on spaces and tabs (and CR, LF end the line), so that is the
+    only thing a queue name can get wrong; dots, ``*`` and a form feed are ordinary characters
+    in a queue name, as in nats-server.
     """
-    return bool(queue) and not _has_whitespace(queue)
+    return bool(queue) and not _has_separator(queue)
 
 
 def is_valid_queue_name_bytes(queue: bytes) -> bool:
     """:func:`is_valid_queue_name` for a queue name in wire bytes."""
-    return bool(queue) and not any(b in _WHITESPACE_BYTES for b in queue)
+    return bool(queue) and not any(b in _SEPARATOR_BYTES for b in queue)
 
 
 def num_tokens(subject: str) -> int:

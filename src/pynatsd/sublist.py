@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from pynatsd.subjects import is_valid_queue_name, is_valid_subject, split_valid_subject
+from pynatsd.subjects import is_valid_queue_name, is_valid_subject, split_sublist_subject
 
 __all__ = [
     "CACHE_MAX",
@@ -430,7 +430,7 @@ class SubList(Generic[S]):
         """
         subject = sub.subject
         queue = sub.queue
-        toks = split_valid_subject(subject) if isinstance(subject, str) else None
+        toks = split_sublist_subject(subject) if isinstance(subject, str) else None
         if toks is None:
             raise InvalidSubjectError(f"invalid subject {subject!r}")
         if queue is not None and (not isinstance(queue, str) or not is_valid_queue_name(queue)):

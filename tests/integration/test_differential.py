@@ -374,6 +374,21 @@ def _cases() -> Iterator[Case]:
         b"CONNECT {}\r\nSUB foo.* 1\r\nPUB foo.* 1\r\nx\r\nPING\r\n",
         expect=(b"-ERR 'Invalid Publish Subject'",),
     )
+    # A form feed (and a vertical tab) is an ordinary byte in a subject and a queue name for
+    # nats-server's SUB and PUB, pedantic or not: only its configuration checks refuse it.
+    yield one(
+        "form_feed_in_subject_and_queue",
+        QUIET_CONNECT
+        + b"SUB a\x0cb 1\r\nSUB \x0c q\x0cq 2\r\nSUB a.\x0b.> 3\r\n"
+        + b"PUB a\x0cb 1\r\nx\r\nPUB \x0c 1\r\ny\r\nPUB a.\x0b.c 1\r\nz\r\nPING\r\n",
+        expect=(b"MSG a\x0cb 1 1\r\n", b"MSG \x0c 2 1\r\n"),
+    )
+    yield one(
+        "pedantic_form_feed_in_subject",
+        b'CONNECT {"verbose":false,"pedantic":true}\r\nSUB a.\x0c 1\r\nSUB a\x0cb.* 2\r\n'
+        b"PUB a.\x0c 1\r\nx\r\nPUB a\x0cb.c 1\r\ny\r\nPUB a\x0cb.* 1\r\nz\r\nPING\r\n",
+        expect=(b"MSG a.\x0c 1 1\r\n", b"-ERR 'Invalid Publish Subject'"),
+    )
     yield one(
         "non_pedantic_wildcard_publish",
         QUIET_CONNECT + b"SUB foo.* 1\r\nSUB > 2\r\nPUB foo.* 1\r\nx\r\nPUB * 1\r\ny\r\nPING\r\n",

@@ -45,7 +45,7 @@ from pynatsd.protocol.parser import Parser
 from pynatsd.server.events import client_connected, client_disconnected
 from pynatsd.server.router import deliver, msg_head, queue_rr
 from pynatsd.server.subscription import Subscription
-from pynatsd.subjects import is_valid_publish_subject_bytes
+from pynatsd.subjects import is_valid_literal_subject_bytes
 from pynatsd.sublist import InvalidSubjectError, SubListResult
 
 if TYPE_CHECKING:
@@ -892,7 +892,7 @@ class Client(asyncio.Protocol):
             log.error("%s - message headers not supported", self.label)
             self._close(CloseReason.MESSAGE_HEADER_VIOLATION)
             return
-        if self.pedantic and not is_valid_publish_subject_bytes(subject):
+        if self.pedantic and not is_valid_literal_subject_bytes(subject):
             self.send_err(errors.INVALID_PUBLISH_SUBJECT)
         perms = self.perms
         if perms.publish_restricted:
