@@ -158,6 +158,24 @@ def _cases() -> Iterator[Case]:
     # Omitted fields default to verbose=true, pedantic=true: `CONNECT {}` turns on +OK.
     yield one("connect_empty_json_is_verbose", b"CONNECT {}\r\nPING\r\n", expect=(b"+OK",))
     yield one("connect_quiet", QUIET_CONNECT + b"PING\r\n")
+    # nats-server starts a CONNECT/INFO argument at the first byte after the blanks, even a
+    # bare LF, and reads it to the next LF; a CR there makes an empty argument (closed).
+    lf_connect = b'CONNECT\n{"verbose":false,"pedantic":false}\r\nPING\r\n'
+    yield one("connect_argument_after_bare_lf", lf_connect, expect=(b"PONG",))
+    yield Case(
+        "connect_argument_after_bare_lf_bytewise",
+        (s("a", lf_connect, sizes=sizes_of(len(lf_connect), 1)),),
+        expect=(b"PONG",),
+    )
+    yield one(
+        "connect_argument_after_blanks_and_bare_lf",
+        b'CONNECT \t\n{"verbose":false}\r\nPING\r\n',
+        expect=(b"PONG",),
+    )
+    yield one(
+        "connect_crlf_then_argument", b'CONNECT\r\n{"verbose":false}\r\nPING\r\n', closes=True
+    )
+    yield one("info_argument_after_bare_lf", QUIET_CONNECT + b"INFO\n{}\r\nPING\r\n")
     yield one("connect_natspy_fields", NATSPY_CONNECT + b"PING\r\nPING\r\n")
     yield one(
         "connect_all_fields_no_auth",

@@ -451,6 +451,15 @@ class Parser:
             events.append({b"PING": PING, b"PONG": PONG}.get(name, OK))
             return nl + 1
         arg = buf[pos + len(name) : nl].lstrip(_SPACE_TAB)
+        if kind == "json" and not arg:
+            # nats-server starts a CONNECT/INFO argument at the first byte after the blanks,
+            # even a bare LF: `CONNECT\n{...}\r\n` carries "\n{...}", read to the next LF.
+            end = buf.find(b"\n", nl + 1)
+            if end < 0:
+                self._keep_partial(buf[pos:], events)
+                return -1
+            arg = buf[nl:end]
+            nl = end
         if b"\r" in arg:
             arg = arg[:-1]
         if len(arg) > self.max_control_line:
