@@ -176,6 +176,25 @@ def _cases() -> Iterator[Case]:
         "connect_crlf_then_argument", b'CONNECT\r\n{"verbose":false}\r\nPING\r\n', closes=True
     )
     yield one("info_argument_after_bare_lf", QUIET_CONNECT + b"INFO\n{}\r\nPING\r\n")
+    # The same for every op with an argument once a blank follows its name: `PUB \nfoo 3`
+    # publishes to the subject "\nfoo", `UNSUB \n1` unsubscribes sid 1.
+    # (One subscription per subject: nats-server's order among the subscriptions of one subject
+    # comes from a Go map.)
+    blank_lf = (
+        HDR_CONNECT
+        + b"SUB \nfoo 1\r\nSUB bar 2\r\nPUB \nfoo 3\r\nabc\r\nHPUB\t\nfoo 12 14\r\n"
+        + b"NATS/1.0\r\n\r\nhi\r\nPUB foo 1\r\nx\r\nPUB bar 1\r\nz\r\nUNSUB \n2\r\n"
+        + b"PUB bar 1\r\ny\r\nPING\r\n"
+    )
+    expected = (b"MSG foo 1 1\r\nx\r\nMSG bar 2 1\r\nz\r\nPONG",)
+    yield one("argument_after_blank_and_bare_lf", blank_lf, expect=expected)
+    yield Case(
+        "argument_after_blank_and_bare_lf_bytewise",
+        (s("a", blank_lf, sizes=random_sizes(len(blank_lf), seed=7)),),
+        expect=expected,
+    )
+    yield one("client_err_argument_after_bare_lf", QUIET_CONNECT + b"-ERR \n'x'\r\n", closes=True)
+    yield one("op_then_bare_lf_closes", QUIET_CONNECT + b"PUB\nfoo 1\r\nx\r\n", closes=True)
     yield one("connect_natspy_fields", NATSPY_CONNECT + b"PING\r\nPING\r\n")
     yield one(
         "connect_all_fields_no_auth",

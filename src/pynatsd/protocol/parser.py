@@ -283,6 +283,12 @@ class Parser:
                 memo = self._pub_memo.get(arg)
                 seen = memo is not None
                 if memo is None:
+                    if not arg.strip(_SPACE_TAB):
+                        # Only blanks before a bare LF: the argument starts at the LF.
+                        pos = self._parse_line(buf, pos, nl, events)
+                        if pos < 0:
+                            return
+                        continue
                     memo = self._parse_pub_line(arg, events)
                     if memo is None:
                         return
@@ -310,6 +316,11 @@ class Parser:
                 # Third fast path: JetStream publishers send HPUB (Nats-Msg-Id) with a new
                 # reply subject each time, so there is nothing to memoise.
                 arg = buf[pos + 5 : nl].lstrip(_SPACE_TAB)
+                if not arg:  # the argument starts at a bare LF: the general path reads it
+                    pos = self._parse_line(buf, pos, nl, events)
+                    if pos < 0:
+                        return
+                    continue
                 if b"\r" in arg:
                     arg = arg[:-1]
                 if len(arg) > self._max_control_line:
@@ -451,9 +462,10 @@ class Parser:
             events.append({b"PING": PING, b"PONG": PONG}.get(name, OK))
             return nl + 1
         arg = buf[pos + len(name) : nl].lstrip(_SPACE_TAB)
-        if kind == "json" and not arg:
-            # nats-server starts a CONNECT/INFO argument at the first byte after the blanks,
-            # even a bare LF: `CONNECT\n{...}\r\n` carries "\n{...}", read to the next LF.
+        if not arg:
+            # nats-server starts an argument at the first byte after the blanks that follow
+            # the op, even a bare LF: `CONNECT\n{...}\r\n` carries "\n{...}" and `PUB \nfoo 1`
+            # the subject "\nfoo", each read to the next LF.
             end = buf.find(b"\n", nl + 1)
             if end < 0:
                 self._keep_partial(buf[pos:], events)
