@@ -193,6 +193,10 @@ def _cases() -> Iterator[Case]:
         (s("a", blank_lf, sizes=random_sizes(len(blank_lf), seed=7)),),
         expect=expected,
     )
+    # An HPUB from a client that did not ask for headers ends the connection at its line.
+    yield one(
+        "hpub_without_headers_closes_at_line", QUIET_CONNECT + b"HPUB foo 12 14\r\n", closes=True
+    )
     yield one("client_err_argument_after_bare_lf", QUIET_CONNECT + b"-ERR \n'x'\r\n", closes=True)
     yield one("op_then_bare_lf_closes", QUIET_CONNECT + b"PUB\nfoo 1\r\nx\r\n", closes=True)
     yield one("connect_natspy_fields", NATSPY_CONNECT + b"PING\r\nPING\r\n")

@@ -376,8 +376,10 @@ def test_limits_are_inclusive(data: bytes, kw: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("data", "kw", "reason"),
     [
-        (b"BOGUS\r\n", {}, CloseReason.PARSE_ERROR),
-        (b"PUB foo x\r\n", {}, CloseReason.PARSE_ERROR),
+        # nats-server's reason for anything it cannot parse (checked in /connz?state=closed).
+        (b"BOGUS\r\n", {}, CloseReason.PROTOCOL_VIOLATION),
+        (b"PUB foo x\r\n", {}, CloseReason.PROTOCOL_VIOLATION),
+        (b"HPUB foo 2 2\r\n", {"headers": False}, CloseReason.PROTOCOL_VIOLATION),
         (b"PUB foo 11\r\n", {"max_payload": 10}, CloseReason.MAX_PAYLOAD_EXCEEDED),
         (b"SUB " + b"a" * 20, {"max_control_line": 16}, CloseReason.MAX_CONTROL_LINE_EXCEEDED),
         (b"PING\r\n", {"expect_connect": True}, CloseReason.AUTHENTICATION_VIOLATION),
@@ -634,6 +636,8 @@ def valid_op(draw: st.DrawFn) -> tuple[bytes, Desc]:
         text = draw(st.sampled_from([b"", b" ", b" foo bar", b"\tx"]))
         return name + text + eol, (kind,)
     obj = draw(_JSON_OBJ)
+    if kind == "CONNECT":
+        obj["headers"] = True  # a later HPUB stays valid (without it the connection ends)
     raw = json.dumps(obj).encode()
     if kind == "CONNECT":
         return name + sep + raw + eol, ("CONNECT", obj)
@@ -775,3 +779,18 @@ def test_pending_payload_memory_is_proportional_to_payload() -> None:
     (ev,) = parser.feed(b"\r\n")
     assert isinstance(ev, Pub)
     assert ev.payload == payload
+
+
+def test_hpub_needs_headers_from_connect() -> None:
+    # A server's client starts without headers; its CONNECT decides, and an HPUB from a
+    # client without them ends the connection at the HPUB line, before any payload.
+    parser = Parser(headers=False)
+    events = parser.feed(b'CONNECT {"verbose":false}\r\nHPUB foo 12 14\r\n')
+    assert [type(ev).__name__ for ev in events] == ["Connect", "ProtocolError"]
+    assert isinstance(events[-1], ProtocolError) and events[-1].reply is None
+    parser = Parser(headers=False)
+    events = parser.feed(b'CONNECT {"headers":true}\r\nHPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n')
+    assert [type(ev).__name__ for ev in events] == ["Connect", "Pub"]
+    parser = Parser(headers=False, headers_supported=False)  # no_header_support
+    events = parser.feed(b'CONNECT {"headers":true}\r\nHPUB foo 12 14\r\n')
+    assert isinstance(events[-1], ProtocolError)

@@ -113,6 +113,7 @@ class Parser:
     """Turns the bytes a client sends into events.
 
     `max_payload` and `max_control_line` may be changed between feeds (config reload).
+    `headers` says whether HPUB is allowed before any CONNECT (a server's client passes False).
     `expect_connect` makes any first op other than CONNECT an authorization violation (set when
     the server requires authentication); it is cleared by the parser once it yields a CONNECT.
     After a `ProtocolError` event the parser is dead and every further feed returns nothing.
@@ -120,6 +121,7 @@ class Parser:
 
     __slots__ = (
         "_dead",
+        "_headers_supported",
         "_max_control_line",
         "_max_payload",
         "_partial",
@@ -130,6 +132,7 @@ class Parser:
         "_repeat_memo",
         "_skip_line",
         "expect_connect",
+        "headers",
     )
 
     def __init__(
@@ -137,10 +140,17 @@ class Parser:
         max_payload: int = 1024 * 1024,
         max_control_line: int = 4096,
         expect_connect: bool = False,
+        headers: bool = True,
+        headers_supported: bool = True,
     ) -> None:
         self._max_payload = max_payload
         self._max_control_line = max_control_line
         self.expect_connect = expect_connect
+        self._headers_supported = headers_supported
+        # Whether HPUB is allowed: a CONNECT sets it to what the client asked for (if the
+        # server has headers); an HPUB otherwise ends the connection at its line, as in
+        # nats-server. A server's client starts with False (nothing negotiated yet).
+        self.headers = headers
         self._partial = b""  # an incomplete control line
         self._skip_line: Event | None = None  # PING/PONG/+OK whose line end has not arrived
         # A PUB waiting for its payload: subject, reply, size, header size, line, size texts.
@@ -228,7 +238,8 @@ class Parser:
     def _fail(
         self, events: list[Event | Pub], reply: str | None, detail: str, reason: str = ""
     ) -> None:
-        events.append(ProtocolError(reply, reason or CloseReason.PARSE_ERROR, detail))
+        # nats-server closes a connection it cannot parse as a "Protocol Violation".
+        events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail))
         self._dead = True
 
     def _fail_max_payload(self, events: list[Event | Pub]) -> None:
@@ -510,6 +521,7 @@ class Parser:
                 self._fail(events, None, "invalid CONNECT JSON")
                 return -1
             self.expect_connect = False
+            self.headers = self._headers_supported and bool(options.get("headers"))
             events.append(Connect(options, arg))
         elif name == b"INFO":
             try:
@@ -530,6 +542,9 @@ class Parser:
         header_size = -1
         header_text = b""
         if has_headers:
+            if not self.headers:
+                self._fail(events, None, "message headers not supported")
+                return -1
             args = split_pub_args(arg)
             nargs = len(args)
             if nargs == 3:

@@ -183,6 +183,8 @@ class Client(asyncio.Protocol):
             max_payload=opts.max_payload,
             max_control_line=opts.max_control_line,
             expect_connect=server.auth_required and not opts.no_auth_user,
+            headers=False,
+            headers_supported=not opts.no_header_support,
         )
         self.transport: asyncio.Transport | None = None
         self.host = ""
@@ -888,10 +890,6 @@ class Client(asyncio.Protocol):
         subject = ev.subject
         if self.trace:
             self._trace_pub(ev)
-        if ev.header_size >= 0 and not self.headers:
-            log.error("%s - message headers not supported", self.label)
-            self._close(CloseReason.MESSAGE_HEADER_VIOLATION)
-            return
         if self.pedantic and not is_valid_literal_subject_bytes(subject):
             self.send_err(errors.INVALID_PUBLISH_SUBJECT)
         perms = self.perms
