@@ -1132,8 +1132,7 @@ class Consumer:
             return False
         policy = config["ack_policy"]
         acked: list[int] = []
-        maxp = config["max_ack_pending"]
-        at_limit = policy != "none" and 0 < maxp <= len(self.pending)  # _at_max_ack_pending
+        at_limit = self._at_max_ack_pending()
         if policy == "explicit":
             p = self.pending.pop(sseq, None)
             if p is not None:

@@ -469,10 +469,7 @@ class Stream:
             self._after_id(msg_id, seq)
             return seq, False
         before = self.store.change_mark()[1] if self.consumers else 0
-        try:  # _store, inline: this is the publish path
-            seq, ts = self.store.store_msg(subject, header, data)
-        except StoreError as e:
-            raise errors.stream_store_failed(e.description) from None
+        seq, ts = self._store(subject, header, data)
         if self.consumers and self.store.change_mark()[1] != before + 1:
             # Limits dropped older messages: the consumers count what is pending afresh.
             for consumer in self.consumers.values():

@@ -368,30 +368,15 @@ class Parser:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
         # nats-server drops the last byte of the argument when a CR appeared anywhere in it.
         arg = line[:-1] if b"\r" in line else line
-        parsed: tuple[bytes, bytes, int, bytes] | None = None
-        if len(arg) <= self._max_control_line and b"\t" not in arg and b"  " not in arg:
-            # The usual line, `subject [reply] size` with single spaces, read inline: a line
-            # seen once (an ack, a unique inbox) is paid in full every time.
-            args = arg.split(b" ")
-            size_text = args[-1]
-            if (
-                1 < len(args) < 4
-                and args[0]
-                and size_text.isdigit()
-                and len(size_text) <= _MAX_SIZE_DIGITS
-            ):
-                reply = args[1] if len(args) == 3 else b""
-                parsed = (args[0], reply, int(size_text), size_text)
+        if (
+            len(arg) > self._max_control_line
+            and len(arg.lstrip(_SPACE_TAB)) > self._max_control_line
+        ):
+            self._fail_control_line(events)
+            return None
+        parsed = self._split_pub(arg, events)
         if parsed is None:
-            if (
-                len(arg) > self._max_control_line
-                and len(arg.lstrip(_SPACE_TAB)) > self._max_control_line
-            ):
-                self._fail_control_line(events)
-                return None
-            parsed = self._split_pub(arg, events)
-            if parsed is None:
-                return None
+            return None
         memo = self._pub_memo
         if len(memo) >= _PUB_MEMO_SIZE:
             memo.clear()

@@ -235,9 +235,7 @@ class Server:
         else:
             ev = Pub(subj, reply.encode(), header + data, len(header) if header else -1)
             delivered = bool(psubs or result.qsubs) and deliver(None, result, ev)
-        if self.dirty and not self._flush_scheduled:  # flush_soon
-            self._flush_scheduled = True
-            self.loop.call_soon(self._scheduled_flush)
+        self.flush_soon()
         return delivered
 
     def deliver_to_inbox(

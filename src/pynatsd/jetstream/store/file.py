@@ -1012,11 +1012,8 @@ class FileStore(StoreCore):
         if target > self._synced_gen:
             self._synced_gen = target
         while waiters and waiters[0][0] <= target:
-            callback = waiters.popleft()[1]
-            try:  # _call_safely, inline: this runs once per acknowledged publish
-                callback()
-            except Exception:
-                log.exception("stream store callback failed")
+            _, callback, _ = waiters.popleft()
+            _call_safely(callback)
         if waiters and not self._sync_inflight and not self._closed:
             self._start_sync()
 
