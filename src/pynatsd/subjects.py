@@ -99,18 +99,9 @@ def is_valid_subject(subject: str, check_runes: bool = False) -> bool:
 def split_valid_subject(subject: str) -> list[str] | None:
     """The tokens of ``subject`` if it is a valid subscription subject, else None.
 
-    One split serves both the check and the caller (the SubList inserts these tokens).
+    One split serves both the check and the caller.
     """
-    if _has_whitespace(subject):
-        return None
-    tokens = subject.split(".")
-    # An empty subject splits into [""], so this also rejects it.
-    if "" in tokens:
-        return None
-    # `>` anywhere but last makes the subject invalid; `in` on the list compares whole tokens.
-    if FWC in tokens and tokens.index(FWC) != len(tokens) - 1:
-        return None
-    return tokens
+    return None if _has_whitespace(subject) else _split_tokens(subject)
 
 
 def split_sublist_subject(subject: str) -> list[str] | None:
@@ -118,11 +109,15 @@ def split_sublist_subject(subject: str) -> list[str] | None:
     None: no empty token, ``>`` only last, and no protocol separator. Unlike
     :func:`split_valid_subject` a form feed is an ordinary byte here: nats-server subscribes
     and delivers ``a\fb`` (its ``isValidSubject`` is for configuration and JetStream)."""
-    if _has_separator(subject):
-        return None
+    return None if _has_separator(subject) else _split_tokens(subject)
+
+
+def _split_tokens(subject: str) -> list[str] | None:
     tokens = subject.split(".")
+    # An empty subject splits into [""], so this also rejects it.
     if "" in tokens:
         return None
+    # `>` anywhere but last makes the subject invalid; `in` on the list compares whole tokens.
     if FWC in tokens and tokens.index(FWC) != len(tokens) - 1:
         return None
     return tokens
