@@ -338,7 +338,7 @@ async def test_slow_consumer_is_closed_and_publisher_not_blocked() -> None:
         # The publisher gets through all of it and its PING/PONG: it was never held back by
         # the subscriber that does not read. (The limit is a hang guard, not a measurement.)
         await asyncio.wait_for(publisher.flush(), 30)
-        assert pub_conn.in_msgs == n_msgs
+        assert pub_conn.stats.in_msgs == n_msgs
 
         assert server.slow_consumers == 1
         assert slow_cid not in server.clients

@@ -44,7 +44,6 @@ from pynatsd.jetstream.util import (
 )
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
-from pynatsd.server.router import deliver_to
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import match_literal, subjects_collide
 
@@ -837,7 +836,8 @@ class Consumer:
         else:
             target = wr.target
             delivered = (
-                target is not None and deliver_to(target, msg.subject.encode(), reply, header, data)
+                target is not None
+                and self.ajs.deliver_to(target, msg.subject.encode(), reply, header, data)
             ) or self.ajs.deliver(dsubj, msg.subject, reply, header, data)
             if self.dthresh > 0:
                 self.waiting_last = now

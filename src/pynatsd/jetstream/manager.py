@@ -24,8 +24,8 @@ from pynatsd.jetstream.util import now_ns
 from pynatsd.logger import log
 from pynatsd.options import JETSTREAM_SYNC_INTERVAL, JetStreamAccountLimits
 from pynatsd.protocol.events import Pub
-from pynatsd.server.router import deliver
-from pynatsd.server.subscription import InternalClient, InternalSubscription
+from pynatsd.server.delivery import deliver_first, deliver_stored, fan_out
+from pynatsd.server.subscription import InternalClient, InternalSubscription, Subscription
 from pynatsd.subjects import subjects_collide
 
 if TYPE_CHECKING:
@@ -95,7 +95,18 @@ class AccountJetStream:
 
     def deliver(self, inbox: str, subject: str, reply: bytes, header: bytes, data: bytes) -> bool:
         """To one subscriber of `inbox` (a pull request's reply), shown under `subject`."""
-        return self.server.deliver_to_inbox(self.account, inbox, subject, reply, header, data)
+        result = self.account.sublist.match_bytes(inbox.encode())
+        ev = Pub(subject.encode(), reply, header + data, len(header) if header else -1)
+        delivered = deliver_first(result, ev)
+        self.server.flush_soon()
+        return delivered
+
+    def deliver_to(
+        self, target: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
+    ) -> bool:
+        """To a subscription already found (a pull request's inbox, looked up once per
+        request), shown under `subject`."""
+        return deliver_stored(target, subject, reply, header, data)
 
     def deliver_push(
         self, deliver_subject: str, subject: str, reply: bytes, header: bytes, data: bytes
@@ -107,7 +118,7 @@ class AccountJetStream:
             return False
         payload = header + data
         ev = Pub(subject.encode(), reply, payload, len(header) if header else -1)
-        delivered = deliver(None, result, ev)
+        delivered = fan_out(None, result, ev)
         self.server.flush_soon()
         return delivered
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.server.delivery import Stats
 from pynatsd.server.server import COMPAT_VERSION, PROTO_VERSION
 
 if TYPE_CHECKING:
@@ -85,15 +86,10 @@ def _bool_arg(query: Mapping[str, str], name: str) -> bool:
 def varz(server: Server) -> dict[str, Any]:
     opts = server.options
     now = time.time()
-    in_msgs = server.closed_in_msgs
-    in_bytes = server.closed_in_bytes
-    out_msgs = server.closed_out_msgs
-    out_bytes = server.closed_out_bytes
+    totals = Stats()
+    totals.add(server.closed_stats)
     for c in server.clients.values():
-        in_msgs += c.in_msgs
-        in_bytes += c.in_bytes
-        out_msgs += c.out_msgs
-        out_bytes += c.out_bytes
+        totals.add(c.stats)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime
     elapsed = max(now - server.start_time, 1e-9)
@@ -139,14 +135,14 @@ def varz(server: Server) -> dict[str, Any]:
         "routes": 0,
         "remotes": 0,
         "leafnodes": 0,
-        "in_msgs": in_msgs,
-        "in_bytes": in_bytes,
-        "in_client_msgs": in_msgs,
-        "in_client_bytes": in_bytes,
-        "out_msgs": out_msgs,
-        "out_bytes": out_bytes,
-        "out_client_msgs": out_msgs,
-        "out_client_bytes": out_bytes,
+        "in_msgs": totals.in_msgs,
+        "in_bytes": totals.in_bytes,
+        "in_client_msgs": totals.in_msgs,
+        "in_client_bytes": totals.in_bytes,
+        "out_msgs": totals.out_msgs,
+        "out_bytes": totals.out_bytes,
+        "out_client_msgs": totals.out_msgs,
+        "out_client_bytes": totals.out_bytes,
         "slow_consumers": server.slow_consumers,
         "stale_connections": server.stale_connections,
         "stalled_clients": server.stalled_clients,
@@ -189,10 +185,10 @@ def _connection_info(
     info["uptime"] = go_uptime(end - client.start)
     info["idle"] = go_uptime(end - client.last_activity)
     info["pending_bytes"] = 0 if closed else client.pending_bytes
-    info["in_msgs"] = client.in_msgs
-    info["out_msgs"] = client.out_msgs
-    info["in_bytes"] = client.in_bytes
-    info["out_bytes"] = client.out_bytes
+    info["in_msgs"] = client.stats.in_msgs
+    info["out_msgs"] = client.stats.out_msgs
+    info["in_bytes"] = client.stats.in_bytes
+    info["out_bytes"] = client.stats.out_bytes
     info["subscriptions"] = len(client.subs)
     for key in ("name", "lang", "version"):
         if opts.get(key):

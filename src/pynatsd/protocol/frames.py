@@ -42,6 +42,20 @@ def err_frame(text: str) -> bytes:
     return b"-ERR '" + text.encode() + b"'\r\n"
 
 
+def msg_head(
+    subject: bytes, sid: bytes, reply: bytes, size: bytes, header_size: bytes = b""
+) -> bytes:
+    """The MSG control line (HMSG when `header_size` is given), CRLF included. Sizes come as
+    text: nats-server copies them as the publisher wrote them (`PUB foo 05`: `MSG foo 1 05`)."""
+    if header_size:
+        if reply:
+            return b"HMSG %s %s %s %s %s\r\n" % (subject, sid, reply, header_size, size)
+        return b"HMSG %s %s %s %s\r\n" % (subject, sid, header_size, size)
+    if reply:
+        return b"MSG %s %s %s %s\r\n" % (subject, sid, reply, size)
+    return b"MSG %s %s %s\r\n" % (subject, sid, size)
+
+
 def msg_frame(subject: bytes, sid: bytes, reply: bytes, payload: bytes) -> bytes:
     if reply:
         return b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(payload), payload)
@@ -60,6 +74,25 @@ def hmsg_frame(subject: bytes, sid: bytes, reply: bytes, header_size: int, paylo
             payload,
         )
     return b"HMSG %s %s %d %d\r\n%s\r\n" % (subject, sid, header_size, len(payload), payload)
+
+
+def stored_msg_frame(subject: bytes, sid: bytes, reply: bytes, header: bytes, data: bytes) -> bytes:
+    """MSG/HMSG from a header block and a body kept apart (JetStream's stored messages and the
+    server's own replies): one formatting pass, no joined payload made first."""
+    sp = b" " if reply else b""
+    if header:
+        size = len(header) + len(data)
+        return b"HMSG %s %s%s%s %d %d\r\n%s%s\r\n" % (
+            subject,
+            sid,
+            sp,
+            reply,
+            len(header),
+            size,
+            header,
+            data,
+        )
+    return b"MSG %s %s%s%s %d\r\n%s\r\n" % (subject, sid, sp, reply, len(data), data)
 
 
 def status_header(code: int, description: str = "", headers: dict[str, str] | None = None) -> bytes:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.jetstream.util import go_json, rfc3339_ns
 
 if TYPE_CHECKING:
-    from pynatsd.server.client import Client
     from pynatsd.server.server import Server
+    from pynatsd.server.session import ClientSession
 
 CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
@@ -38,7 +38,7 @@ def _server_info(server: Server) -> dict[str, Any]:
     }
 
 
-def _client_info(client: Client, stopped: bool) -> dict[str, Any]:
+def _client_info(client: ClientSession, stopped: bool) -> dict[str, Any]:
     opts = client.connect_opts
     info: dict[str, Any] = {
         "start": rfc3339_ns(int(client.start * 1e9)),
@@ -65,7 +65,7 @@ def _event(kind: str) -> dict[str, Any]:
     return {"type": kind, "id": secrets.token_hex(11), "timestamp": rfc3339_ns(time.time_ns())}
 
 
-def client_connected(server: Server, client: Client) -> None:
+def client_connected(server: Server, client: ClientSession) -> None:
     system = server.system_account
     if not system.sublist.count():
         return  # nobody listens: skip building the event
@@ -78,7 +78,7 @@ def client_connected(server: Server, client: Client) -> None:
     server.publish_internal(system, subject, "", b"", go_json(body))
 
 
-def client_disconnected(server: Server, client: Client) -> None:
+def client_disconnected(server: Server, client: ClientSession) -> None:
     system = server.system_account
     if not system.sublist.count():
         return
@@ -86,8 +86,8 @@ def client_disconnected(server: Server, client: Client) -> None:
         **_event(DISCONNECT_TYPE),
         "server": _server_info(server),
         "client": _client_info(client, stopped=True),
-        "sent": {"msgs": client.out_msgs, "bytes": client.out_bytes},
-        "received": {"msgs": client.in_msgs, "bytes": client.in_bytes},
+        "sent": {"msgs": client.stats.out_msgs, "bytes": client.stats.out_bytes},
+        "received": {"msgs": client.stats.in_msgs, "bytes": client.stats.in_bytes},
         "reason": client.close_reason,
     }
     subject = f"$SYS.ACCOUNT.{client.account.name}.DISCONNECT"

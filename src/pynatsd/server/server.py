@@ -29,7 +29,9 @@ from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import info_frame
 from pynatsd.server.accounts import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, Account, wire_imports
 from pynatsd.server.client import Client
-from pynatsd.server.router import deliver, deliver_as, deliver_to
+from pynatsd.server.delivery import Stats, deliver_stored, fan_out
+from pynatsd.server.outbound import Outbound, Producer
+from pynatsd.server.session import ClientSession
 from pynatsd.tls import server_context
 
 if TYPE_CHECKING:
@@ -77,9 +79,10 @@ class Server:
         self.closed_clients: deque[dict[str, Any]] = deque(
             maxlen=max(self.options.max_closed_clients, 0)
         )
-        self.dirty: list[Client] = []
+        # Outbound queues with frames written during the current read (`flush_dirty`).
+        self.dirty: list[Outbound] = []
         # The client whose read is being processed: the producer to stall if a receiver is full.
-        self.producer: Client | None = None
+        self.producer: Producer | None = None
         self.stall_producers = not self.options.no_fast_producer_stall
         self.stalled_clients = 0
         self._flush_scheduled = False
@@ -101,10 +104,7 @@ class Server:
         self._ports_file = ""
         # Totals of closed connections, so /varz counts survive disconnects.
         self.total_connections = 0
-        self.closed_in_msgs = 0
-        self.closed_in_bytes = 0
-        self.closed_out_msgs = 0
-        self.closed_out_bytes = 0
+        self.closed_stats = Stats()
         self.slow_consumers = 0
         self.stale_connections = 0
         self.http_req_stats: dict[str, int] = {}
@@ -179,7 +179,7 @@ class Server:
         self.authenticator = Authenticator(self.options)
         self._configure_accounts()
 
-    def client_info(self, client: Client, connect_info: bool = False) -> dict[str, Any]:
+    def client_info(self, client: ClientSession, connect_info: bool = False) -> dict[str, Any]:
         info = dict(self._info_base)
         info["client_id"] = client.cid
         info["client_ip"] = client.host
@@ -207,10 +207,7 @@ class Server:
     def remove_client(self, client: Client) -> None:
         if self.clients.pop(client.cid, None) is None:
             return
-        self.closed_in_msgs += client.in_msgs
-        self.closed_in_bytes += client.in_bytes
-        self.closed_out_msgs += client.out_msgs
-        self.closed_out_bytes += client.out_bytes
+        self.closed_stats.add(client.stats)
         if self.closed_clients.maxlen:
             from pynatsd.monitor.endpoints import closed_connection_info
 
@@ -230,20 +227,11 @@ class Server:
         result = account.sublist.match_bytes(subj)
         psubs = result.psubs
         if len(psubs) == 1 and not result.qsubs:
-            # One receiver, an inbox most often (every reply and PubAck): written directly.
-            delivered = deliver_to(psubs[0], subj, reply.encode(), header, data)
+            # One receiver, an inbox most often (every reply and PubAck).
+            delivered = deliver_stored(psubs[0], subj, reply.encode(), header, data)
         else:
             ev = Pub(subj, reply.encode(), header + data, len(header) if header else -1)
-            delivered = bool(psubs or result.qsubs) and deliver(None, result, ev)
-        self.flush_soon()
-        return delivered
-
-    def deliver_to_inbox(
-        self, account: Account, inbox: str, subject: str, reply: bytes, header: bytes, data: bytes
-    ) -> bool:
-        """Send a stored message to whoever listens on `inbox`, shown under its own subject."""
-        result = account.sublist.match_bytes(inbox.encode())
-        delivered = deliver_as(result, subject.encode(), reply, header, data)
+            delivered = bool(psubs or result.qsubs) and fan_out(None, result, ev)
         self.flush_soon()
         return delivered
 
@@ -263,8 +251,8 @@ class Server:
         if not dirty:
             return
         self.dirty = []
-        for client in dirty:
-            client.flush()
+        for outbound in dirty:
+            outbound.flush()
 
     def stats_slow_consumer(self) -> None:
         self.slow_consumers += 1

@@ -1,8 +1,9 @@
-"""Subscriptions: what the SubList stores and the router delivers to.
+"""Subscriptions: what the SubList stores and `server.delivery` delivers to.
 
-A `Subscription` belongs to a client connection. An `InternalSubscription` belongs to the server
-itself (the JetStream API, streams capturing subjects): the router calls its callback instead of
-writing a frame, in the same pass as any other delivery.
+A `Subscription` belongs to a receiver: a client connection, or an `InternalClient` of the server
+itself (the JetStream API, streams capturing subjects, imports). An internal receiver is handed
+each message through its subscription's callback instead of a frame, by the same delivery call
+as any other receiver.
 """
 
 from __future__ import annotations
@@ -10,12 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.auth import PermissionChecker
+from pynatsd.server.delivery import Stats
+
 if TYPE_CHECKING:
     from pynatsd.protocol.events import Pub
     from pynatsd.server.client import Client
+    from pynatsd.server.delivery import Receiver
 
 # callback(subscription, publishing client or None for the server itself, the message)
 InternalCallback = Callable[["InternalSubscription", "Client | None", "Pub"], None]
+# An internal receiver may do anything; it never has permissions to check per message.
+_NO_PERMISSIONS = PermissionChecker(None)
 
 
 class Subscription:
@@ -44,7 +51,7 @@ class Subscription:
         subject_text: str | None = None,
         queue_text: str | None = None,
     ) -> None:
-        self.client: Client = client
+        self.client: Receiver = client
         self.subject_bytes = subject
         self.subject = (
             subject.decode("utf-8", "surrogateescape") if subject_text is None else subject_text
@@ -64,17 +71,39 @@ class Subscription:
 
 
 class InternalClient:
-    """Stands in for a connection as the owner of internal subscriptions (never closed by a
-    peer, understands headers)."""
+    """The receiver behind internal subscriptions (nats-server's internal clients of kind
+    SYSTEM, JETSTREAM and ACCOUNT): never closed by a peer, understands headers, and takes
+    each message through its subscription's callback."""
 
-    __slots__ = ("account", "cid", "closed", "headers", "name")
+    __slots__ = ("account", "cid", "closed", "echo", "headers", "name", "outbound", "stats")
 
     def __init__(self, account: Any, name: str) -> None:
         self.account = account
         self.name = name
         self.cid = 0
         self.closed = False
+        self.echo = True
         self.headers = True
+        self.outbound = None
+        self.stats = Stats()
+
+    @property
+    def perms(self) -> PermissionChecker:
+        return _NO_PERMISSIONS
+
+    @property
+    def plain(self) -> bool:
+        return False
+
+    def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
+        assert sub.callback is not None
+        self.stats.sent(1, len(msg.payload))
+        sub.callback(sub, publisher, msg)  # type: ignore[arg-type]
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if not sub.closed:
+            sub.closed = True
+            self.account.sublist.remove(sub)
 
 
 class InternalSubscription(Subscription):

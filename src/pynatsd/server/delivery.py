@@ -1,0 +1,173 @@
+"""Delivery: the one way a message reaches a receiver.
+
+Corresponds to `processMsgResults` and `deliverMsg` in nats-server's `server/client.go`. Every
+receiver kind (a client connection today; routes, leaf nodes, gateways and MQTT sessions as they
+come; the server's own internal subscriptions) sits behind `Receiver`, and every message, whoever
+published it, goes through `deliver`: the checks nats-server makes per subscription (closed,
+no-echo, deny-on-deliver permissions, reply tracking for allow_responses, auto-unsubscribe) are
+made here once, then the receiver frames the message in its own protocol (MSG/HMSG for a client,
+RMSG for a route, a callback for an internal subscription) and counts it.
+
+Two shortcuts keep the hot paths cheap without a second set of rules:
+- a `Plan` caches, per PUB line and SubList generation, the receivers that need nothing checked
+  per message and their ready-made MSG lines (`remember_plan` decides who qualifies, using the
+  same rules as `deliver`);
+- `deliver_stored` writes JetStream's stored messages and the server's replies to a receiver
+  that needs nothing checked, in one formatting pass.
+"""
+
+from __future__ import annotations
+
+from itertools import count
+from typing import TYPE_CHECKING, Protocol
+
+from pynatsd.protocol.events import Pub
+from pynatsd.protocol.frames import stored_msg_frame
+
+if TYPE_CHECKING:
+    from pynatsd.auth import PermissionChecker
+    from pynatsd.server.accounts import Account
+    from pynatsd.server.outbound import Outbound
+    from pynatsd.server.subscription import Subscription
+    from pynatsd.sublist import SubListResult
+
+# Rotates the starting member of queue groups so load spreads evenly.
+queue_rr = count()
+
+
+class Stats:
+    """Messages and payload bytes in and out of one receiver (nats-server's `in_msgs`,
+    `out_bytes`, ... in /connz and /varz). The only place they are counted."""
+
+    __slots__ = ("in_bytes", "in_msgs", "out_bytes", "out_msgs")
+
+    def __init__(self) -> None:
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+
+    def received(self, msgs: int, nbytes: int) -> None:
+        self.in_msgs += msgs
+        self.in_bytes += nbytes
+
+    def sent(self, msgs: int, nbytes: int) -> None:
+        self.out_msgs += msgs
+        self.out_bytes += nbytes
+
+    def add(self, other: Stats) -> None:
+        self.received(other.in_msgs, other.in_bytes)
+        self.sent(other.out_msgs, other.out_bytes)
+
+
+class Receiver(Protocol):
+    """What a subscription belongs to. `deliver` below has made every check; the receiver only
+    frames the message in its protocol, counts it in `stats` and queues it."""
+
+    closed: bool
+    echo: bool  # False: the receiver's own publishes are not delivered back to it
+    headers: bool  # understands header blocks (else they are stripped)
+    perms: PermissionChecker
+    stats: Stats
+
+    @property
+    def cid(self) -> int:
+        """The connection id (/connz `cid`); 0 for the server's internal receivers."""
+
+    @property
+    def account(self) -> Account:
+        """The account whose SubList holds the receiver's subscriptions."""
+
+    @property
+    def outbound(self) -> Outbound | None:
+        """Where frames for a receiver that writes bytes wait for the end of the read; None
+        for the server's internal subscriptions."""
+
+    @property
+    def plain(self) -> bool:
+        """True when nothing must be checked or traced per message (no deny-on-deliver, no
+        reply tracking, no trace): frames may then be built ahead and pushed to `outbound`."""
+
+    def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None: ...
+
+    def unsubscribe(self, sub: Subscription) -> None: ...
+
+
+def deliver(publisher: Receiver | None, sub: Subscription, msg: Pub) -> bool:
+    """Hand `msg` to `sub`'s receiver unless nats-server would not: True when it was delivered."""
+    receiver = sub.client
+    if sub.closed or receiver.closed or (receiver is publisher and not receiver.echo):
+        return False
+    perms = receiver.perms
+    if perms.watching:
+        # Deny lists are checked at delivery too: a `foo.>` subscriber denied `foo.secret`
+        # never gets it; and a request's reply becomes publishable under allow_responses.
+        if perms.delivery_filter and perms.deny_delivery(
+            msg.subject.decode("utf-8", "surrogateescape"), sub.queue
+        ):
+            return False
+        if msg.reply:
+            perms.track_request(msg.reply.decode("utf-8", "surrogateescape"))
+    sub.delivered += 1
+    if sub.max_msgs:
+        if sub.delivered > sub.max_msgs:
+            receiver.unsubscribe(sub)
+            return False
+        if sub.delivered == sub.max_msgs:
+            receiver.unsubscribe(sub)
+    receiver.deliver(sub, msg, publisher)
+    return True
+
+
+def fan_out(publisher: Receiver | None, result: SubListResult[Subscription], msg: Pub) -> bool:
+    """Deliver to every plain subscription and to one member of each queue group (the next in
+    turn that takes it): True when at least one subscription received the message."""
+    delivered = False
+    for sub in result.psubs:
+        if deliver(publisher, sub, msg):
+            delivered = True
+    for group in result.qsubs:
+        n = len(group)
+        start = next(queue_rr) % n
+        for i in range(n):
+            if deliver(publisher, group[(start + i) % n], msg):
+                delivered = True
+                break
+    return delivered
+
+
+def deliver_first(result: SubListResult[Subscription], msg: Pub) -> bool:
+    """Deliver to the first subscription of `result` that takes it: how JetStream hands a stored
+    message to the inbox of a pull request (the MSG line shows the stream subject, not the
+    inbox)."""
+    for sub in result.psubs:
+        if deliver(None, sub, msg):
+            return True
+    for group in result.qsubs:
+        for sub in group:
+            if deliver(None, sub, msg):
+                return True
+    return False
+
+
+def deliver_stored(
+    sub: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
+) -> bool:
+    """Deliver a message whose header block and body are kept apart (a stored JetStream message,
+    a server reply) to one subscription already found. A plain receiver that understands the
+    headers is handed the frame made in one pass; any other takes `deliver`."""
+    receiver = sub.client
+    outbound = receiver.outbound
+    if (
+        outbound is not None
+        and not sub.max_msgs
+        and not sub.closed
+        and not receiver.closed
+        and (receiver.headers or not header)
+        and receiver.plain
+    ):
+        sub.delivered += 1
+        receiver.stats.sent(1, len(header) + len(data))
+        outbound.push(stored_msg_frame(subject, sub.sid, reply, header, data))
+        return True
+    return deliver(None, sub, Pub(subject, reply, header + data, len(header) if header else -1))

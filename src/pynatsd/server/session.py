@@ -1,0 +1,579 @@
+"""The client protocol session: what a client may do and what the server answers, without sockets.
+
+Corresponds to the protocol half of nats-server's `server/client.go` (`processConnect`,
+`processSub`, `processUnsub`, `processInboundClientMsg`, `processPing`). Events come from the
+sans-IO parser; frames go out through the connection's `Outbound` queue; delivery to other
+receivers goes through `server.delivery`. The asyncio adapter (`server.client.Client`) supplies the
+transport, the timers and the close.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from pynatsd.auth import AuthResult, PermissionChecker
+from pynatsd.logger import TRACE, log
+from pynatsd.protocol import errors
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.events import (
+    Connect,
+    Err,
+    Event,
+    Info,
+    Ok,
+    Ping,
+    Pong,
+    ProtocolError,
+    Pub,
+    Sub,
+    Unsub,
+)
+from pynatsd.protocol.frames import (
+    OK_FRAME,
+    PONG_FRAME,
+    err_frame,
+    info_frame,
+    msg_head,
+    no_responders_frame,
+)
+from pynatsd.protocol.parser import Parser
+from pynatsd.server.connect import (
+    PRE_CONNECT_OPTIONS,
+    connection_label,
+    limits_for,
+    merge_connect_options,
+    redacted,
+)
+from pynatsd.server.delivery import Receiver, Stats, fan_out, queue_rr
+from pynatsd.server.events import client_connected
+from pynatsd.server.outbound import Outbound
+from pynatsd.server.plans import PlanCache
+from pynatsd.server.subscription import Subscription
+from pynatsd.subjects import is_valid_literal_subject_bytes
+from pynatsd.sublist import InvalidSubjectError
+
+if TYPE_CHECKING:
+    from pynatsd.server.accounts import Account
+    from pynatsd.server.server import Server
+
+
+class ClientSession:
+    """One client's protocol state. Attributes named as in /connz where they are reported
+    there. Subclassed by the asyncio adapter, which implements the I/O hooks at the end."""
+
+    # Slots: thousands of connections, each with dozens of fields, add up.
+    __slots__ = (
+        "_auth_waiting",
+        "_careful_pub",
+        "_stashed",
+        "account",
+        "auth_user",
+        "cid",
+        "close_reason",
+        "closed",
+        "connect_opts",
+        "connected",
+        "echo",
+        "first_pong_sent",
+        "headers",
+        "host",
+        "label",
+        "label_set",
+        "max_subs",
+        "no_responders",
+        "nonce",
+        "outbound",
+        "parser",
+        "pedantic",
+        "peer_cert",
+        "perms",
+        "pings_out",
+        "plans",
+        "port",
+        "protocol",
+        "rtt",
+        "rtt_start",
+        "server",
+        "start",
+        "stats",
+        "stop",
+        "subs",
+        "trace",
+        "verbose",
+    )
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        opts = server.options
+        self.cid = server.next_cid()
+        self.account: Account = server.global_account
+        self.parser = Parser(
+            max_payload=opts.max_payload,
+            max_control_line=opts.max_control_line,
+            expect_connect=server.auth_required and not opts.no_auth_user,
+            headers=False,
+            headers_supported=not opts.no_header_support,
+        )
+        self.host = ""
+        self.port = 0
+        self.label = ""
+        self.label_set = False
+        self.subs: dict[bytes, Subscription] = {}
+        # CONNECT options; nats-server decodes CONNECT on top of these defaults.
+        self.connect_opts: dict[str, Any] = dict(PRE_CONNECT_OPTIONS)
+        self.connected = False
+        self.verbose = False
+        self.pedantic = False
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.protocol = 0
+        self.first_pong_sent = False
+        self.auth_user = ""
+        self.closed = False
+        self.close_reason = ""
+        self.outbound = Outbound(server, opts.max_pending, opts.write_deadline, self._slow_consumer)
+        self.stats = Stats()
+        self.start = time.time()
+        self.stop = 0.0
+        self.rtt = 0.0
+        self.rtt_start = 0.0
+        self.pings_out = 0
+        self.trace = log.isEnabledFor(TRACE)
+        self.nonce = ""
+        self.peer_cert: bytes | None = None
+        self.perms = PermissionChecker(None)
+        self.max_subs = opts.max_subscriptions
+        self._auth_waiting = False
+        self._stashed: list[Event | Pub] = []
+        self.plans = PlanCache()
+        # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
+        self._careful_pub = True
+
+    # -- the receiver side (server.delivery.Receiver) --------------------------------------------
+
+    @property
+    def plain(self) -> bool:
+        return not self.trace and not self.perms.watching
+
+    def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
+        payload = msg.payload
+        if msg.header_size > 0 and not self.headers:
+            # A client that did not ask for headers gets the body alone, sized as such.
+            payload = payload[msg.header_size :]
+            head = msg_head(msg.subject, sub.sid, msg.reply, b"%d" % len(payload))
+        elif msg.header_size > 0:
+            head = msg_head(msg.subject, sub.sid, msg.reply, msg.size_text, msg.header_text)
+        else:
+            head = msg_head(msg.subject, sub.sid, msg.reply, msg.size_text)
+        self.stats.sent(1, len(payload))
+        if self.trace:
+            self.trace_out(head)
+        self.outbound.push(head + payload + b"\r\n")
+
+    def take_frame(self, frame: bytes) -> None:
+        self.outbound.push(frame)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if sub.closed:
+            return
+        sub.closed = True
+        self.subs.pop(sub.sid, None)
+        self.account.sublist.remove(sub)
+
+    # -- events from the parser ------------------------------------------------------------------
+
+    def handle_events(self, events: list[Event | Pub]) -> None:
+        """Handle one read's events, then settle the planned deliveries' statistics."""
+        for ev in events:
+            if type(ev) is Pub:
+                self._process_pub(ev)
+            else:
+                self._process_event(cast(Event, ev))
+                if self._auth_waiting:
+                    # A slow credential check (bcrypt) runs off the loop; what followed the
+                    # CONNECT in this read waits for it.
+                    self._stashed = events[events.index(ev) + 1 :]
+                    break
+            if self.closed:
+                break
+        self.plans.settle()
+
+    def _process_event(self, ev: Event) -> None:
+        kind = type(ev)
+        if kind is Sub:  # first: clients subscribe in bursts
+            self._process_sub(ev)  # type: ignore[arg-type]
+        elif kind is Ping:
+            self._process_ping()
+        elif kind is Pong:
+            self.pings_out = 0
+            if self.rtt_start:
+                self.rtt = max(time.monotonic() - self.rtt_start, 1e-9)
+        elif kind is Unsub:
+            assert isinstance(ev, Unsub)
+            self._process_unsub(ev)
+        elif kind is Connect:
+            assert isinstance(ev, Connect)
+            self._process_connect(ev)
+        elif kind is ProtocolError:
+            assert isinstance(ev, ProtocolError)
+            self._process_protocol_error(ev)
+        elif kind is Err:
+            assert isinstance(ev, Err)
+            log.error("%s - Client Error %s", self.label, ev.text.decode(errors="replace"))
+            self.close(CloseReason.PARSE_ERROR)
+        elif kind is Info or kind is Ok:
+            pass
+
+    def _process_protocol_error(self, ev: ProtocolError) -> None:
+        if ev.reply == errors.AUTHORIZATION_VIOLATION:
+            log.error("%s - Authorization Error", self.label)
+        elif ev.reply is None:
+            log.error("%s - Client parser ERROR: %s", self.label, ev.detail)
+        else:
+            log.error("%s - %s", self.label, ev.reply)
+        if ev.reply is not None:
+            self.outbound.push(err_frame(ev.reply))
+        self.close(ev.close_reason)
+
+    def _process_ping(self) -> None:
+        self.outbound.push(PONG_FRAME)
+        if self.connected and not self.first_pong_sent:
+            self.first_pong_sent = True
+            if self.protocol >= 1:
+                self.outbound.push(info_frame(self.server.client_info(self, connect_info=True)))
+
+    # -- CONNECT ---------------------------------------------------------------------------------
+
+    def _process_connect(self, ev: Connect) -> None:
+        if self.trace:
+            log.log(TRACE, "%s - <<- [CONNECT %s]", self.label, redacted(ev.raw))
+        self.connect_started()
+        opts = merge_connect_options(self.connect_opts, ev.options)
+        if opts is None:
+            log.error("%s - invalid CONNECT", self.label)
+            self.close(CloseReason.PROTOCOL_VIOLATION)
+            return
+        self.connect_opts = opts
+        first = not self.connected
+        self.connected = True
+        if not first and self.subs:
+            # A second CONNECT may change the account: nats-server drops every subscription.
+            self._drop_subscriptions()
+        server = self.server
+        self.headers = bool(opts.get("headers")) and not server.options.no_header_support
+        self.echo = opts.get("echo", True) is not False
+        self.verbose = bool(opts.get("verbose"))
+        self.pedantic = bool(opts.get("pedantic"))
+        self.no_responders = bool(opts.get("no_responders"))
+        self.protocol = int(opts.get("protocol") or 0)
+        if server.authenticator.is_slow(opts):
+            self._auth_waiting = True
+            self.authenticate_off_loop(opts)
+            return
+        self.finish_connect(opts, self.authenticate(opts))
+
+    def _drop_subscriptions(self) -> None:
+        subs = list(self.subs.values())
+        for sub in subs:
+            sub.closed = True
+        self.account.sublist.remove_batch(subs)
+        self.subs.clear()
+
+    def authenticate(self, opts: dict[str, Any]) -> AuthResult | None:
+        return self.server.authenticator.check(
+            opts, self.nonce, self.peer_cert, "STANDARD", self.host
+        )
+
+    def finish_connect(self, opts: dict[str, Any], result: AuthResult | None) -> None:
+        first = not self.label_set
+        if result is None:
+            log.error("%s - Authorization Error", self.label)
+            self.close_with_error(
+                errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION
+            )
+            return
+        if not self.bind(result):
+            return
+        if opts.get("account") or opts.get("new_account"):
+            self.close_with_error(
+                errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION
+            )
+            return
+        if first:
+            self.label = connection_label(self.label, opts)
+            self.label_set = True
+        self.plans.clear()
+        self._careful_pub = self.trace or self.pedantic or self.verbose
+        if self.protocol < 0 or self.protocol > 1:
+            self.close_with_error(
+                errors.INVALID_CLIENT_PROTOCOL, CloseReason.BAD_CLIENT_PROTOCOL_VERSION
+            )
+            return
+        if self.no_responders and not self.headers:
+            self.close_with_error(
+                errors.NO_RESPONDERS_REQUIRES_HEADERS, CloseReason.NO_RESPONDERS_REQUIRES_HEADERS
+            )
+            return
+        if self.verbose:
+            self.outbound.push(OK_FRAME)
+        if first and self.account is not self.server.system_account:
+            client_connected(self.server, self)
+
+    def recheck_auth(self) -> bool:
+        """After a configuration reload: do this connection's credentials still pass?"""
+        result = self.authenticate(self.connect_opts)
+        return result is not None and result.account == self.account.name and self.bind(result)
+
+    def bind(self, result: AuthResult) -> bool:
+        """Attach what authentication decided: account, permissions, limits, expiry."""
+        server = self.server
+        account = server.get_account(result.account)
+        if account is not self.account:
+            limit = account.max_connections
+            if limit >= 0 and account.num_clients >= limit:
+                self.close_with_error(
+                    errors.MAXIMUM_ACCOUNT_CONNECTIONS_EXCEEDED,
+                    CloseReason.MAX_CONNECTIONS_EXCEEDED,
+                )
+                return False
+            self.account.num_clients -= 1
+            account.num_clients += 1
+            self.account = account
+        opts = server.options
+        limits = limits_for(result, account.config, opts.max_payload, opts.max_subscriptions)
+        self.perms = PermissionChecker(limits.permissions)
+        self.auth_user = result.user_label if result.method != "none" else ""
+        self.max_subs = limits.max_subscriptions
+        self.parser.max_payload = limits.max_payload
+        if limits.expires_at:
+            self.expire_at(limits.expires_at)
+        return True
+
+    # -- SUB / UNSUB -----------------------------------------------------------------------------
+
+    def _process_sub(self, ev: Sub) -> None:
+        if self.trace:
+            line = b" ".join(p for p in (ev.subject, ev.queue, ev.sid) if p)
+            log.log(TRACE, "%s - <<- [SUB %s]", self.label, line.decode(errors="replace"))
+        subject = ev.subject.decode("utf-8", "surrogateescape")
+        queue = ev.queue.decode("utf-8", "surrogateescape") if ev.queue else None
+        perms = self.perms
+        if (perms.sub_restricted or queue is not None) and not perms.can_subscribe(subject, queue):
+            log.error(
+                "%s - Subscription Violation - %s, SID %s",
+                self.label,
+                f'Subject "{subject}" using queue "{queue}"' if queue else f'Subject "{subject}"',
+                ev.sid.decode(errors="replace"),
+            )
+            self.send_err(errors.permissions_subscribe(subject, queue))
+            return
+        max_tokens = self.server.options.max_sub_tokens
+        if max_tokens > 0 and subject.count(".") + 1 > max_tokens:
+            self.send_err(errors.permissions_subscribe_tokens(subject))
+            return
+        max_subs = self.max_subs
+        if max_subs > 0 and len(self.subs) >= max_subs:
+            log.error("%s - Maximum Subscriptions Exceeded (max=%d)", self.label, max_subs)
+            self.send_err(errors.MAXIMUM_SUBSCRIPTIONS_EXCEEDED)
+            return
+        if ev.sid in self.subs:
+            # A reused sid is silently ignored; the first subscription stays.
+            if self.verbose:
+                self.outbound.push(OK_FRAME)
+            return
+        sub = Subscription(self, ev.subject, ev.queue, ev.sid, subject, queue)
+        try:
+            self.account.sublist.insert(sub)
+        except InvalidSubjectError:
+            self.send_err(errors.INVALID_SUBJECT)
+            return
+        self.subs[ev.sid] = sub
+        if self.verbose:
+            self.outbound.push(OK_FRAME)
+
+    def _process_unsub(self, ev: Unsub) -> None:
+        if self.trace:
+            max_msgs = f" {ev.max_msgs}" if ev.max_msgs > 0 else ""
+            sid = ev.sid.decode(errors="replace")
+            log.log(TRACE, "%s - <<- [UNSUB %s%s]", self.label, sid, max_msgs)
+        sub = self.subs.get(ev.sid)
+        if sub is not None:
+            if ev.max_msgs > 0 and ev.max_msgs > sub.delivered:
+                sub.max_msgs = ev.max_msgs
+            else:
+                self.unsubscribe(sub)
+        if self.verbose:
+            self.outbound.push(OK_FRAME)
+
+    # -- PUB -------------------------------------------------------------------------------------
+
+    def _process_pub(self, ev: Pub) -> None:
+        # The hottest function: fields are read by tuple index (ev[2] is ev.payload, ev[4]
+        # ev.line), which skips the property calls.
+        payload = ev[2]
+        size = len(payload)
+        stats = self.stats  # Stats.received, inlined
+        stats.in_msgs += 1
+        stats.in_bytes += size
+        line = ev[4]
+        if line and not self._careful_pub:
+            # The cheapest message is one already planned: same PUB line, same SubList
+            # generation -> the same receivers and the same MSG lines. Outbound.push and
+            # Plan.count, inlined.
+            plans = self.plans
+            plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
+            if plan is not None and plan.genid == self.account.sublist.genid:
+                tail = payload + b"\r\n"
+                dirty = self.server.dirty
+                if not plan.count:
+                    plans.touched.append(plan)
+                plan.count += 1
+                plan.nbytes += size
+                for outbound, _, head in plan.targets:
+                    frames = outbound.frames
+                    frames.append(head)
+                    frames.append(tail)
+                    if not outbound.dirty:
+                        outbound.dirty = True
+                        dirty.append(outbound)
+                for group in plan.groups:
+                    outbound, sub, head = group[next(queue_rr) % len(group)]
+                    sub.delivered += 1
+                    sub.client.stats.sent(1, size)
+                    frames = outbound.frames
+                    frames.append(head)
+                    frames.append(tail)
+                    if not outbound.dirty:
+                        outbound.dirty = True
+                        dirty.append(outbound)
+                return
+        self._process_pub_slow(ev)
+
+    def _process_pub_slow(self, ev: Pub) -> None:
+        subject = ev.subject
+        if self.trace:
+            self._trace_pub(ev)
+        if self.pedantic and not is_valid_literal_subject_bytes(subject):
+            self.send_err(errors.INVALID_PUBLISH_SUBJECT)
+        perms = self.perms
+        if perms.publish_restricted:
+            text = subject.decode("utf-8", "surrogateescape")
+            if not perms.can_publish(text):
+                log.error('%s - Publish Violation - Subject "%s"', self.label, text)
+                self.send_err(errors.permissions_publish(text))
+                return
+        if self.verbose:
+            self.outbound.push(OK_FRAME)
+        sublist = self.account.sublist
+        result = sublist.match_bytes(subject)
+        reply = ev.reply
+        if result.psubs or result.qsubs:
+            if ev.line and not self._careful_pub and self._may_plan(subject):
+                self.plans.remember(self, ev, result, sublist.genid)
+            if fan_out(self, result, ev):
+                return
+        if reply and self.no_responders:
+            for sub in sublist.match_bytes(reply).psubs:
+                if sub.client is self:
+                    self.outbound.push(no_responders_frame(reply, sub.sid, subject))
+                    break
+
+    def _may_plan(self, subject: bytes) -> bool:
+        """A publisher with permissions gets a plan only for subjects its allow/deny lists
+        permit (a decision that never changes), never for a reply allowed once by
+        allow_responses."""
+        perms = self.perms
+        return not perms.publish_restricted or perms.allowed_by_rules(
+            subject.decode("utf-8", "surrogateescape")
+        )
+
+    # -- tracing and errors ----------------------------------------------------------------------
+
+    def _trace_pub(self, ev: Pub) -> None:
+        op = "HPUB" if ev.header_size >= 0 else "PUB"
+        reply = b" " + ev.reply if ev.reply else b""
+        sizes = f"{ev.header_size} {len(ev.payload)}" if ev.header_size >= 0 else len(ev.payload)
+        log.log(
+            TRACE,
+            "%s - <<- [%s %s%s %s]",
+            self.label,
+            op,
+            ev.subject.decode(errors="replace"),
+            reply.decode(errors="replace"),
+            sizes,
+        )
+        limit = self.server.options.max_traced_msg_len
+        data = ev.payload if limit <= 0 else ev.payload[:limit]
+        log.log(TRACE, "%s - <<- MSG_PAYLOAD: [%r]", self.label, data.decode(errors="replace"))
+
+    def trace_out(self, head: bytes) -> None:
+        """`->> [MSG foo 1 5]`: the control line of a frame sent to this client."""
+        line = head.rstrip(b"\r\n").decode("utf-8", "replace")
+        log.log(TRACE, "%s - ->> [%s]", self.label, line)
+
+    def send_err(self, text: str) -> None:
+        if log.isEnabledFor(TRACE):
+            log.log(TRACE, "%s - ->> [-ERR '%s']", self.label, text)
+        self.outbound.push(err_frame(text))
+
+    def close_with_error(self, text: str, reason: str) -> None:
+        self.outbound.push(err_frame(text))
+        self.close(reason)
+
+    def _slow_consumer(self, cause: str) -> None:
+        if self.closed:
+            return
+        if cause == "pending":
+            log.info(
+                "%s - Slow Consumer Detected: MaxPending of %d Exceeded",
+                self.label,
+                self.outbound.max_pending,
+            )
+            reason = CloseReason.SLOW_CONSUMER_PENDING_BYTES
+        else:
+            log.info(
+                "%s - Slow Consumer Detected: WriteDeadline of %s exceeded with %d total bytes.",
+                self.label,
+                _go_duration(self.server.options.write_deadline),
+                self.outbound.transport_pending,
+            )
+            reason = CloseReason.SLOW_CONSUMER_WRITE_DEADLINE
+        self.server.stats_slow_consumer()
+        self.close(reason, abort=True)
+
+    # -- reporting -------------------------------------------------------------------------------
+
+    @property
+    def pending_bytes(self) -> int:
+        return 0 if self.closed else self.outbound.pending_bytes
+
+    @property
+    def name(self) -> str:
+        return str(self.connect_opts.get("name") or "")
+
+    # -- I/O hooks, implemented by the connection adapter ----------------------------------------
+
+    def close(self, reason: str = CloseReason.SERVER_SHUTDOWN, abort: bool = False) -> None:
+        raise NotImplementedError
+
+    def connect_started(self) -> None:
+        """A CONNECT arrived: the authentication timer stops."""
+        raise NotImplementedError
+
+    def authenticate_off_loop(self, opts: dict[str, Any]) -> None:
+        """Run `authenticate` away from the event loop, then `finish_connect`."""
+        raise NotImplementedError
+
+    def expire_at(self, when: float) -> None:
+        """Close the connection when its credentials expire (seconds since the epoch)."""
+        raise NotImplementedError
+
+
+def _go_duration(seconds: float) -> str:
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)}m0s"
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{seconds}s"
