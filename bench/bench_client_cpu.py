@@ -22,9 +22,10 @@ import tempfile
 import time
 from typing import Any
 
+from pynatsd.embedded import Server
+from pynatsd.jetstream import jetstream_of
 from pynatsd.options import Options
 from pynatsd.server.client import Client
-from pynatsd.server.server import Server
 
 
 class CountingTransport:
@@ -107,8 +108,9 @@ async def js_publish_cpu(count: int, profile: str | None) -> float:
         publisher.data_received(
             b"PUB $JS.API.STREAM.CREATE.W _INBOX.bench.0 %d\r\n%s\r\n" % (len(create), create)
         )
-        assert server.jetstream is not None
-        stream = next(iter(server.jetstream.accounts.values())).streams["W"]
+        js = jetstream_of(server)
+        assert js is not None
+        stream = next(iter(js.accounts.values())).streams["W"]
         frames = []
         for i in range(count):
             header = (

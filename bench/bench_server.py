@@ -45,6 +45,9 @@ REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
 
 SERVERS = ("pynatsd", "nats-server")
+# `--baseline SRC` adds this server: pynatsd run from another source tree (an older commit's
+# `src/`, e.g. a `git worktree`), to measure a change before and after in the same run.
+BASELINE = "pynatsd-baseline"
 SCENARIOS = ("pub", "pubsub", "fanout", "queue", "fanin", "reqrep", "subs100k", "idle5k", "slowsub")
 # Scenarios that take one message size; the others run once (subs100k with the smallest size,
 # slowsub with the largest).
@@ -83,7 +86,7 @@ def free_port() -> int:
 
 
 def server_argv(kind: str, port: int, nats_server: str) -> list[str]:
-    if kind == "pynatsd":
+    if kind in ("pynatsd", BASELINE):
         python = VENV_BIN / "python"
         exe = str(python) if python.exists() else sys.executable
         return [exe, "-m", "pynatsd", "-p", str(port), "-a", HOST]
@@ -100,8 +103,9 @@ _PROBLEM = re.compile(
 class ServerProcess:
     """One server process: started fresh, probed through /proc, killed after the scenario."""
 
-    def __init__(self, kind: str, nats_server: str, log_dir: Path) -> None:
+    def __init__(self, kind: str, nats_server: str, log_dir: Path, baseline: str = "") -> None:
         self.kind = kind
+        self.env = None if kind != BASELINE else {**os.environ, "PYTHONPATH": baseline}
         self.nats_server = nats_server
         self.log_path = log_dir / f"{kind}-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -122,6 +126,7 @@ class ServerProcess:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
+                    env=self.env,
                 )
             if self._wait_ready(10.0):
                 return
@@ -957,7 +962,7 @@ def machine() -> dict[str, Any]:
 
 
 def server_version(kind: str, nats_server: str) -> str:
-    argv = server_argv(kind, 0, nats_server)[:3] if kind == "pynatsd" else [nats_server]
+    argv = server_argv(kind, 0, nats_server)[:3] if kind != "nats-server" else [nats_server]
     try:
         out = subprocess.run([*argv, "--version"], capture_output=True, timeout=30, text=True)
         return (out.stdout or out.stderr).strip().splitlines()[0]
@@ -1027,6 +1032,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="slowsub: bytes published (must exceed 64 MiB max_pending to matter)",
     )
     p.add_argument("--nats-server", default=str(VENV_BIN / "nats-server"))
+    p.add_argument(
+        "--baseline",
+        default="",
+        metavar="SRC",
+        help="also run pynatsd from this source tree (its src/ folder): before/after figures",
+    )
     p.add_argument("--json", type=Path, help="write results and machine info here")
     p.add_argument(
         "--profile",
@@ -1042,11 +1053,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     a.scenarios = [s for s in a.scenarios.split(",") if s]
     a.sizes = [int(s) for s in a.sizes.split(",") if s]
     a.servers = [s for s in a.servers.split(",") if s]
+    if a.baseline:
+        a.servers.insert(1, BASELINE)
     for s in a.scenarios:
         if s not in SCENARIO_FUNCS:
             p.error(f"unknown scenario {s!r}")
     for s in a.servers:
-        if s not in SERVERS:
+        if s not in (*SERVERS, BASELINE):
             p.error(f"unknown server {s!r}")
 
     def count_for(size: int) -> int:
@@ -1063,7 +1076,7 @@ def run_one(
 ) -> list[Measurement]:
     """One scenario against one fresh server; the server's log problems go on the first row."""
     t = time.monotonic()
-    server = ServerProcess(kind, a.nats_server, log_dir)
+    server = ServerProcess(kind, a.nats_server, log_dir, a.baseline)
     server.start()
     if a.profile and kind == "pynatsd":
         server.start_profiler(a.profile / f"{scenario}-{size or 0}.txt", a.profile_native)

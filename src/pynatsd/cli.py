@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pynatsd import __version__
 from pynatsd.options import Options
+from pynatsd.version import __version__
 
 USAGE = """
 Usage: pynatsd [options]

@@ -13,6 +13,7 @@ import dataclasses
 import threading
 from typing import Any
 
+from pynatsd.assembly import attach_parts
 from pynatsd.options import Options
 from pynatsd.server.server import Server as _CoreServer
 
@@ -34,6 +35,7 @@ class Server(_CoreServer):
 
     def __init__(self, options: Options | None = None, **overrides: Any) -> None:
         super().__init__(_options(options, overrides))
+        attach_parts(self)
 
 
 class ThreadedServer:

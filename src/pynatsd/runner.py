@@ -10,6 +10,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from pynatsd import logger
+from pynatsd.assembly import attach_parts
 from pynatsd.logger import log
 from pynatsd.options import Options
 from pynatsd.server.server import Server
@@ -28,6 +29,7 @@ def install_event_loop_policy() -> None:
 
 async def serve(opts: Options, warnings: list[str], flags: dict[str, Any], digest: str = "") -> int:
     server = Server(opts)
+    attach_parts(server)
     server.cli_flags = flags
     server.config_digest = digest
     for w in warnings:

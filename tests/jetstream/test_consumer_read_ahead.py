@@ -12,6 +12,7 @@ from pathlib import Path
 import nats
 
 from pynatsd import Server
+from pynatsd.jetstream import jetstream_of
 from pynatsd.protocol.events import Pub
 from pynatsd.server.accounts import GLOBAL_ACCOUNT
 from pynatsd.server.subscription import InternalClient, InternalSubscription
@@ -32,8 +33,9 @@ async def _deliveries_with(
         for i in range(10):
             await js.publish(f"s.{i}", b"%d" % i)
         await js.add_consumer("S", durable_name="c", ack_policy=ack_policy, inactive_threshold=None)
-        assert server.jetstream is not None
-        ajs = server.jetstream.accounts[GLOBAL_ACCOUNT]
+        jetstream = jetstream_of(server)
+        assert jetstream is not None
+        ajs = jetstream.accounts[GLOBAL_ACCOUNT]
         stream = ajs.streams["S"]
         got: list[int] = []
         done = asyncio.Event()

@@ -393,7 +393,10 @@ class AccountJetStream:
 
 
 class JetStream:
-    """The server's JetStream: enabled by `-js` or the `jetstream {}` block."""
+    """The server's JetStream: enabled by `-js` or the `jetstream {}` block; a part of the
+    server (`server.parts.ServerPart`)."""
+
+    name = "jetstream"
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -411,7 +414,7 @@ class JetStream:
         self.accounts: dict[str, AccountJetStream] = {}
         self.disabled: dict[str, AccountJetStream] = {}
 
-    def start(self) -> None:
+    async def start(self) -> None:
         os.makedirs(os.path.join(self.store_dir, "jetstream"), exist_ok=True)
         log.info("Starting JetStream")
         log.info("  Store Directory: %r", self.store_dir)
@@ -447,7 +450,7 @@ class JetStream:
             out.append((server.global_account, None))
         return out
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         for ajs in [*self.accounts.values(), *self.disabled.values()]:
             ajs.stop()
 

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.jetstream import jetstream_of
 from pynatsd.server.delivery import Stats
-from pynatsd.server.server import COMPAT_VERSION, PROTO_VERSION
+from pynatsd.version import COMPAT_VERSION, PROTO_VERSION
 
 if TYPE_CHECKING:
     from pynatsd.server.client import Client
@@ -402,7 +403,7 @@ def empty_leafz(server: Server) -> dict[str, Any]:
 
 
 def _js_config(server: Server) -> dict[str, Any]:
-    js = server.jetstream
+    js = jetstream_of(server)
     assert js is not None
     return {
         "max_memory": js.max_memory if js.max_memory > 0 else _default_max_memory(),
@@ -432,7 +433,7 @@ def _default_max_storage(path: str) -> int:
 
 
 def _js_stats(server: Server) -> dict[str, Any]:
-    js = server.jetstream
+    js = jetstream_of(server)
     assert js is not None
     totals = js.totals()
     api_total = sum(a.api_total for a in js.accounts.values())
@@ -449,7 +450,7 @@ def _js_stats(server: Server) -> dict[str, Any]:
 
 
 def _varz_jetstream(server: Server) -> dict[str, Any]:
-    if server.jetstream is None:
+    if jetstream_of(server) is None:
         return {}
     return {
         "config": _js_config(server),
@@ -460,7 +461,8 @@ def _varz_jetstream(server: Server) -> dict[str, Any]:
 
 def jsz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
     now = rfc3339(time.time())
-    if server.jetstream is None:
+    js = jetstream_of(server)
+    if js is None:
         return 200, {
             "server_id": server.server_id,
             "now": now,
@@ -469,7 +471,6 @@ def jsz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
             "limits": {},
             "total": 0,
         }
-    js = server.jetstream
     want_accounts = _bool_arg(query, "accounts")
     want_streams = _bool_arg(query, "streams")
     want_consumers = _bool_arg(query, "consumers")
@@ -530,7 +531,7 @@ def accountz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, A
     if account is None:
         raise BadRequest(f"Account {name} does not exist")
     st = account.sublist.stats()
-    js_enabled = server.jetstream is not None and name in server.jetstream.accounts
+    js_enabled = (js := jetstream_of(server)) is not None and name in js.accounts
     out["account_detail"] = {
         "account_name": name,
         "update_time": rfc3339(server.start_time),
@@ -588,9 +589,10 @@ def metrics(server: Server) -> str:
     lines.append("# HELP gnatsd_varz_uptime_seconds Seconds since the server started")
     lines.append("# TYPE gnatsd_varz_uptime_seconds gauge")
     lines.append(f"gnatsd_varz_uptime_seconds{{{label}}} {uptime:.3f}")
-    if server.jetstream is not None:
+    js = jetstream_of(server)
+    if js is not None:
         stats = _js_stats(server)
-        totals = server.jetstream.totals()
+        totals = js.totals()
         for name, value in (
             ("streams", totals["streams"]),
             ("consumers", totals["consumers"]),

@@ -15,8 +15,10 @@ from pynatsd.logger import log
 from pynatsd.monitor import endpoints
 from pynatsd.monitor.endpoints import BadRequest
 from pynatsd.protocol.frames import go_json_bytes
+from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
+    from pynatsd.server.client import Client
     from pynatsd.server.server import Server
 
 _MAX_REQUEST = 64 * 1024
@@ -47,6 +49,10 @@ def go_json(data: Any) -> bytes:
 
 
 class MonitorServer:
+    """The HTTP monitoring listener: a part of the server (`server.parts.ServerPart`)."""
+
+    name = "monitor"
+
     def __init__(self, server: Server) -> None:
         self.server = server
         self._listener: asyncio.AbstractServer | None = None
@@ -66,16 +72,25 @@ class MonitorServer:
         }
         self.routes = {base + path: handler for path, handler in routes.items()}
 
-    async def start(self, host: str, port: int) -> int:
-        loop = asyncio.get_running_loop()
+    async def start(self) -> None:
+        server = self.server
+        opts = server.options
+        host, port = opts.http_host or opts.host, opts.http_port
         self._listener = await asyncio.start_server(
             self._handle, host, 0 if port == -1 else port, reuse_address=True
         )
         sockets = self._listener.sockets
-        return int(sockets[0].getsockname()[1]) if sockets else port
-        del loop
+        server.http_port = int(sockets[0].getsockname()[1]) if sockets else port
+        log.info("Starting http monitor on %s:%d", host, server.http_port)
+        if server.closed_clients.maxlen:
+            server.client_closed_hooks.append(self._remember_closed)
+
+    def _remember_closed(self, client: Client) -> None:
+        self.server.closed_clients.append(endpoints.closed_connection_info(self.server, client))
 
     async def stop(self) -> None:
+        if self._remember_closed in self.server.client_closed_hooks:
+            self.server.client_closed_hooks.remove(self._remember_closed)
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -129,8 +144,6 @@ class MonitorServer:
             if path in ("/", self.base or "/"):
                 stats["/"] = stats.get("/", 0) + 1
                 links = "\n".join(f'<li><a href="{p}">{p}</a></li>' for p in self.routes)
-                from pynatsd.server.server import COMPAT_VERSION
-
                 page = _ROOT_PAGE.format(version=COMPAT_VERSION, links=links)
                 return 200, "text/html; charset=utf-8", page.encode()
             return 404, "text/plain; charset=utf-8", b"404 page not found\n"

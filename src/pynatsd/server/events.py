@@ -13,6 +13,7 @@ from itertools import count
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream.util import go_json, rfc3339_ns
+from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
     from pynatsd.server.server import Server
@@ -24,14 +25,12 @@ _seq = count(1)
 
 
 def _server_info(server: Server) -> dict[str, Any]:
-    from pynatsd.server.server import COMPAT_VERSION
-
     return {
         "name": server.server_name,
         "host": server.options.host,
         "id": server.server_id,
         "ver": COMPAT_VERSION,
-        "jetstream": server.jetstream is not None,
+        "jetstream": "jetstream" in server.parts,
         "flags": 0,
         "seq": next(_seq),
         "time": rfc3339_ns(time.time_ns()),

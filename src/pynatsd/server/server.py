@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import nkeys
 
-from pynatsd import __version__
 from pynatsd.auth import Authenticator
 from pynatsd.logger import log
 from pynatsd.options import Options
@@ -33,16 +32,13 @@ from pynatsd.server.delivery import Stats, deliver_stored, fan_out
 from pynatsd.server.outbound import Outbound, Producer
 from pynatsd.server.session import ClientSession
 from pynatsd.tls import server_context
+from pynatsd.version import COMPAT_VERSION, JS_API_LEVEL, PROTO_VERSION, __version__
 
 if TYPE_CHECKING:
-    from pynatsd.jetstream import JetStream
-    from pynatsd.monitor.http import MonitorServer
+    from collections.abc import Callable
 
-# The nats-server release whose protocol and behaviour pynatsd implements. Clients choose their
-# code paths by the INFO `version`, so pynatsd reports this one; `go` names pynatsd itself.
-COMPAT_VERSION = "2.15.1"
-PROTO_VERSION = 1
-JS_API_LEVEL = 5
+    from pynatsd.server.parts import ServerPart
+
 _PREFIX_CURVE = 23 << 3
 
 
@@ -91,8 +87,11 @@ class Server:
         self._listener: asyncio.AbstractServer | None = None
         self._ws_listener: asyncio.Server | None = None
         self.websocket_port = 0
-        self.monitor: MonitorServer | None = None
-        self.jetstream: JetStream | None = None
+        # Optional parts attached by the composition root (pynatsd.assembly), by name, in the
+        # order they start.
+        self.parts: dict[str, ServerPart] = {}
+        # Called with each client as it closes (the monitor keeps /connz?state=closed with it).
+        self.client_closed_hooks: list[Callable[[Client], None]] = []
         self.accepting = False
         self.lame_duck = False
         self.running = False
@@ -174,6 +173,10 @@ class Server:
         """After a reload: INFO reflects the new options."""
         self._build_info_base()
 
+    def add_part(self, part: ServerPart) -> None:
+        """Attach an optional part (before `start`)."""
+        self.parts[part.name] = part
+
     def reload_auth(self) -> None:
         """After a reload that changed credentials (clients are then re-checked)."""
         self.authenticator = Authenticator(self.options)
@@ -208,10 +211,8 @@ class Server:
         if self.clients.pop(client.cid, None) is None:
             return
         self.closed_stats.add(client.stats)
-        if self.closed_clients.maxlen:
-            from pynatsd.monitor.endpoints import closed_connection_info
-
-            self.closed_clients.append(closed_connection_info(self, client))
+        for hook in self.client_closed_hooks:
+            hook(client)
 
     def publish_internal(
         self,
@@ -295,20 +296,11 @@ class Server:
         self._build_info_base()
         for warning in self.authenticator.startup_warnings():
             log.warning("%s", warning)
-        if opts.jetstream:
-            from pynatsd.jetstream import JetStream
-
-            self.jetstream = JetStream(self)
-            self.jetstream.start()
+        self._log_banner()
+        for part in self.parts.values():
+            await part.start()
         self.accepting = True
         self.running = True
-        self._log_banner()
-        if opts.http_port:
-            from pynatsd.monitor.http import MonitorServer
-
-            self.monitor = MonitorServer(self)
-            self.http_port = await self.monitor.start(opts.http_host or opts.host, opts.http_port)
-            log.info("Starting http monitor on %s:%d", opts.http_host or opts.host, self.http_port)
         if opts.websocket_port:
             from pynatsd.server.websocket import start_websocket_listener
 
@@ -366,10 +358,8 @@ class Server:
             self._ws_listener = None
         for client in list(self.clients.values()):
             client.close(CloseReason.SERVER_SHUTDOWN)
-        if self.jetstream is not None:
-            self.jetstream.stop()
-        if self.monitor is not None:
-            await self.monitor.stop()
+        for part in reversed(self.parts.values()):
+            await part.stop()
         if self._listener is not None:
             # Do not wait for the listener's connections: they are closed above.
             self._listener = None

@@ -1,0 +1,23 @@
+"""The composition root: a server with the optional parts its options ask for.
+
+nats-server's `Server.Start` starts monitoring, JetStream and the other listeners itself; here
+the core server (`pynatsd.server`) knows none of them, and this module (used by `pynatsd.Server`
+for embedding and by the command line's runner) attaches them. Cluster routes, leaf nodes,
+gateways and MQTT plug in here the same way.
+"""
+
+from __future__ import annotations
+
+from pynatsd.jetstream import JetStream
+from pynatsd.monitor.http import MonitorServer
+from pynatsd.server.server import Server
+
+
+def attach_parts(server: Server) -> None:
+    """Attach what `server.options` enables, in nats-server's start-up order: the HTTP monitor,
+    then JetStream."""
+    opts = server.options
+    if opts.http_port:
+        server.add_part(MonitorServer(server))
+    if opts.jetstream:
+        server.add_part(JetStream(server))
