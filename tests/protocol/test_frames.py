@@ -10,6 +10,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pynatsd.protocol import errors
 from pynatsd.protocol.frames import (
@@ -21,8 +23,10 @@ from pynatsd.protocol.frames import (
     hmsg_frame,
     info_frame,
     msg_frame,
+    msg_head,
     no_responders_frame,
     status_header,
+    stored_msg_frame,
 )
 
 
@@ -157,3 +161,27 @@ def test_no_responders_frame(reply: bytes, sid: bytes, subject: bytes, expected:
     hdr_len, total_len = head.split()[-2:]
     assert hdr_len == total_len
     assert int(total_len) == len(rest) - 2
+
+
+@given(
+    subject=st.binary(min_size=1, max_size=20),
+    sid=st.binary(min_size=1, max_size=5),
+    reply=st.binary(max_size=20),
+    header=st.one_of(st.just(b""), st.binary(min_size=1, max_size=40)),
+    data=st.binary(max_size=60),
+)
+def test_stored_msg_frame_is_the_msg_head_frame(
+    subject: bytes, sid: bytes, reply: bytes, header: bytes, data: bytes
+) -> None:
+    # The one-pass builder of JetStream's deliveries writes what the general builder writes.
+    if header:
+        expected = hmsg_frame(subject, sid, reply, len(header), header + data)
+    else:
+        expected = msg_frame(subject, sid, reply, data)
+    assert stored_msg_frame(subject, sid, reply, header, data) == expected
+
+
+def test_msg_head_copies_sizes_as_written() -> None:
+    # nats-server copies the publisher's size text: `PUB foo 05` is delivered as `MSG foo 1 05`.
+    assert msg_head(b"foo", b"1", b"", b"05") == b"MSG foo 1 05\r\n"
+    assert msg_head(b"foo", b"1", b"r", b"014", b"012") == b"HMSG foo 1 r 012 014\r\n"

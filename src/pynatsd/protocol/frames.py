@@ -57,28 +57,19 @@ def msg_head(
 
 
 def msg_frame(subject: bytes, sid: bytes, reply: bytes, payload: bytes) -> bytes:
-    if reply:
-        return b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(payload), payload)
-    return b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(payload), payload)
+    return msg_head(subject, sid, reply, b"%d" % len(payload)) + payload + CRLF
 
 
 def hmsg_frame(subject: bytes, sid: bytes, reply: bytes, header_size: int, payload: bytes) -> bytes:
     """`payload` holds the header block followed by the body."""
-    if reply:
-        return b"HMSG %s %s %s %d %d\r\n%s\r\n" % (
-            subject,
-            sid,
-            reply,
-            header_size,
-            len(payload),
-            payload,
-        )
-    return b"HMSG %s %s %d %d\r\n%s\r\n" % (subject, sid, header_size, len(payload), payload)
+    head = msg_head(subject, sid, reply, b"%d" % len(payload), b"%d" % header_size)
+    return head + payload + CRLF
 
 
 def stored_msg_frame(subject: bytes, sid: bytes, reply: bytes, header: bytes, data: bytes) -> bytes:
     """MSG/HMSG from a header block and a body kept apart (JetStream's stored messages and the
-    server's own replies): one formatting pass, no joined payload made first."""
+    server's own replies). The same bytes as `msg_head` + payload, made in one formatting pass
+    with no joined payload first: this is the per-message path of a JetStream fetch."""
     sp = b" " if reply else b""
     if header:
         size = len(header) + len(data)
