@@ -2,7 +2,8 @@
 
 `parse`/`parse_file` turn conf text into Python values (`lexer` and `parser`, after nats-server's
 `conf/lex.go` and `conf/parse.go`); `load_options`/`load_config` turn a file into `Options`
-(`loader`, after `server/opts.go`). See docs/configuration.md.
+(`loader`, after `server/opts.go`, with one module per section of the file: `listen`,
+`authorization`, `accounts`, `tls`, `jetstream`, ...). See docs/configuration.md.
 """
 
 from pynatsd.config.loader import (
