@@ -8,8 +8,8 @@ import nats
 import pytest
 
 import pynatsd
-from netutil import free_port
 from pynatsd.config import load_config
+from support.ports import free_port
 
 
 @pytest.fixture
