@@ -39,18 +39,28 @@ def _name(attrs: list[tuple[x509.ObjectIdentifier, str]]) -> x509.Name:
     return x509.Name([x509.NameAttribute(oid, value) for oid, value in attrs])
 
 
-def make_ca(common_name: str = "pynatsd test CA") -> Cert:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = _name([(NameOID.COMMON_NAME, common_name)])
+def _valid_for_a_day(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey
+) -> x509.CertificateBuilder:
+    """The fields every test certificate shares: valid from five minutes ago for a day (a
+    little slack for clock skew between the test and the servers)."""
     now = datetime.datetime.now(datetime.UTC)
-    cert = (
+    return (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
+    )
+
+
+def make_ca(common_name: str = "pynatsd test CA") -> Cert:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = _name([(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        _valid_for_a_day(name, name, key)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -81,16 +91,9 @@ def make_cert(
     ips: tuple[str, ...] = (),
 ) -> Cert:
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
     name = subject if isinstance(subject, x509.Name) else _name(subject)
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(ca.cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
+        _valid_for_a_day(name, ca.cert.subject, key)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.ExtendedKeyUsage(
