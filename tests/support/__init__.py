@@ -3,6 +3,7 @@
 Imported as `support` (pyproject's pytest `pythonpath` puts tests/ on sys.path):
 
 - `ports`: free loopback ports.
+- `configured`: pynatsd in this process, configured from configuration text.
 - `natsserver`: where the real nats-server binary is (the reference for differential tests).
 - `processes`: a server (nats-server or pynatsd) as a subprocess, started and waited for.
 - `rawclient`: asyncio raw-protocol clients (bytes in, bytes out, no client library between).
