@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from netutil import free_port
 from pynatsd.cli import UsageError, apply_flags, parse_flags
 from pynatsd.options import Options
+from support.ports import free_port
+from support.processes import PYNATSD, start_server
 
 
 @pytest.mark.parametrize(
@@ -69,9 +68,7 @@ def test_debug_trace_sets_both() -> None:
 
 
 def _run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pynatsd", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([*PYNATSD, *args], capture_output=True, text=True, timeout=timeout)
 
 
 def test_unknown_flag_exits_1() -> None:
@@ -101,9 +98,7 @@ def test_process_pid_ports_file_monitor_and_sigterm(tmp_path: Path) -> None:
     pid_file = tmp_path / "pynatsd.pid"
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "pynatsd",
+            *PYNATSD,
             "-a",
             "127.0.0.1",
             "-p",
@@ -147,22 +142,11 @@ def test_process_pid_ports_file_monitor_and_sigterm(tmp_path: Path) -> None:
 def test_restart_on_same_port_after_sigkill() -> None:
     """The nats.py suite SIGKILLs servers and restarts them on the same port at once."""
     port = free_port()
-    cmd = [sys.executable, "-m", "pynatsd", "-a", "127.0.0.1", "-p", str(port)]
     for _ in range(2):
-        proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
-        try:
-
-            def accepts() -> bool:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                        return s.recv(5) == b"INFO "
-                except OSError:
-                    return False
-
-            _wait_for(accepts)
-        finally:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+        server = start_server(PYNATSD, port=port, startup_timeout=10)
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait()
+        server.stop()
 
 
 def test_signal_command_reaches_the_server(tmp_path: Path) -> None:
@@ -173,9 +157,7 @@ def test_signal_command_reaches_the_server(tmp_path: Path) -> None:
     log = tmp_path / "srv.log"
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "pynatsd",
+            *PYNATSD,
             "-c",
             str(conf),
             "-a",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 import pynatsd
 from pynatsd import logger
+from support.processes import PYNATSD
 
 LINE = re.compile(
     r"^\[\d+\] \d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \[(INF|DBG|TRC|WRN|ERR|FTL)\] "
@@ -75,7 +75,7 @@ def test_size_limited_rotation(log_file: Path) -> None:
 
 def test_banner_from_the_command_line(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pynatsd", "-a", "127.0.0.1", "-p", "-1", "-n", "banner-test"],
+        [*PYNATSD, "-a", "127.0.0.1", "-p", "-1", "-n", "banner-test"],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -103,7 +103,7 @@ def test_sigusr1_reopens_the_log_file(tmp_path: Path) -> None:
 
     log_path = tmp_path / "server.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pynatsd", "-a", "127.0.0.1", "-p", "-1", "-l", str(log_path)],
+        [*PYNATSD, "-a", "127.0.0.1", "-p", "-1", "-l", str(log_path)],
         stderr=subprocess.DEVNULL,
     )
     try:

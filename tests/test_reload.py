@@ -6,14 +6,14 @@ import json
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from netutil import free_port
+from support.ports import free_port
+from support.processes import PYNATSD
 
 
 class Proc:
@@ -21,9 +21,7 @@ class Proc:
         self.conf, self.port, self.log = conf, port, log
         self.proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "pynatsd",
+                *PYNATSD,
                 "-c",
                 str(conf),
                 "-a",

@@ -11,15 +11,6 @@ from typing import Any
 
 import bcrypt
 import pytest
-from authkit import (
-    account_jwt,
-    account_key,
-    encode_jwt,
-    make_operator,
-    operator_key,
-    user_jwt,
-    user_key,
-)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +24,15 @@ from pynatsd.options import (
     Permissions,
     SubjectPermission,
     User,
+)
+from support.jwts import (
+    account_jwt,
+    account_key,
+    encode_jwt,
+    make_operator,
+    operator_key,
+    user_jwt,
+    user_key,
 )
 
 HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()

@@ -13,22 +13,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from authkit import (
-    NATS_SERVER,
+
+from pynatsd.auth import Authenticator, PermissionChecker, new_nonce
+from pynatsd.config import load_config
+from support.jwts import (
     Key,
-    RawConn,
     account_jwt,
     account_key,
     encode_jwt,
     make_operator,
-    nats_server,
     operator_key,
     user_jwt,
     user_key,
 )
-
-from pynatsd.auth import Authenticator, PermissionChecker, new_nonce
-from pynatsd.config import load_config
+from support.lineclient import LineClient
+from support.natsserver import NATS_SERVER
+from support.processes import run_nats_server
 
 pytestmark = pytest.mark.skipif(not NATS_SERVER.exists(), reason="nats-server binary not found")
 
@@ -189,14 +189,14 @@ def setup(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
     conf = _conf()
     (directory / "ours.conf").write_text(conf)
     options = load_config(directory / "ours.conf").options
-    with nats_server(conf, directory) as port:
+    with run_nats_server(conf, directory) as port:
         yield port, Authenticator(options)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_agrees_with_nats_server(setup, scenario: Scenario) -> None:  # type: ignore[no-untyped-def]
     port, auth = setup
-    conn = RawConn(port)
+    conn = LineClient(port)
     real = conn.connect(**scenario.connect(conn.info["nonce"]))
     conn.close()
     assert (real == "PONG") is scenario.allowed, real
@@ -228,7 +228,7 @@ def test_permissions_agree(setup, signer: Key, claims: dict[str, Any], subjects:
         nats = {"issuer_account": ACC.public}
     token = encode_jwt(signer, user.public, "user", nats, name="bob")
     real = []
-    probe = RawConn(port)
+    probe = LineClient(port)
     assert probe.connect(jwt=token, sig=user.sign_nonce(probe.info["nonce"])) == "PONG"
     for i, s in enumerate(subjects):
         real.append(probe.exchange(f"SUB {s} {i}\r\n") == "PONG")
@@ -247,7 +247,7 @@ def test_user_jwt_without_limits_may_not_subscribe(setup) -> None:  # type: igno
     port, auth = setup
     user = user_key()
     token = encode_jwt(ACC, user.public, "user", {})
-    probe = RawConn(port)
+    probe = LineClient(port)
     assert probe.connect(jwt=token, sig=user.sign_nonce(probe.info["nonce"])) == "PONG"
     assert probe.exchange("SUB a 1\r\n") == "-ERR 'maximum subscriptions exceeded'"
     probe.close()
@@ -258,7 +258,7 @@ def test_user_jwt_without_limits_may_not_subscribe(setup) -> None:  # type: igno
 
 def test_nonce_in_info(setup) -> None:  # type: ignore[no-untyped-def]
     port, auth = setup
-    conn = RawConn(port)
+    conn = LineClient(port)
     assert conn.info["auth_required"] and len(conn.info["nonce"]) == len(new_nonce())
     conn.close()
     assert auth.auth_required and auth.nonce_required

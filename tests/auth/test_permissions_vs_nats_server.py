@@ -8,11 +8,13 @@ configuration by our loader, must decide the same way and our error texts must m
 from __future__ import annotations
 
 import pytest
-from authkit import NATS_SERVER, RawConn, nats_server
 
 from pynatsd.auth import PermissionChecker
 from pynatsd.config import load_config
 from pynatsd.protocol import errors
+from support.lineclient import LineClient
+from support.natsserver import NATS_SERVER
+from support.processes import run_nats_server
 
 pytestmark = pytest.mark.skipif(not NATS_SERVER.exists(), reason="nats-server binary not found")
 
@@ -105,7 +107,7 @@ PUBS = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     directory = tmp_path_factory.mktemp("perms")
-    with nats_server(CONF, directory) as port:
+    with run_nats_server(CONF, directory) as port:
         path = directory / "ours.conf"
         path.write_text(CONF)
         yield port, load_config(path).options
@@ -121,7 +123,7 @@ def _checker(options, user: str) -> PermissionChecker:  # type: ignore[no-untype
 @pytest.mark.parametrize("user", sorted(SUBS))
 def test_subscribe_decisions(server, user: str) -> None:  # type: ignore[no-untyped-def]
     port, options = server
-    conn = RawConn(port)
+    conn = LineClient(port)
     assert conn.connect(user=user, **{"pass": user}) == "PONG"
     checker = _checker(options, user)
     mismatches = []
@@ -139,7 +141,7 @@ def test_subscribe_decisions(server, user: str) -> None:  # type: ignore[no-unty
 @pytest.mark.parametrize("user", sorted(PUBS))
 def test_publish_decisions(server, user: str) -> None:  # type: ignore[no-untyped-def]
     port, options = server
-    conn = RawConn(port)
+    conn = LineClient(port)
     assert conn.connect(user=user, **{"pass": user}) == "PONG"
     checker = _checker(options, user)
     mismatches = []
@@ -155,7 +157,7 @@ def test_publish_decisions(server, user: str) -> None:  # type: ignore[no-untype
 
 def test_deny_checked_at_delivery(server) -> None:  # type: ignore[no-untyped-def]
     port, options = server
-    receiver, sender = RawConn(port), RawConn(port)
+    receiver, sender = LineClient(port), LineClient(port)
     assert receiver.connect(user="a", **{"pass": "a"}) == "PONG"
     assert sender.connect(user="e", **{"pass": "e"}) == "PONG"
     assert receiver.exchange("SUB foo.> 1\r\n") == "PONG"
@@ -181,7 +183,7 @@ def test_deny_checked_at_delivery(server) -> None:  # type: ignore[no-untyped-de
 
 def test_allow_responses(server) -> None:  # type: ignore[no-untyped-def]
     port, options = server
-    responder, requester = RawConn(port), RawConn(port)
+    responder, requester = LineClient(port), LineClient(port)
     assert responder.connect(user="d", **{"pass": "d"}) == "PONG"
     assert requester.connect(user="e", **{"pass": "e"}) == "PONG"
     checker = _checker(options, "d")

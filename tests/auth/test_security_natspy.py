@@ -13,15 +13,7 @@ import nkeys
 import pytest
 
 import pynatsd
-from pynatsd.config import load_config
-
-
-async def _server(tmp_path: Path, conf: str) -> pynatsd.Server:
-    path = tmp_path / "server.conf"
-    path.write_text(conf)
-    opts = load_config(path).options
-    opts.host, opts.port = "127.0.0.1", 0
-    return pynatsd.Server(opts)
+from support.configured import server_from_config
 
 
 @pytest.fixture
@@ -42,7 +34,7 @@ async def accounts_server(tmp_path: Path) -> AsyncIterator[pynatsd.Server]:
       C: { users: [{user: c, password: c}] }
     }
     """
-    server = await _server(tmp_path, conf)
+    server = server_from_config(tmp_path, conf)
     async with server:
         yield server
 
@@ -103,7 +95,7 @@ async def test_permissions_enforced(tmp_path: Path) -> None:
       ]
     }
     """
-    server = await _server(tmp_path, conf)
+    server = server_from_config(tmp_path, conf)
     errors: list[str] = []
 
     async def on_error(e: Exception) -> None:
@@ -137,7 +129,7 @@ async def test_permissions_enforced(tmp_path: Path) -> None:
 
 async def test_bcrypt_user(tmp_path: Path) -> None:
     hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
-    server = await _server(tmp_path, f"authorization {{ user: bob, password: '{hashed}' }}\n")
+    server = server_from_config(tmp_path, f"authorization {{ user: bob, password: '{hashed}' }}\n")
     async with server:
         nc = await nats.connect(server.client_url, user="bob", password="s3cret")
         assert nc.is_connected
@@ -157,7 +149,7 @@ async def test_nkey_user(tmp_path: Path) -> None:
     public = nkeys.from_seed(bytearray(seed)).public_key.decode()
     seed_file = tmp_path / "user.nk"
     seed_file.write_bytes(seed)
-    server = await _server(tmp_path, f"authorization {{ users: [{{nkey: {public}}}] }}\n")
+    server = server_from_config(tmp_path, f"authorization {{ users: [{{nkey: {public}}}] }}\n")
     async with server:
         nc = await nats.connect(server.client_url, nkeys_seed=str(seed_file))
         sub = await nc.subscribe("n")
@@ -170,7 +162,7 @@ async def test_account_connection_limit(tmp_path: Path) -> None:
     conf = """
     accounts { L: { users: [{user: l, password: l}], limits: {max_connections: 1} } }
     """
-    server = await _server(tmp_path, conf)
+    server = server_from_config(tmp_path, conf)
     async with server:
         first = await nats.connect(server.client_url, user="l", password="l")
         with pytest.raises(nats.errors.Error, match="maximum account active connections exceeded"):
@@ -192,7 +184,7 @@ async def test_system_account_connect_and_disconnect_events(tmp_path: Path) -> N
     }
     system_account: SYS
     """
-    server = await _server(tmp_path, conf)
+    server = server_from_config(tmp_path, conf)
     async with server:
         sys_nc = await nats.connect(server.client_url, user="sys", password="sys")
         events = await sys_nc.subscribe("$SYS.ACCOUNT.*.>")

@@ -8,10 +8,13 @@ from typing import Any
 
 import bcrypt
 import pytest
-from authkit import NATS_SERVER, RawConn, nats_server, user_key
 
 from pynatsd.auth import Authenticator, new_nonce
 from pynatsd.config import load_config
+from support.jwts import user_key
+from support.lineclient import LineClient
+from support.natsserver import NATS_SERVER
+from support.processes import run_nats_server
 
 pytestmark = pytest.mark.skipif(not NATS_SERVER.exists(), reason="nats-server binary not found")
 
@@ -154,9 +157,9 @@ def test_agrees_with_nats_server(
     (tmp_path / "ours.conf").write_text(conf)
     auth = Authenticator(load_config(tmp_path / "ours.conf").options)
     mismatches = []
-    with nats_server(conf, tmp_path) as port:
+    with run_nats_server(conf, tmp_path) as port:
         for name, make, allowed in rows:
-            conn = RawConn(port)
+            conn = LineClient(port)
             real = conn.connect(**make(conn.info.get("nonce", ""))) == "PONG"
             conn.close()
             nonce = new_nonce()

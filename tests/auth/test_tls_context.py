@@ -7,13 +7,13 @@ import ssl
 from pathlib import Path
 
 import pytest
-from authkit import Cert, make_ca, make_cert
 from cryptography.x509.oid import NameOID
 
 from pynatsd.config import ConfigError
 from pynatsd.config.loader import apply_tls_flags
 from pynatsd.options import Options
 from pynatsd.tls import TLSConfigError, cipher_names, pinned_cert_ok, server_context
+from support.certs import Cert, make_ca, make_cert
 
 CN = NameOID.COMMON_NAME
 

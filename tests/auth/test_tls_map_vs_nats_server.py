@@ -8,12 +8,14 @@ import ssl
 from pathlib import Path
 
 import pytest
-from authkit import NATS_SERVER, Cert, make_ca, make_cert, nats_server
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from pynatsd.auth import Authenticator, new_nonce
 from pynatsd.config import load_config
+from support.certs import Cert, make_ca, make_cert
+from support.natsserver import NATS_SERVER
+from support.processes import run_nats_server
 
 pytestmark = pytest.mark.skipif(not NATS_SERVER.exists(), reason="nats-server binary not found")
 
@@ -113,7 +115,7 @@ def test_agrees_with_nats_server(tmp_path: Path) -> None:
     assert options.tls and options.tls_map and options.tls_verify
     auth = Authenticator(options)
     results = []
-    with nats_server(conf, tmp_path) as port:
+    with run_nats_server(conf, tmp_path) as port:
         for name, cert in _clients(ca):
             real = _tls_connect(port, cert.write(tmp_path, name.replace(" ", "_")), ca_file)
             nonce = new_nonce()

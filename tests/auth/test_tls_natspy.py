@@ -9,10 +9,10 @@ from pathlib import Path
 
 import nats
 import pytest
-from authkit import make_ca, make_cert
 from cryptography.x509.oid import NameOID
 
 import pynatsd
+from support.certs import make_ca, make_cert
 
 
 def _certs(tmp_path: Path) -> tuple[str, str, str, str, str]:

@@ -9,29 +9,20 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from pynatsd.config import ConfigError, check_config, load_config
+from support.natsserver import nats_server_binary
 
 USER_NKEY = "UAB2CB576PHBBPQ5ODORRZ2LYCMWPZGWGCN2KDK7DXOIMZASKUY3RLKK"
 BCRYPT = "$2a$11$PWIFAL8RsWyGI3jVZtO9Nu8.6jOxzxfZo7c/W0eLk017hjgUKWrhy"
 
 
-def _find_nats_server() -> str | None:
-    found = shutil.which("nats-server")
-    if found:
-        return found
-    beside = Path(sys.executable).parent / "nats-server"
-    return str(beside) if beside.exists() else None
-
-
-NATS_SERVER = _find_nats_server()
+NATS_SERVER = nats_server_binary()
 pytestmark = pytest.mark.skipif(NATS_SERVER is None, reason="nats-server binary not found")
 
 

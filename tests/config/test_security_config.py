@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,18 +20,9 @@ from pynatsd.options import (
     StreamExport,
     StreamImport,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "auth"))
-from authkit import (
-    NATS_SERVER,
-    account_jwt,
-    account_key,
-    make_ca,
-    make_cert,
-    make_operator,
-    operator_key,
-    user_key,
-)
+from support.certs import make_ca, make_cert
+from support.jwts import account_jwt, account_key, make_operator, operator_key, user_key
+from support.natsserver import NATS_SERVER
 
 pytestmark = pytest.mark.skipif(not NATS_SERVER.exists(), reason="nats-server binary not found")
 

@@ -3,7 +3,7 @@
 Each case is a small script of steps (connection name, bytes, how to cut them). The script runs
 against the reference server (the real nats-server from the venv) and the candidate (pynatsd) at
 the same time, and each connection's transcript (everything received, normalised by
-`rawproto.normalise`, plus whether the server closed it) must be identical.
+`support.normalise`, plus whether the server closed it) must be identical.
 
 The greeting INFO is compared once per server profile (`test_info_greeting`) and left out of the
 case transcripts, so one INFO difference does not fail every case; INFO frames sent later (the
@@ -36,7 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import rawproto as rp
+
+from support.natsserver import NATS_SERVER
+from support.normalise import normalise, split_frames
+from support.processes import ServerProcess, ServerStartError, start_server
+from support.recording import RecordingClient, drain
 
 QUIET = float(os.environ.get("PYNATSD_DIFF_QUIET", "0.12"))
 DUMP = os.environ.get("PYNATSD_DIFF_DUMP") == "1"
@@ -1006,7 +1010,7 @@ def _jetstream_cases() -> Iterator[Case]:
     """A stream with a plain, a header and an empty message (set up on connection "a"),
     fetched on "b" by a client that takes headers and by one that does not (nats-server strips
     the header block for it). The API replies go to a subject nobody subscribes to: only
-    deliveries are compared. The ack subject's timestamp is normalised by rawproto."""
+    deliveries are compared. The ack subject's timestamp is normalised by support.normalise."""
     for n, (connect, policy) in enumerate(
         [
             (HDR_CONNECT, "none"),
@@ -1094,8 +1098,8 @@ authorization {
 
 @dataclass
 class ServerPair:
-    ref: rp.ServerProcess
-    cand: rp.ServerProcess
+    ref: ServerProcess
+    cand: ServerProcess
 
 
 @dataclass
@@ -1124,10 +1128,10 @@ class ServerPool:
         def own(who: str) -> list[str]:
             return [a.replace("{store}", str(self.tmpdir / f"{name}-{who}")) for a in args]
 
-        ref = rp.start_server([rp.NATS_SERVER_BIN], own("ref"))
+        ref = start_server([str(NATS_SERVER)], own("ref"))
         try:
-            cand = rp.start_server(_candidate_cmd(), own("cand"), env=_candidate_env())
-        except rp.ServerStartError as exc:
+            cand = start_server(_candidate_cmd(), own("cand"), env=_candidate_env())
+        except ServerStartError as exc:
             ref.stop()
             if profile.config is not None:
                 # pynatsd's -c comes later than its flags: until then these cases are skipped.
@@ -1166,13 +1170,13 @@ class Transcript:
     closed: bool
 
 
-def run_script(server: rp.ServerProcess, steps: tuple[Step, ...]) -> dict[str, Transcript]:
-    conns: dict[str, rp.RawClient] = {}
+def run_script(server: ServerProcess, steps: tuple[Step, ...]) -> dict[str, Transcript]:
+    conns: dict[str, RecordingClient] = {}
     greeting_len: dict[str, int] = {}
     try:
         for step in steps:
             if step.conn not in conns:
-                client = rp.RawClient(server.host, server.port)
+                client = RecordingClient(server.host, server.port)
                 conns[step.conn] = client
                 first_line = bytes(client.received).split(b"\n", 1)[0]
                 # Only an INFO greeting is left out; a refusal at accept (-ERR) is compared.
@@ -1180,9 +1184,9 @@ def run_script(server: rp.ServerProcess, steps: tuple[Step, ...]) -> dict[str, T
                     len(first_line) + 1 if first_line.startswith(b"INFO ") else 0
                 )
             conns[step.conn].send(step.data, step.sizes, step.delay)
-            rp.drain(conns.values(), quiet=step.quiet, limit=step.quiet + 3.0)
+            drain(conns.values(), quiet=step.quiet, limit=step.quiet + 3.0)
         return {
-            name: Transcript(rp.normalise(bytes(c.received[greeting_len[name] :])), c.closed)
+            name: Transcript(normalise(bytes(c.received[greeting_len[name] :])), c.closed)
             for name, c in conns.items()
         }
     finally:
@@ -1201,7 +1205,7 @@ def run_both(
 
 
 def _frames(t: Transcript) -> Counter[bytes]:
-    return Counter(rp.split_frames(t.data))
+    return Counter(split_frames(t.data))
 
 
 def _diff_message(name: str, conn: str, ref: Transcript, cand: Transcript) -> str:
@@ -1256,11 +1260,11 @@ def test_info_greeting(profile: str, pool: ServerPool) -> None:
     """The first INFO line, normalised (values of volatile keys only), key order included."""
     pair = pool.get(profile)
 
-    def greeting(server: rp.ServerProcess) -> bytes:
-        client = rp.RawClient(server.host, server.port)
+    def greeting(server: ServerProcess) -> bytes:
+        client = RecordingClient(server.host, server.port)
         try:
             data = bytes(client.received)
-            return rp.normalise(data[: data.find(b"\n") + 1])
+            return normalise(data[: data.find(b"\n") + 1])
         finally:
             client.close()
 
@@ -1293,4 +1297,4 @@ def test_info_greeting(profile: str, pool: ServerPool) -> None:
     ],
 )
 def test_normaliser(raw: bytes, expected: bytes) -> None:
-    assert rp.normalise(raw) == expected
+    assert normalise(raw) == expected

@@ -9,10 +9,7 @@ import json
 import os
 import random
 import signal
-import socket
-import subprocess
 import sys
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -21,30 +18,11 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 
+from support.ports import free_port
+from support.processes import PYNATSD, start_server
+
 ROUNDS = 5
 STREAM = "FAULT"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(store_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "pynatsd", "-js", "-sd", str(store_dir), "-p", str(port)]
-    proc = subprocess.Popen(
-        [*argv, "-a", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), 0.2):
-                return proc
-        except OSError:
-            time.sleep(0.02)
-    proc.kill()
-    raise RuntimeError("pynatsd did not start")
 
 
 def make_payload(rng: random.Random, n: int) -> bytes:
@@ -115,7 +93,7 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
     acked: list[tuple[int, bytes]] = []
     counter = [0]
     for round_ in range(ROUNDS):
-        proc = start_server(tmp_path, port)
+        proc = start_server(PYNATSD, ["-js", "-sd", str(tmp_path)], port=port).proc
         try:
             closed = asyncio.Event()
 
@@ -137,7 +115,7 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    proc = start_server(tmp_path, port)
+    proc = start_server(PYNATSD, ["-js", "-sd", str(tmp_path)], port=port).proc
     try:
         stored = await read_all(url)
     finally:

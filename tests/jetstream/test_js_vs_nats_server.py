@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _js_pair import Step, assert_same, nats_server_binary, side_by_side
+
+from support.jspair import Step, assert_same, side_by_side
+from support.natsserver import nats_server_binary
 
 pytestmark = pytest.mark.skipif(nats_server_binary() is None, reason="nats-server not installed")
 

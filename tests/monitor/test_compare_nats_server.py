@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -14,7 +13,9 @@ from typing import Any
 import nats
 import pytest
 
-from netutil import free_port, nats_server_binary
+from support.natsserver import nats_server_binary
+from support.ports import free_port
+from support.processes import PYNATSD
 
 PATHS = [
     "/varz",
@@ -86,7 +87,7 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     base = tmp_path_factory.mktemp("monitor-compare")
     return {
         "nats-server": asyncio.run(_scenario([binary], base / "go")),
-        "pynatsd": asyncio.run(_scenario([sys.executable, "-m", "pynatsd"], base / "py")),
+        "pynatsd": asyncio.run(_scenario(list(PYNATSD), base / "py")),
     }
 
 

@@ -10,35 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import nats
 import pytest
 from nats.aio.msg import Msg
-from rawclient import RawClient
 
 import pynatsd
 from pynatsd.protocol import errors
 from pynatsd.server.server import Server
+from support.memory import rss_bytes
+from support.natsserver import require_nats_server
+from support.processes import start_server
+from support.rawclient import RawClient
 
-NATS_SERVER = Path(sys.executable).parent / "nats-server"
 MiB = 1024 * 1024
 RSS_GROWTH_LIMIT = 50 * MiB
 # protocol 0: no async INFO after the first PONG, so replies are exactly what a test expects.
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"protocol":0,"headers":true}\r\n'
-
-
-def rss_bytes(pid: int | str = "self") -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for {pid}")
 
 
 @dataclass
@@ -52,29 +42,11 @@ class Target:
 @pytest.fixture(scope="module")
 def nats_server() -> Iterator[tuple[int, int]]:
     """The real nats-server on a free loopback port: (port, pid)."""
-    if not NATS_SERVER.exists():
-        pytest.skip("nats-server binary not installed")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    proc = subprocess.Popen(
-        [str(NATS_SERVER), "-a", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = start_server([require_nats_server()])
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.025)
-        else:
-            raise RuntimeError("nats-server did not start")
-        yield port, proc.pid
+        yield server.port, server.proc.pid
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
 
 
 @pytest.fixture(params=["pynatsd", "nats-server"])

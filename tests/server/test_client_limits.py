@@ -7,9 +7,9 @@ import json
 
 import nats
 import pytest
-from rawclient import RawClient
 
 import pynatsd
+from support.rawclient import RawClient
 
 # protocol 0: no async INFO after the first PONG, so replies are exactly what a test expects.
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"protocol":0}\r\n'

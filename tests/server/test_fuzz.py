@@ -35,6 +35,7 @@ import nats
 
 import pynatsd
 from pynatsd.protocol import errors
+from support.memory import rss_bytes
 
 SEED = 20261122
 MAX_PAYLOAD = 1024
@@ -73,14 +74,6 @@ CONNECT_OPTS = {
     "no_responders": False,
     "name": "fuzz",
 }
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/self/status")
 
 
 class BadServerOutput(AssertionError):

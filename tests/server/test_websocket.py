@@ -8,17 +8,14 @@ import nats
 import pytest
 
 import pynatsd
-from netutil import free_port
-from pynatsd.config import load_config
+from support.configured import server_from_config
+from support.ports import free_port
 
 
 @pytest.fixture
 async def ws_server(tmp_path: Path) -> pynatsd.Server:
-    conf = tmp_path / "ws.conf"
-    conf.write_text(f"websocket {{\n  port: {free_port()}\n  no_tls: true\n}}\n")
-    opts = load_config(conf).options
-    opts.host, opts.port = "127.0.0.1", 0
-    async with pynatsd.Server(opts) as server:
+    conf = f"websocket {{\n  port: {free_port()}\n  no_tls: true\n}}\n"
+    async with server_from_config(tmp_path, conf) as server:
         yield server
 
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 import pynatsd
-
-from .spark_helpers import ServerProcess, start_js_server
+from support.processes import ServerProcess
+from support.spark import start_js_server
 
 # The Python workers Spark starts must use this interpreter (and so find pynatsd and pyarrow).
 os.environ["PYSPARK_PYTHON"] = sys.executable

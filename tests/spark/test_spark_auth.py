@@ -14,8 +14,9 @@ import pytest
 from pynatsd.spark.errors import ConnectError
 from pynatsd.spark.options import ConnectOptions, parse_read_options, parse_servers
 from pynatsd.spark.wire import Connection, _read_creds
-
-from .spark_helpers import ServerProcess, free_port, nats_server_binary
+from support.natsserver import require_nats_server as nats_server_binary
+from support.ports import free_port
+from support.processes import ServerProcess
 
 
 def _server(tmp_path: Path, *args: str) -> ServerProcess:

@@ -12,8 +12,8 @@ import pytest
 import pynatsd
 from pynatsd.spark.errors import OptionError
 from pynatsd.spark.options import parse_read_options, parse_write_options
-
-from .spark_helpers import create_stream, free_port, publish, unique
+from support.ports import free_port
+from support.spark import create_stream, publish, unique
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from pynatsd.spark.cli import main
-
-from .spark_helpers import (
+from support.spark import (
     create_stream,
     delete_stream,
     publish,

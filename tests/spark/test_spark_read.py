@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .spark_helpers import create_stream, publish, unique
+from support.spark import create_stream, publish, unique
 
 
 def _read(spark: Any, url: str, stream: str, **options: str) -> Any:

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .spark_helpers import create_stream, publish, unique
+from support.spark import create_stream, publish, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 

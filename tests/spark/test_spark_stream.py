@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .spark_helpers import create_stream, publish, unique
+from support.spark import create_stream, publish, unique
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .spark_helpers import core_publish, unique
+from support.spark import core_publish, unique
 
 pytestmark = pytest.mark.timeout(240)
 

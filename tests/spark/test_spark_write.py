@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .spark_helpers import (
+from support.spark import (
     core_collect,
     create_stream,
     publish,

