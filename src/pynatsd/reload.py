@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.config import ConfigError, load_config, startup_errors
-from pynatsd.logger import log
+from pynatsd.flags import apply_flags
+from pynatsd.logger import configure_from_options, log
 from pynatsd.options import Options
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
@@ -77,8 +79,9 @@ def changed_fields(old: Options, new: Options) -> list[str]:
     return out
 
 
-def reload(server: Server) -> bool:
-    """Reload the configuration file; True when the new configuration is in force."""
+def reload(server: Server, flags: Mapping[str, Any]) -> bool:
+    """Reload the configuration file, with the command-line `flags` given at start applied over
+    it again; True when the new configuration is in force."""
     old = server.options
     path = old.config_file
     if not path:
@@ -90,9 +93,7 @@ def reload(server: Server) -> bool:
         log.error("Failed to reload server configuration: %s", e)
         return False
     new = loaded.options
-    from pynatsd.cli import apply_flags
-
-    apply_flags(new, server.cli_flags)
+    apply_flags(new, dict(flags))
     problems = startup_errors(new)
     if problems:
         log.error("Failed to reload server configuration: %s", problems[0])
@@ -127,9 +128,7 @@ def reload(server: Server) -> bool:
 def apply_changes(server: Server, old: Options, new: Options, changes: list[str]) -> None:
     """Make the running server follow the new options."""
     if {"debug", "trace", "trace_verbose", "logtime", "logtime_utc", "log_file"} & set(changes):
-        from pynatsd.runner import configure_logging
-
-        configure_logging(new)
+        configure_from_options(new)
     auth_changed = any(name in AUTH_FIELDS for name in changes)
     if auth_changed:
         server.reload_auth()
