@@ -43,12 +43,14 @@ from pynatsd.protocol.frames import (
 )
 from pynatsd.protocol.parser import Parser
 from pynatsd.server.events import client_connected, client_disconnected
+from pynatsd.server.limits import connection_limits
 from pynatsd.server.router import deliver, msg_head, queue_rr
 from pynatsd.server.subscription import Subscription
 from pynatsd.subjects import is_valid_literal_subject_bytes
 from pynatsd.sublist import InvalidSubjectError, SubListResult
 
 if TYPE_CHECKING:
+    from pynatsd.options import User
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
 
@@ -133,6 +135,7 @@ class Client(asyncio.Protocol):
         "cid",
         "close_reason",
         "closed",
+        "config_user",
         "congested",
         "connect_opts",
         "connected",
@@ -231,6 +234,9 @@ class Client(asyncio.Protocol):
         self.nonce = ""
         self.peer_cert: bytes | None = None
         self.perms = PermissionChecker(None)
+        # The `users` entry this connection authenticated as (None: token, single user, JWT,
+        # no authentication); a reload closes the connection when the entry is gone.
+        self.config_user: User | None = None
         self.max_subs = opts.max_subscriptions
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._auth_waiting = False
@@ -666,8 +672,6 @@ class Client(asyncio.Protocol):
         if first:
             self._set_label(opts)
             self.label_set = True
-        self._plans.clear()
-        self._last_line = b""
         self._careful_pub = self.trace or self.pedantic or self.verbose
         if self.protocol < 0 or self.protocol > 1:
             self.close_with_error(
@@ -696,7 +700,10 @@ class Client(asyncio.Protocol):
             self.label = f'{self.label} - "{":".join(parts)}"'
 
     def recheck_auth(self) -> bool:
-        """After a configuration reload: do this connection's credentials still pass?"""
+        """After a configuration reload: authenticate this connection's CONNECT again and bind
+        it anew (limits, permissions), as nats-server's reloadAuthorization does. False when
+        the credentials no longer pass or no longer lead to this account (the caller closes
+        the connection), or when binding closed it (account or subscription limit)."""
         result = self.server.authenticator.check(
             self.connect_opts, self.nonce, self.peer_cert, "STANDARD", self.host
         )
@@ -735,17 +742,21 @@ class Client(asyncio.Protocol):
         future.add_done_callback(done)
 
     def _bind(self, result: AuthResult) -> bool:
-        """Attach what authentication decided: account, permissions, limits, expiry."""
+        """Attach what authentication decided: account, permissions, limits, expiry. Runs at
+        CONNECT and again on every configuration reload, as nats-server registers a client
+        with its account (registerWithAccount) each time; False when that closed the client."""
         server = self.server
         account = server.get_account(result.account)
+        limit = account.max_connections
+        # The other clients of the account: this one counts only once it has joined.
+        others = account.num_clients - (1 if account is self.account else 0)
+        if limit >= 0 and others >= limit:
+            self.close_with_error(
+                errors.MAXIMUM_ACCOUNT_CONNECTIONS_EXCEEDED,
+                CloseReason.MAX_CONNECTIONS_EXCEEDED,
+            )
+            return False
         if account is not self.account:
-            limit = account.max_connections
-            if limit >= 0 and account.num_clients >= limit:
-                self.close_with_error(
-                    errors.MAXIMUM_ACCOUNT_CONNECTIONS_EXCEEDED,
-                    CloseReason.MAX_CONNECTIONS_EXCEEDED,
-                )
-                return False
             self.account.num_clients -= 1
             account.num_clients += 1
             self.account = account
@@ -753,18 +764,24 @@ class Client(asyncio.Protocol):
         if perms is None and account.config is not None:
             perms = account.config.default_permissions
         self.perms = PermissionChecker(perms)
+        # Cached delivery plans hold permission decisions taken under the old permissions.
+        self._plans.clear()
+        self._last_line = b""
+        self.config_user = result.user
         self.auth_user = result.user_label if result.method != "none" else ""
-        if result.max_subscriptions >= 0:
-            self.max_subs = result.max_subscriptions
-        if account.config is not None and account.config.limits.max_subscriptions >= 0:
-            limit = account.config.limits.max_subscriptions
-            self.max_subs = limit if self.max_subs <= 0 else min(self.max_subs, limit)
-        payload_limits = [server.options.max_payload]
-        if result.max_payload >= 0:
-            payload_limits.append(result.max_payload)
-        if account.config is not None and account.config.limits.max_payload >= 0:
-            payload_limits.append(account.config.limits.max_payload)
-        self.parser.max_payload = min(payload_limits)
+        limits = connection_limits(
+            server.options, account.config, result.max_payload, result.max_subscriptions
+        )
+        self.parser.max_payload = limits.max_payload
+        self.max_subs = limits.max_subscriptions
+        if self.max_subs and len(self.subs) >= self.max_subs:
+            # nats-server checks this at every registration (applyAccountLimits): a reload
+            # that leaves a client at (or over) its subscription limit ends the connection.
+            log.error("%s - Maximum Subscriptions Exceeded (max=%d)", self.label, self.max_subs)
+            self.close_with_error(
+                errors.MAXIMUM_SUBSCRIPTIONS_EXCEEDED, CloseReason.MAX_SUBSCRIPTIONS_EXCEEDED
+            )
+            return False
         expires = [t for t in (result.expires_at, result.account_expires_at) if t]
         if expires:
             if self._expiry_timer is not None:

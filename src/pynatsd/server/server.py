@@ -175,8 +175,12 @@ class Server:
         self._build_info_base()
 
     def reload_auth(self) -> None:
-        """After a reload that changed credentials (clients are then re-checked)."""
+        """After a reload (clients are then checked and bound again): the new credentials, and
+        every known account's configuration looked up anew, so an account dropped from the
+        file keeps no limits, permissions or imports (in operator mode: from its JWT now)."""
         self.authenticator = Authenticator(self.options)
+        for name, account in self.accounts.items():
+            account.config = self.authenticator.lookup_account(name)
         self._configure_accounts()
 
     def client_info(self, client: Client, connect_info: bool = False) -> dict[str, Any]:
