@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pynatsd.flags import apply_flags
 from pynatsd.options import Options
 from pynatsd.version import __version__
 
@@ -190,47 +191,6 @@ def parse_flags(argv: Sequence[str]) -> dict[str, Any]:
         else:
             values[flag.dest] = value
     return values
-
-
-_OPTION_FLAGS = (
-    "host",
-    "port",
-    "server_name",
-    "pid_file",
-    "http_port",
-    "client_advertise",
-    "ports_file_dir",
-    "log_file",
-    "logtime",
-    "logtime_utc",
-    "syslog",
-    "remote_syslog",
-    "debug",
-    "trace",
-    "trace_verbose",
-    "log_size_limit",
-    "max_traced_msg_len",
-    "jetstream",
-    "store_dir",
-    "username",
-    "password",
-    "authorization",
-)
-
-
-def apply_flags(opts: Options, flags: dict[str, Any]) -> Options:
-    """Command-line flags override the configuration file."""
-    for dest in _OPTION_FLAGS:
-        if dest in flags and hasattr(opts, dest):
-            setattr(opts, dest, flags[dest])
-    from pynatsd.config.loader import apply_tls_flags
-
-    apply_tls_flags(opts, flags)
-    if flags.get("debug_trace") or flags.get("debug_trace_verbose"):
-        opts.debug = opts.trace = True
-    if flags.get("trace_verbose") or flags.get("debug_trace_verbose"):
-        opts.trace = opts.trace_verbose = True
-    return opts
 
 
 def build_options(flags: dict[str, Any]) -> tuple[Options, list[str], str]:

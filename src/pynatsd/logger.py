@@ -11,6 +11,10 @@ import logging.handlers
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pynatsd.options import Options
 
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
@@ -129,3 +133,19 @@ def configure(
     else:
         log.setLevel(logging.INFO)
     return handler
+
+
+def configure_from_options(opts: Options) -> logging.Handler:
+    """Logging as the options say: at start, on SIGUSR1 (reopen the log file) and on a reload
+    that changes a logging option (nats-server's `ConfigureLogger`)."""
+    return configure(
+        debug=opts.debug,
+        trace=opts.trace,
+        logtime=opts.logtime,
+        utc=opts.logtime_utc,
+        log_file=opts.log_file,
+        size_limit=opts.log_size_limit,
+        max_num=opts.log_max_num,
+        syslog=opts.syslog,
+        remote_syslog=opts.remote_syslog,
+    )

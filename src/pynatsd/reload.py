@@ -10,16 +10,21 @@ file, as at start-up.
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.config import ConfigError, load_config, startup_errors
-from pynatsd.logger import log
+from pynatsd.flags import apply_flags
+from pynatsd.logger import configure_from_options, log
 from pynatsd.options import Options
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
+from pynatsd.server.accounts import GLOBAL_ACCOUNT
 
 if TYPE_CHECKING:
+    from pynatsd.server.client import Client
     from pynatsd.server.server import Server
 
 # Options that cannot change while running, with nats-server's Go field names (for the error).
@@ -53,6 +58,10 @@ AUTH_FIELDS = (
     "trusted_keys",
     "resolver_preload",
 )
+# Options whose change needs the logging set up again.
+LOGGING_FIELDS = frozenset(
+    {"debug", "trace", "trace_verbose", "logtime", "logtime_utc", "log_file"}
+)
 # Fields that are bookkeeping rather than configuration.
 IGNORED = ("config_file",)
 
@@ -77,8 +86,9 @@ def changed_fields(old: Options, new: Options) -> list[str]:
     return out
 
 
-def reload(server: Server) -> bool:
-    """Reload the configuration file; True when the new configuration is in force."""
+def reload(server: Server, flags: Mapping[str, Any]) -> bool:
+    """Reload the configuration file, with the command-line `flags` given at start applied over
+    it again; True when the new configuration is in force."""
     old = server.options
     path = old.config_file
     if not path:
@@ -90,9 +100,7 @@ def reload(server: Server) -> bool:
         log.error("Failed to reload server configuration: %s", e)
         return False
     new = loaded.options
-    from pynatsd.cli import apply_flags
-
-    apply_flags(new, server.cli_flags)
+    apply_flags(new, dict(flags))
     problems = startup_errors(new)
     if problems:
         log.error("Failed to reload server configuration: %s", problems[0])
@@ -126,32 +134,113 @@ def reload(server: Server) -> bool:
 
 def apply_changes(server: Server, old: Options, new: Options, changes: list[str]) -> None:
     """Make the running server follow the new options."""
-    if {"debug", "trace", "trace_verbose", "logtime", "logtime_utc", "log_file"} & set(changes):
-        from pynatsd.runner import configure_logging
-
-        configure_logging(new)
-    auth_changed = any(name in AUTH_FIELDS for name in changes)
-    if auth_changed:
-        server.reload_auth()
+    if LOGGING_FIELDS & set(changes):
+        configure_from_options(new)
+    # nats-server reloads authorization on every reload: its options always differ in
+    # `accounts` and `users` (they carry run-time state), so every account and user limit and
+    # permission is applied to the live connections again below, changed or not.
+    server.reload_auth()
     server.rebuild_info()
-    for client in list(server.clients.values()):
-        client.parser.max_payload = new.max_payload
-        client.parser.max_control_line = new.max_control_line
+    if "max_control_line" in changes:
+        for client in list(server.clients.values()):
+            client.parser.max_control_line = new.max_control_line
     if "max_payload" in changes:
-        # Clients learn the new limit from an INFO, as nats-server pushes one.
+        # The server's limit for every client; the account and user limits are applied over
+        # it again below (nats-server's maxPayloadOption, then reloadAuthorization). As with
+        # nats-server, only new connections learn the new value, from their INFO.
         for client in list(server.clients.values()):
-            if client.protocol >= 1 and client.connected:
-                client.send_now(_info(server, client))
-    if auth_changed:
-        for client in list(server.clients.values()):
-            if client.connected and not client.recheck_auth():
+            client.parser.max_payload = new.max_payload
+    if "max_connections" in changes:
+        _close_over_max_connections(server, new.max_connections)
+    reauthorize_clients(server)
+    server.flush_dirty()
+
+
+def reauthorize_clients(server: Server) -> None:
+    """What a reload does to each live client (nats-server's reloadAuthorization): a client
+    whose user is gone or now belongs to another account is closed without a word; one whose
+    credentials no longer pass gets `Authorization Violation`; every other one is bound again
+    (account limits, user and account permissions) and loses the subscriptions its new
+    permissions refuse."""
+    clients = [c for c in server.clients.values() if c.connected and not c.closed]
+    staying = []
+    for client in clients:
+        if _changed_account(server, client):
+            client.close(CloseReason.CLIENT_CLOSED)
+        else:
+            staying.append(client)
+    if not server.auth_required:
+        # nats-server re-registers a client only when authentication is required.
+        return
+    for client in staying:
+        if not client.recheck_auth():
+            if not client.closed:
+                log.error("%s - Authorization Error", client.label)
                 client.close_with_error(
                     errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION
                 )
-                client.flush()
+            continue
+        _remove_refused_subscriptions(client)
 
 
-def _info(server: Server, client: Any) -> bytes:
-    from pynatsd.protocol.frames import info_frame
+def _changed_account(server: Server, client: Client) -> bool:
+    """True when the client logged in by user name or nkey and no configured user of that name
+    is in its account any more (nats-server's clientHasMovedToDifferentAccount). nats-server
+    looks only at its `users` list, so a client of a single configured user, or one that sent
+    a user name to a server without authentication, counts as moved on every reload."""
+    user = client.config_user
+    if user is not None:
+        nkey, username = user.nkey, user.username
+    else:
+        nkey, username = _text(client.connect_opts, "nkey"), _text(client.connect_opts, "user")
+    if not nkey and not username:
+        return False
+    now = server.authenticator.configured_user(nkey, username)
+    return now is None or (now.account or GLOBAL_ACCOUNT) != client.account.name
 
-    return info_frame(server.client_info(client))
+
+def _remove_refused_subscriptions(client: Client) -> None:
+    """Unsubscribe what the client's permissions no longer allow, telling it and the log
+    (nats-server's processSubsOnConfigReload)."""
+    perms = client.perms
+    for sub in list(client.subs.values()):
+        if perms.can_subscribe(sub.subject, sub.queue):
+            continue
+        client.unsubscribe(sub)
+        sid = sub.sid.decode(errors="replace")
+        client.send_err(errors.permissions_subscribe_removed(sub.subject, sub.queue, sid))
+        if sub.queue:
+            log.info(
+                'Removed sub "%s" using queue "%s" (sid "%s") for %s - not authorized',
+                sub.subject,
+                sub.queue,
+                sid,
+                client.auth_user,
+            )
+        else:
+            log.info(
+                'Removed sub "%s" (sid "%s") for %s - not authorized',
+                sub.subject,
+                sid,
+                client.auth_user,
+            )
+
+
+def _close_over_max_connections(server: Server, max_connections: int) -> None:
+    """Close clients until no more than `max_connections` remain (nats-server's
+    maxConnOption, which picks them in its map's random order)."""
+    clients = [c for c in server.clients.values() if not c.closed]
+    excess = len(clients) - max(max_connections, 0)
+    if excess <= 0:
+        return
+    for client in random.sample(clients, excess):
+        log.error("%s - maximum connections exceeded", client.label)
+        client.close_with_error(
+            errors.MAXIMUM_CONNECTIONS_EXCEEDED, CloseReason.MAX_CONNECTIONS_EXCEEDED
+        )
+    log.info("Closed %d connections to fall within max_connections", excess)
+
+
+def _text(connect: Mapping[str, Any], key: str) -> str:
+    value = connect.get(key)
+    return value if isinstance(value, str) else ""

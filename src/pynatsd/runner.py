@@ -13,6 +13,7 @@ from pynatsd import logger
 from pynatsd.assembly import attach_parts
 from pynatsd.logger import log
 from pynatsd.options import Options
+from pynatsd.reload import reload
 from pynatsd.server.server import Server
 
 
@@ -30,7 +31,6 @@ def install_event_loop_policy() -> None:
 async def serve(opts: Options, warnings: list[str], flags: dict[str, Any], digest: str = "") -> int:
     server = Server(opts)
     attach_parts(server)
-    server.cli_flags = flags
     server.config_digest = digest
     for w in warnings:
         log.warning("%s", w)
@@ -55,36 +55,21 @@ async def serve(opts: Options, warnings: list[str], flags: dict[str, Any], diges
     loop.add_signal_handler(signal.SIGTERM, on_term, "terminated")
     loop.add_signal_handler(signal.SIGUSR2, lambda: spawn(server.lame_duck_mode()))
     loop.add_signal_handler(signal.SIGUSR1, lambda: reopen_log(opts))
-    loop.add_signal_handler(signal.SIGHUP, lambda: reload_config(server))
+    loop.add_signal_handler(signal.SIGHUP, lambda: reload_config(server, flags))
     await server.wait_for_shutdown()
     return 0
 
 
 def reopen_log(opts: Options) -> None:
     log.info('Trapped "user defined signal 1" signal')
-    configure_logging(opts)
+    logger.configure_from_options(opts)
     log.info("File log re-opened")
 
 
-def reload_config(server: Server) -> None:
+def reload_config(server: Server, flags: dict[str, Any]) -> None:
+    """SIGHUP: the configuration file again, with the start-up flags over it."""
     log.info('Trapped "hangup" signal')
-    from pynatsd.reload import reload
-
-    reload(server)
-
-
-def configure_logging(opts: Options) -> None:
-    logger.configure(
-        debug=opts.debug,
-        trace=opts.trace,
-        logtime=opts.logtime,
-        utc=opts.logtime_utc,
-        log_file=opts.log_file,
-        size_limit=opts.log_size_limit,
-        max_num=opts.log_max_num,
-        syslog=opts.syslog,
-        remote_syslog=opts.remote_syslog,
-    )
+    reload(server, flags)
 
 
 def tune_gc() -> None:
@@ -104,7 +89,7 @@ def run(opts: Options, warnings: list[str], flags: dict[str, Any], digest: str =
         for problem in problems:
             print(f"pynatsd: {problem}", file=sys.stderr)
         return 1
-    configure_logging(opts)
+    logger.configure_from_options(opts)
     install_event_loop_policy()
     tune_gc()
     try:

@@ -200,6 +200,14 @@ class Authenticator:
         user = self._users.get(_str(connect, "user") or self._no_auth_user)
         return user is not None and is_bcrypt(user.password)
 
+    def configured_user(self, nkey: str, username: str) -> User | None:
+        """The `users` entry with this nkey (looked up when given) or else this user name; None
+        when there is none. A single user (`authorization { user }`, `--user`) is not an entry,
+        as in nats-server's users map."""
+        if nkey:
+            return self._nkeys.get(nkey)
+        return self._users.get(username) if username else None
+
     def lookup_account(self, name: str) -> AccountConfig | None:
         """A configured account (`accounts {}`), or in operator mode the account whose public key
         is `name`, from its JWT (resolver_preload or the resolver directory)."""

@@ -33,6 +33,17 @@ def permissions_subscribe(subject: str, queue: str | None = None) -> str:
     return f'Permissions Violation for Subscription to "{subject}"'
 
 
+def permissions_subscribe_removed(subject: str, queue: str | None, sid: str) -> str:
+    """A reload took the permission away: the subscription is removed (client.go's
+    processSubsOnConfigReload)."""
+    if queue:
+        return (
+            f'Permissions Violation for Subscription to "{subject}" using queue "{queue}" '
+            f'(sid "{sid}")'
+        )
+    return f'Permissions Violation for Subscription to "{subject}" (sid "{sid}")'
+
+
 def permissions_subscribe_tokens(subject: str) -> str:
     return f'Permissions Violation for Subscription to "{subject}", too many tokens'
 

@@ -1,19 +1,13 @@
-"""CONNECT: decoding a client's options and binding what authentication decided.
+"""CONNECT: decoding a client's options.
 
-Corresponds to `processConnect` in nats-server's `server/client.go` and the parts of
-`server/auth.go` that attach an account, permissions and limits to a client. No sockets here:
-the functions take the options and the decision and return what the connection should hold.
+Corresponds to the decoding half of `processConnect` in nats-server's `server/client.go`. No
+sockets here; the limits a user and account impose are `server/limits.py`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from pynatsd.auth import AuthResult
-    from pynatsd.options import AccountConfig, Permissions
+from typing import Any
 
 # CONNECT fields and the JSON types nats-server's decoder accepts for them; a wrong type makes
 # the decode fail, which closes the connection.
@@ -73,39 +67,3 @@ def redacted(raw: bytes) -> str:
         if key in opts:
             opts[key] = "[REDACTED]"
     return json.dumps(opts, separators=(",", ":"))
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What a connection may do once bound to its user and account."""
-
-    permissions: Permissions | None
-    max_subscriptions: int  # 0: no limit
-    max_payload: int
-    expires_at: float  # 0: never (seconds since the epoch)
-
-
-def limits_for(
-    result: AuthResult,
-    account: AccountConfig | None,
-    server_max_payload: int,
-    server_max_subscriptions: int,
-) -> Limits:
-    """The tightest of the user's, the account's and the server's limits, as nats-server
-    applies them to a client (`applyAccountLimits`)."""
-    perms = result.permissions
-    if perms is None and account is not None:
-        perms = account.default_permissions
-    max_subs = server_max_subscriptions
-    if result.max_subscriptions >= 0:
-        max_subs = result.max_subscriptions
-    if account is not None and account.limits.max_subscriptions >= 0:
-        limit = account.limits.max_subscriptions
-        max_subs = limit if max_subs <= 0 else min(max_subs, limit)
-    payload_limits = [server_max_payload]
-    if result.max_payload >= 0:
-        payload_limits.append(result.max_payload)
-    if account is not None and account.limits.max_payload >= 0:
-        payload_limits.append(account.limits.max_payload)
-    expires = [t for t in (result.expires_at, result.account_expires_at) if t]
-    return Limits(perms, max_subs, min(payload_limits), min(expires) if expires else 0.0)

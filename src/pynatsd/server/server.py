@@ -107,8 +107,6 @@ class Server:
         self.slow_consumers = 0
         self.stale_connections = 0
         self.http_req_stats: dict[str, int] = {}
-        # Command-line flags given at start: they keep overriding the file on reload.
-        self.cli_flags: dict[str, Any] = {}
         self.config_digest = ""
         self.tls_context = server_context(self.options)
         self._info_base: dict[str, Any] = {}
@@ -178,8 +176,12 @@ class Server:
         self.parts[part.name] = part
 
     def reload_auth(self) -> None:
-        """After a reload that changed credentials (clients are then re-checked)."""
+        """After a reload (clients are then checked and bound again): the new credentials, and
+        every known account's configuration looked up anew, so an account dropped from the
+        file keeps no limits, permissions or imports (in operator mode: from its JWT now)."""
         self.authenticator = Authenticator(self.options)
+        for name, account in self.accounts.items():
+            account.config = self.authenticator.lookup_account(name)
         self._configure_accounts()
 
     def client_info(self, client: ClientSession, connect_info: bool = False) -> dict[str, Any]:

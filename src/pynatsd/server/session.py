@@ -41,12 +41,12 @@ from pynatsd.protocol.parser import Parser
 from pynatsd.server.connect import (
     PRE_CONNECT_OPTIONS,
     connection_label,
-    limits_for,
     merge_connect_options,
     redacted,
 )
 from pynatsd.server.delivery import Receiver, Stats, fan_out, queue_rr
 from pynatsd.server.events import client_connected
+from pynatsd.server.limits import connection_limits
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import PlanCache
 from pynatsd.server.subscription import Subscription
@@ -54,6 +54,7 @@ from pynatsd.subjects import is_valid_literal_subject_bytes
 from pynatsd.sublist import InvalidSubjectError
 
 if TYPE_CHECKING:
+    from pynatsd.options import User
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
 
@@ -72,6 +73,7 @@ class ClientSession:
         "cid",
         "close_reason",
         "closed",
+        "config_user",
         "connect_opts",
         "connected",
         "echo",
@@ -144,6 +146,9 @@ class ClientSession:
         self.nonce = ""
         self.peer_cert: bytes | None = None
         self.perms = PermissionChecker(None)
+        # The `users` entry this connection authenticated as (None: token, single user, JWT,
+        # no authentication); a reload closes the connection when the entry is gone.
+        self.config_user: User | None = None
         self.max_subs = opts.max_subscriptions
         self._auth_waiting = False
         self._stashed: list[Event | Pub] = []
@@ -304,7 +309,6 @@ class ClientSession:
         if first:
             self.label = connection_label(self.label, opts)
             self.label_set = True
-        self.plans.clear()
         self._careful_pub = self.trace or self.pedantic or self.verbose
         if self.protocol < 0 or self.protocol > 1:
             self.close_with_error(
@@ -322,33 +326,56 @@ class ClientSession:
             client_connected(self.server, self)
 
     def recheck_auth(self) -> bool:
-        """After a configuration reload: do this connection's credentials still pass?"""
+        """After a configuration reload: authenticate this connection's CONNECT again and bind
+        it anew (limits, permissions), as nats-server's reloadAuthorization does. False when
+        the credentials no longer pass or no longer lead to this account (the caller closes
+        the connection), or when binding closed it (account or subscription limit)."""
         result = self.authenticate(self.connect_opts)
         return result is not None and result.account == self.account.name and self.bind(result)
 
     def bind(self, result: AuthResult) -> bool:
-        """Attach what authentication decided: account, permissions, limits, expiry."""
+        """Attach what authentication decided: account, permissions, limits, expiry. Runs at
+        CONNECT and again on every configuration reload, as nats-server registers a client
+        with its account (registerWithAccount) each time; False when that closed the client."""
         server = self.server
         account = server.get_account(result.account)
+        limit = account.max_connections
+        # The other clients of the account: this one counts only once it has joined.
+        others = account.num_clients - (1 if account is self.account else 0)
+        if limit >= 0 and others >= limit:
+            self.close_with_error(
+                errors.MAXIMUM_ACCOUNT_CONNECTIONS_EXCEEDED,
+                CloseReason.MAX_CONNECTIONS_EXCEEDED,
+            )
+            return False
         if account is not self.account:
-            limit = account.max_connections
-            if limit >= 0 and account.num_clients >= limit:
-                self.close_with_error(
-                    errors.MAXIMUM_ACCOUNT_CONNECTIONS_EXCEEDED,
-                    CloseReason.MAX_CONNECTIONS_EXCEEDED,
-                )
-                return False
             self.account.num_clients -= 1
             account.num_clients += 1
             self.account = account
-        opts = server.options
-        limits = limits_for(result, account.config, opts.max_payload, opts.max_subscriptions)
-        self.perms = PermissionChecker(limits.permissions)
+        perms = result.permissions
+        if perms is None and account.config is not None:
+            perms = account.config.default_permissions
+        self.perms = PermissionChecker(perms)
+        # Cached delivery plans hold permission decisions taken under the old permissions.
+        self.plans.clear()
+        self.config_user = result.user
         self.auth_user = result.user_label if result.method != "none" else ""
-        self.max_subs = limits.max_subscriptions
+        limits = connection_limits(
+            server.options, account.config, result.max_payload, result.max_subscriptions
+        )
         self.parser.max_payload = limits.max_payload
-        if limits.expires_at:
-            self.expire_at(limits.expires_at)
+        self.max_subs = limits.max_subscriptions
+        if self.max_subs and len(self.subs) >= self.max_subs:
+            # nats-server checks this at every registration (applyAccountLimits): a reload
+            # that leaves a client at (or over) its subscription limit ends the connection.
+            log.error("%s - Maximum Subscriptions Exceeded (max=%d)", self.label, self.max_subs)
+            self.close_with_error(
+                errors.MAXIMUM_SUBSCRIPTIONS_EXCEEDED, CloseReason.MAX_SUBSCRIPTIONS_EXCEEDED
+            )
+            return False
+        expires = [t for t in (result.expires_at, result.account_expires_at) if t]
+        if expires:
+            self.expire_at(min(expires))
         return True
 
     # -- SUB / UNSUB -----------------------------------------------------------------------------
