@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.config import ConfigError, load_config, startup_errors
+from pynatsd.gofmt import go_duration
 from pynatsd.logger import log
 from pynatsd.options import Options
 from pynatsd.protocol import errors
@@ -61,9 +62,7 @@ def _go_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        from pynatsd.config.loader import format_go_duration
-
-        return format_go_duration(round(value * 1_000_000_000))
+        return go_duration(value)  # float options are durations in seconds
     return str(value)
 
 
