@@ -252,12 +252,12 @@ def go_json_bytes(value: Any, indent: int | None = None) -> bytes:
     sort a Go map's keys before passing it). UTF-8 as is; `<>&` and U+2028/U+2029 escaped;
     floats in Go's shortest form (`2`, `0.5`, `1e-7`, `1e+21`); datetimes as `time.Time`;
     each byte that was not UTF-8 (a surrogate escape) as `\\ufffd`."""
-    if indent is None:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_go_default)
-    else:
-        text = json.dumps(value, indent=indent, ensure_ascii=False, default=_go_default)
-    if _FLOAT_HINT.search(text):
-        text = _GO_TOKENS.sub(_go_token, text)
+    if isinstance(value, float):
+        return go_float(value).encode()
+    text = (_COMPACT if indent is None else _indented(indent)).encode(value)
+    # Only text that may hold a float pays for the rewrite: a PubAck has no point at all.
+    if ("." in text or "e-" in text or "e+" in text) and _FLOAT_HINT.search(text):
+        text = _UP_TO_FLOAT.sub(_go_floats, text)
     for raw, escaped in _GO_ESCAPES:
         if raw in text:
             text = text.replace(raw, escaped)
@@ -288,15 +288,21 @@ _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 # A Python float as json.dumps writes it always has a point or an exponent; this finds one
 # where a value can stand, so that only output that holds floats pays for the rewrite below.
 _FLOAT = r"-?[0-9]+(?:\.[0-9]+(?:e[-+][0-9]+)?|e[-+][0-9]+)"
-_FLOAT_HINT = re.compile(rf"(?:^|(?<=[:\[, ])){_FLOAT}(?=[,\]}}\n]|$)")
-# Strings are matched whole so that float-like text inside them is left alone.
-_GO_TOKENS = re.compile(rf'("[^"\\]*(?:\\.[^"\\]*)*")|{_FLOAT}')
+# json.dumps writes a float with a point or an exponent, after `:`, `[`, `,` or a blank.
+# Inside strings this may also find text (a time's seconds); the exact pass then sorts it out.
+_FLOAT_HINT = re.compile(r"[:\[, ][-0-9][0-9]*[.e]")
+# The exact pass: each match is a run of whole strings, other characters and integers, then
+# at most one float. Possessive quantifiers keep it linear: nothing is ever scanned twice.
+_UP_TO_FLOAT = re.compile(
+    r'((?:"[^"\\]*+(?:\\.[^"\\]*+)*+"|[^"0-9-]++|-?[0-9]++(?![.e]))*+)(' + _FLOAT + ")?"
+)
 
 
-def _go_token(m: re.Match[str]) -> str:
-    if m.group(1) is not None:
-        return m.group(1)
-    return go_float(float(m.group()))
+def _go_floats(m: re.Match[str]) -> str:
+    number = m.group(2)
+    if number is None:
+        return m.group(0)
+    return m.group(1) + go_float(float(number))
 
 
 def go_float(x: float) -> str:
@@ -319,6 +325,19 @@ def _go_default(value: Any) -> Any:
         ns = (aware - _EPOCH) // timedelta(microseconds=1) * 1_000
         return format_go_time(ns, seconds)
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# Built once: json.dumps with options would build a new encoder on every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_go_default)
+_INDENTED: dict[int, json.JSONEncoder] = {}
+
+
+def _indented(indent: int) -> json.JSONEncoder:
+    encoder = _INDENTED.get(indent)
+    if encoder is None:
+        encoder = json.JSONEncoder(indent=indent, ensure_ascii=False, default=_go_default)
+        _INDENTED[indent] = encoder
+    return encoder
 
 
 # --- sizes ----------------------------------------------------------------------------------------
