@@ -251,7 +251,8 @@ def go_json_bytes(value: Any, indent: int | None = None) -> bytes:
     `indent` spaces as the monitor uses it. Dicts keep their order (a Go struct's field order;
     sort a Go map's keys before passing it). UTF-8 as is; `<>&` and U+2028/U+2029 escaped;
     floats in Go's shortest form (`2`, `0.5`, `1e-7`, `1e+21`); datetimes as `time.Time`;
-    each byte that was not UTF-8 (a surrogate escape) as `\\ufffd`."""
+    each byte that was not UTF-8 (a surrogate escape) as U+FFFD, the replacement character
+    itself (nats-server v2.15.1 writes it unescaped)."""
     if isinstance(value, float):
         return go_float(value).encode()
     text = (_COMPACT if indent is None else _indented(indent)).encode(value)
@@ -264,7 +265,7 @@ def go_json_bytes(value: Any, indent: int | None = None) -> bytes:
     try:
         return text.encode()
     except UnicodeEncodeError:
-        return _NOT_UTF8.sub(r"\\ufffd", text).encode()
+        return _NOT_UTF8.sub("\ufffd", text).encode()
 
 
 def go_json(value: Any) -> bytes:
