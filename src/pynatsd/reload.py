@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.config import ConfigError, load_config, startup_errors
 from pynatsd.flags import apply_flags
+from pynatsd.gofmt import go_duration
 from pynatsd.logger import configure_from_options, log
 from pynatsd.options import Options
 from pynatsd.protocol import errors
@@ -70,9 +71,7 @@ def _go_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        from pynatsd.config.loader import format_go_duration
-
-        return format_go_duration(round(value * 1_000_000_000))
+        return go_duration(value)  # float options are durations in seconds
     return str(value)
 
 

@@ -19,7 +19,8 @@ from pynatsd.config import (
     parse_nodes,
     startup_errors,
 )
-from pynatsd.config.loader import format_go_duration, parse_go_duration
+from pynatsd.gofmt import go_duration_ns as format_go_duration
+from pynatsd.gofmt import parse_go_duration
 from pynatsd.options import Options, Permissions, ResponsePermission, SubjectPermission, User
 
 USER_NKEY = "UAB2CB576PHBBPQ5ODORRZ2LYCMWPZGWGCN2KDK7DXOIMZASKUY3RLKK"

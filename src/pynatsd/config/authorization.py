@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pynatsd.config.parser import Node
 from pynatsd.config.registry import Loader, config_key, setters
 from pynatsd.config.users import parse_permissions, parse_users
-from pynatsd.config.values import NANOS, parse_go_duration
+from pynatsd.config.values import NANOS
+from pynatsd.gofmt import parse_go_duration
 from pynatsd.options import AUTH_TIMEOUT, Options, Permissions, User
 
 _HIGH_AUTH_TIMEOUT = 60.0

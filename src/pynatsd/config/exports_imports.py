@@ -21,7 +21,8 @@ from pynatsd.config.registry import (
     want_map,
     want_str,
 )
-from pynatsd.config.values import NANOS, go_atoi, go_quote, go_type, parse_go_duration
+from pynatsd.config.values import NANOS, go_atoi, go_quote, go_type
+from pynatsd.gofmt import parse_go_duration
 from pynatsd.options import AccountConfig, ServiceExport, ServiceImport, StreamExport, StreamImport
 from pynatsd.subjects import is_valid_subject, subjects_collide
 

@@ -10,14 +10,8 @@ from __future__ import annotations
 
 from pynatsd.config.parser import Node
 from pynatsd.config.registry import Loader, config_key, setters, unsupported
-from pynatsd.config.values import (
-    INT32_MAX,
-    NANOS,
-    format_go_duration,
-    go_atoi,
-    go_type,
-    split_host_port,
-)
+from pynatsd.config.values import INT32_MAX, NANOS, go_atoi, go_type, split_host_port
+from pynatsd.gofmt import go_duration_ns
 from pynatsd.options import DEFAULT_HOST, Options
 
 _MIN_LAME_DUCK_DURATION = 30 * NANOS
@@ -153,7 +147,7 @@ def _apply_lame_duck_duration(loader: Loader, name: str, node: Node) -> None:
     if nanos < _MIN_LAME_DUCK_DURATION:
         raise loader.abort(
             node,
-            f"invalid lame_duck_duration of {format_go_duration(nanos)}, minimum is 30 seconds",
+            f"invalid lame_duck_duration of {go_duration_ns(nanos)}, minimum is 30 seconds",
         )
     loader.opts.lame_duck_duration = nanos / NANOS
 
@@ -204,9 +198,9 @@ def startup_problems(opts: Options) -> list[str]:
     if opts.lame_duck_duration > 0 and opts.lame_duck_grace_period >= opts.lame_duck_duration:
         problems.append(
             "lame duck grace period "
-            f"({format_go_duration(round(opts.lame_duck_grace_period * NANOS))}) should be "
+            f"({go_duration_ns(round(opts.lame_duck_grace_period * NANOS))}) should be "
             "strictly lower than lame duck duration "
-            f"({format_go_duration(round(opts.lame_duck_duration * NANOS))})"
+            f"({go_duration_ns(round(opts.lame_duck_duration * NANOS))})"
         )
     if opts.max_payload > opts.max_pending:
         problems.append(

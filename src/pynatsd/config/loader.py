@@ -39,7 +39,6 @@ from pynatsd.config import (
 from pynatsd.config.parser import ConfigError, Node, config_digest, parse_file_nodes
 from pynatsd.config.registry import HANDLERS, UNSUPPORTED, Abort, Loader
 from pynatsd.config.tls import apply_tls_flags
-from pynatsd.config.values import format_go_duration, parse_go_duration
 from pynatsd.options import TLS_TIMEOUT, Options
 
 __all__ = [
@@ -48,10 +47,8 @@ __all__ = [
     "apply_config",
     "apply_tls_flags",
     "check_config",
-    "format_go_duration",
     "load_config",
     "load_options",
-    "parse_go_duration",
     "startup_errors",
 ]
 

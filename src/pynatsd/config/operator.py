@@ -27,7 +27,8 @@ from pynatsd.config.registry import (
     want_int,
     want_str,
 )
-from pynatsd.config.values import go_type, parse_go_duration
+from pynatsd.config.values import go_type
+from pynatsd.gofmt import parse_go_duration
 from pynatsd.options import Options
 
 _MEMORY_RESOLVER = re.compile(r"(?i)(MEM|MEMORY)\s*")

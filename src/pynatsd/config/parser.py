@@ -17,13 +17,13 @@ import math
 import os
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 from pynatsd.config.lexer import Item, ItemKind, lex
+from pynatsd.gofmt import go_json
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -394,80 +394,16 @@ def config_digest(source: Mapping[str, Any] | str | os.PathLike[str]) -> str:
     """`sha256:<hex>` of a configuration, as nats-server prints it for `-t` and reports it as
     `config_digest` in /varz. `source` is a parsed map, or the path of a file to parse.
 
-    nats-server hashes Go's JSON encoding of the parsed map (sorted keys, HTML-safe escapes, a
-    trailing new line), so comments and layout do not change the digest; values do."""
+    nats-server hashes Go's JSON encoding of the parsed map (a Go map: sorted keys; a trailing
+    new line), so comments and layout do not change the digest; values do."""
     parsed = source if isinstance(source, Mapping) else parse_file(source)
-    encoded = "".join(_go_json(to_plain(dict(parsed)))) + "\n"
-    return "sha256:" + hashlib.sha256(encoded.encode("utf-8", "surrogateescape")).hexdigest()
+    encoded = go_json(_sorted_keys(to_plain(dict(parsed)))) + b"\n"
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()
 
 
-_JSON_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
-}
-_JSON_SPECIAL = re.compile('["\\\\<>&\u2028\u2029\x00-\x1f\udc80-\udcff]')
-
-
-def _json_char(m: re.Match[str]) -> str:
-    c = m.group()
-    escaped = _JSON_ESCAPES.get(c)
-    if escaped is not None:
-        return escaped
-    if c >= "\udc80":
-        return "\ufffd"  # a byte that was not UTF-8; Go writes the replacement character
-    return f"\\u{ord(c):04x}"
-
-
-def _go_json_string(s: str) -> str:
-    return '"' + _JSON_SPECIAL.sub(_json_char, s) + '"'
-
-
-def _go_float(x: float) -> str:
-    # Go's encoding/json: shortest round-trip digits, exponent form only outside [1e-6, 1e21).
-    if x != 0 and not 1e-6 <= abs(x) < 1e21:
-        mantissa, _, exponent = repr(x).partition("e")
-        sign = exponent[0]
-        return f"{mantissa.removesuffix('.0')}e{sign}{exponent[1:].lstrip('0') or '0'}"
-    return format(Decimal(repr(x)).normalize(), "f")
-
-
-def _go_json(value: Any) -> Iterator[str]:
-    if isinstance(value, bool):
-        yield "true" if value else "false"
-    elif isinstance(value, int):
-        yield str(value)
-    elif isinstance(value, float):
-        yield _go_float(value)
-    elif isinstance(value, str):
-        yield _go_json_string(value)
-    elif isinstance(value, datetime):
-        # strftime's %Y drops leading zeros from years before 1000; Go keeps four digits.
-        yield f'"{value.year:04d}-{value:%m-%dT%H:%M:%S}Z"'
-    elif isinstance(value, dict):
-        yield "{"
-        for i, key in enumerate(sorted(value)):
-            if i:
-                yield ","
-            yield _go_json_string(key)
-            yield ":"
-            yield from _go_json(value[key])
-        yield "}"
-    elif isinstance(value, list):
-        yield "["
-        for i, element in enumerate(value):
-            if i:
-                yield ","
-            yield from _go_json(element)
-        yield "]"
-    else:
-        raise TypeError(f"cannot encode {type(value).__name__}")
+def _sorted_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(element) for element in value]
+    return value

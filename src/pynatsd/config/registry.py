@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pynatsd.config.parser import ConfigError, Node
-from pynatsd.config.values import NANOS, go_type, parse_go_duration, shown
+from pynatsd.config.values import NANOS, go_type, shown
+from pynatsd.gofmt import parse_go_duration
 from pynatsd.options import Options
 
 log = logging.getLogger("pynatsd.config")

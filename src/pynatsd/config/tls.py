@@ -20,7 +20,8 @@ from pynatsd.config.registry import (
     want_map,
     want_str,
 )
-from pynatsd.config.values import NANOS, go_type, parse_go_duration
+from pynatsd.config.values import NANOS, go_type
+from pynatsd.gofmt import parse_go_duration
 from pynatsd.options import TLS_HANDSHAKE_FIRST_FALLBACK_DELAY, TLS_TIMEOUT, Options
 from pynatsd.tls import CIPHER_SUITES, INSECURE_CIPHER_SUITES, TLSConfigError, server_context
 

@@ -13,7 +13,8 @@ import binascii
 
 from pynatsd.config.parser import Node, to_plain
 from pynatsd.config.registry import Loader
-from pynatsd.config.values import NANOS, go_type, parse_go_duration
+from pynatsd.config.values import NANOS, go_type
+from pynatsd.gofmt import parse_go_duration
 from pynatsd.options import Permissions, ResponsePermission, SubjectPermission, User
 from pynatsd.subjects import is_valid_subject
 

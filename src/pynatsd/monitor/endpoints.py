@@ -10,9 +10,9 @@ import os
 import resource
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.gofmt import NANOS_PER_SECOND, go_duration_ns, go_uptime, rfc3339
 from pynatsd.jetstream import jetstream_of
 from pynatsd.server.delivery import Stats
 from pynatsd.version import COMPAT_VERSION, PROTO_VERSION
@@ -26,39 +26,13 @@ class BadRequest(ValueError):
     """A query value the endpoint cannot use: answered with HTTP 400 and this text."""
 
 
-def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def go_uptime(seconds: float) -> str:
-    """nats-server's `myUptime`: `1y2d3h4m5s`, leading zero units left out."""
-    tsecs = int(seconds)
-    tmins, thrs = tsecs // 60, tsecs // 3600
-    tdays = thrs // 24
-    tyrs = tdays // 365
-    if tyrs:
-        return f"{tyrs}y{tdays % 365}d{thrs % 24}h{tmins % 60}m{tsecs % 60}s"
-    if tdays:
-        return f"{tdays}d{thrs % 24}h{tmins % 60}m{tsecs % 60}s"
-    if thrs:
-        return f"{thrs}h{tmins % 60}m{tsecs % 60}s"
-    if tmins:
-        return f"{tmins}m{tsecs % 60}s"
-    return f"{tsecs}s"
-
-
-def go_duration(seconds: float) -> str:
-    """A short Go `time.Duration` string (`689µs`, `1.5ms`, `2s`), as /connz shows RTTs."""
-    if seconds <= 0:
-        return "0s"
-    ns = seconds * 1e9
-    if ns < 1e3:
-        return f"{ns:.0f}ns"
-    if ns < 1e6:
-        return f"{ns / 1e3:.3f}".rstrip("0").rstrip(".") + "µs"
-    if ns < 1e9:
-        return f"{ns / 1e6:.3f}".rstrip("0").rstrip(".") + "ms"
-    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+def _rtt(seconds: float) -> str:
+    """A client's RTT as /connz shows it (nats-server's getRTT): truncated to the microsecond
+    between 1µs and 1ms, to the nanosecond otherwise."""
+    ns = round(seconds * NANOS_PER_SECOND)
+    if 1_000 < ns < 1_000_000:
+        ns -= ns % 1_000
+    return go_duration_ns(ns)
 
 
 def _int_arg(query: Mapping[str, str], name: str, default: int) -> int:
@@ -181,7 +155,7 @@ def _connection_info(
     if closed:
         info["stop"] = rfc3339(client.stop)
         info["reason"] = client.close_reason
-    info["rtt"] = go_duration(client.rtt)
+    info["rtt"] = _rtt(client.rtt)
     end = client.stop if closed else now
     info["uptime"] = go_uptime(end - client.start)
     info["idle"] = go_uptime(end - client.last_activity)

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
+from pynatsd.gofmt import go_json_indent
 from pynatsd.logger import log
 from pynatsd.monitor import endpoints
 from pynatsd.monitor.endpoints import BadRequest
-from pynatsd.protocol.frames import go_json_bytes
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
@@ -41,11 +41,6 @@ _ROOT_PAGE = """<html lang="en">
 </body>
 </html>
 """
-
-
-def go_json(data: Any) -> bytes:
-    """JSON as Go's encoder writes it for the monitor: 2-space indent, Go's escaping."""
-    return go_json_bytes(data, indent=2)
 
 
 class MonitorServer:
@@ -160,4 +155,4 @@ class MonitorServer:
         except Exception:  # a monitoring bug must never take the server down
             log.exception("monitoring endpoint %s failed", path)
             return 500, "text/plain; charset=utf-8", b"internal error\n"
-        return status, "application/json", go_json(data)
+        return status, "application/json", go_json_indent(data)

@@ -2,35 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+# The JSON encoder lives in pynatsd.gofmt; the name stays importable from here.
+from pynatsd.gofmt import go_json_bytes as go_json_bytes
 
 PING_FRAME = b"PING\r\n"
 PONG_FRAME = b"PONG\r\n"
 OK_FRAME = b"+OK\r\n"
 CRLF = b"\r\n"
-
-
-def go_json_bytes(data: Any, indent: int | None = None) -> bytes:
-    """JSON as Go's encoding/json writes it: UTF-8 as is, `<>&` and U+2028/U+2029 escaped;
-    compact, or indented as the monitor's MarshalIndent does."""
-    if indent is None:
-        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    else:
-        text = json.dumps(data, indent=indent, ensure_ascii=False)
-    for raw, escaped in _GO_ESCAPES:
-        if raw in text:
-            text = text.replace(raw, escaped)
-    return text.encode()
-
-
-_GO_ESCAPES = (
-    ("<", "\\u003c"),
-    (">", "\\u003e"),
-    ("&", "\\u0026"),
-    ("\u2028", "\\u2028"),
-    ("\u2029", "\\u2029"),
-)
 
 
 def info_frame(info: dict[str, Any]) -> bytes:

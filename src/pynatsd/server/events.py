@@ -12,7 +12,7 @@ import time
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.jetstream.util import go_json, rfc3339_ns
+from pynatsd.gofmt import go_json, rfc3339_ns
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.auth import AuthResult, PermissionChecker
+from pynatsd.gofmt import go_duration
 from pynatsd.logger import TRACE, log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
@@ -563,7 +564,7 @@ class ClientSession:
             log.info(
                 "%s - Slow Consumer Detected: WriteDeadline of %s exceeded with %d total bytes.",
                 self.label,
-                _go_duration(self.server.options.write_deadline),
+                go_duration(self.server.options.write_deadline),
                 self.outbound.transport_pending,
             )
             reason = CloseReason.SLOW_CONSUMER_WRITE_DEADLINE
@@ -596,11 +597,3 @@ class ClientSession:
     def expire_at(self, when: float) -> None:
         """Close the connection when its credentials expire (seconds since the epoch)."""
         raise NotImplementedError
-
-
-def _go_duration(seconds: float) -> str:
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{int(seconds // 60)}m0s"
-    if seconds == int(seconds):
-        return f"{int(seconds)}s"
-    return f"{seconds}s"

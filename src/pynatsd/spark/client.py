@@ -14,9 +14,9 @@ import json
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from pynatsd.gofmt import format_go_time
 from pynatsd.spark.errors import (
     DataLossError,
     JetStreamError,
@@ -351,9 +351,8 @@ def sequence_at_time(
 
 
 def rfc3339(time_ns: int) -> str:
-    seconds, nanos = divmod(time_ns, 1_000_000_000)
-    base = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{base}.{nanos:09d}Z"
+    """The start time as the server reads it (Go's RFC3339Nano, in UTC)."""
+    return format_go_time(time_ns)
 
 
 # --- publishing --------------------------------------------------------------------------------
