@@ -33,7 +33,7 @@ from pynatsd.jetstream.config import (
     stream_configs_equal,
     valid_name,
 )
-from pynatsd.jetstream.consumer import check_workqueue, partition_unique
+from pynatsd.jetstream.consumer_config import check_workqueue, partition_unique
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.stream import Stream
 from pynatsd.jetstream.util import (

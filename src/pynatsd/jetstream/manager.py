@@ -24,8 +24,8 @@ from pynatsd.jetstream.util import now_ns
 from pynatsd.logger import log
 from pynatsd.options import JETSTREAM_SYNC_INTERVAL, JetStreamAccountLimits
 from pynatsd.protocol.events import Pub
-from pynatsd.server.router import deliver
-from pynatsd.server.subscription import InternalClient, InternalSubscription
+from pynatsd.server.router import deliver, deliver_to
+from pynatsd.server.subscription import InternalClient, InternalSubscription, Subscription
 from pynatsd.subjects import subjects_collide
 
 if TYPE_CHECKING:
@@ -110,6 +110,14 @@ class AccountJetStream:
         delivered = deliver(None, result, ev)
         self.server.flush_soon()
         return delivered
+
+    def deliver_to(
+        self, target: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
+    ) -> bool:
+        """To one known subscriber (a pull request's reply, looked up once by the consumer):
+        the pull consumers' fast path. JetStream reaches the server's delivery only through
+        this manager."""
+        return deliver_to(target, subject, reply, header, data)
 
     def has_interest(self, subject: str) -> bool:
         return self.account.sublist.has_interest(subject)

@@ -38,6 +38,7 @@ from pynatsd.subjects import match_literal
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer
+    from pynatsd.jetstream.consumer_state import ConsumerState
     from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.server.client import Client
 
@@ -627,7 +628,7 @@ class Stream:
             consumer.on_msg_removed(seq)
         return True
 
-    def on_acked(self, consumer: Consumer, seq: int) -> None:
+    def on_acked(self, consumer: ConsumerState, seq: int) -> None:
         """A consumer acknowledged (or, with ack none, was handed) `seq`: work-queue and
         interest streams drop it once no consumer needs it any more (Go's ackMsg)."""
         retention = self.config["retention"]
