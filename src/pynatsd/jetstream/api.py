@@ -18,24 +18,25 @@ from pynatsd.jetstream import errors
 from pynatsd.jetstream.config import (
     check_consumer_config,
     check_consumer_update,
-    check_stream_config,
-    check_stream_update,
     consumers_equal,
     decode,
     decode_consumer_request,
-    decode_stream_request,
     ephemeral_name,
     has_path_separators,
     set_consumer_defaults,
     set_static_consumer_metadata,
-    set_static_stream_metadata,
-    stream_config_reply,
-    stream_configs_equal,
     valid_name,
 )
 from pynatsd.jetstream.consumer_config import check_workqueue, partition_unique
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.stream import Stream
+from pynatsd.jetstream.stream_checks import check_stream_config, check_stream_update
+from pynatsd.jetstream.stream_config import (
+    StreamConfig,
+    decode_stream_request,
+    set_static_stream_metadata,
+    stream_configs_equal,
+)
 from pynatsd.jetstream.util import (
     format_go_time,
     go_json,
@@ -307,12 +308,12 @@ class JetStreamApi:
             raise errors.bad_request()
         return rest[0]
 
-    def _decode_stream_config(self, rest: list[str], body: bytes) -> tuple[dict[str, Any], bool]:
+    def _decode_stream_config(self, rest: list[str], body: bytes) -> tuple[StreamConfig, bool]:
         name = self._stream_name(rest)
         raw = _decode_body(body, "StreamConfigRequest")
         config, pedantic = decode_stream_request(raw)
         set_static_stream_metadata(config)
-        if name != config["name"]:
+        if name != config.name:
             raise errors.stream_mismatch()
         if has_path_separators(name):
             raise errors.stream_name_path_separators()
@@ -320,16 +321,16 @@ class JetStreamApi:
 
     def stream_create(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         config, pedantic = self._decode_stream_config(rest, body)
-        if config["sealed"]:
+        if config.sealed:
             raise errors.stream_invalid_config("stream configuration for create can not be sealed")
-        if config["mirror_direct"] and config["mirror"] is None:
+        if config.mirror_direct and config.mirror is None:
             raise errors.stream_invalid_config("stream has no mirror but does have mirror direct")
         self.ajs.check_stream_limits(config)
         config = check_stream_config(config, pedantic, self.ajs.stream_configs())
         self.ajs.check_max_bytes(config)
-        if config["num_replicas"] > 1:
+        if config.num_replicas > 1:
             raise errors.replicas_not_supported()
-        existing = self.ajs.streams.get(config["name"])
+        existing = self.ajs.streams.get(config.name)
         if existing is not None:
             if not stream_configs_equal(existing.config, config):
                 raise errors.stream_name_exist()
@@ -345,7 +346,7 @@ class JetStreamApi:
 
     def stream_update(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         config, pedantic = self._decode_stream_config(rest, body)
-        stream = self._stream(config["name"])
+        stream = self._stream(config.name)
         config = check_stream_config(config, pedantic, self.ajs.stream_configs())
         self.ajs.check_max_bytes(config)
         check_stream_update(stream.config, config)
@@ -356,11 +357,11 @@ class JetStreamApi:
         return out
 
     @staticmethod
-    def _check_consumer_limits_update(stream: Stream, config: dict[str, Any]) -> None:
-        old, new = stream.config["consumer_limits"], config["consumer_limits"]
-        threshold, pending = new["inactive_threshold"], new["max_ack_pending"]
-        if (threshold <= 0 or threshold == old["inactive_threshold"]) and (
-            pending <= 0 or pending == old["max_ack_pending"]
+    def _check_consumer_limits_update(stream: Stream, config: StreamConfig) -> None:
+        old, new = stream.config.consumer_limits, config.consumer_limits
+        threshold, pending = new.inactive_threshold, new.max_ack_pending
+        if (threshold <= 0 or threshold == old.inactive_threshold) and (
+            pending <= 0 or pending == old.max_ack_pending
         ):
             return
         bad = [
@@ -411,9 +412,9 @@ class JetStreamApi:
         subject = _str_field(req, "filter", "JSApiStreamPurgeRequest")
         seq = _int_field(req, "seq", "JSApiStreamPurgeRequest")
         keep = _int_field(req, "keep", "JSApiStreamPurgeRequest")
-        if stream.config["sealed"]:
+        if stream.config.sealed:
             raise errors.stream_sealed()
-        if stream.config["deny_purge"]:
+        if stream.config.deny_purge:
             raise errors.stream_purge_failed("stream purge is not permitted")
         if seq and keep:
             raise errors.bad_request()
@@ -425,9 +426,7 @@ class JetStreamApi:
         streams = sorted(self.ajs.streams.values(), key=lambda s: s.name)
         if subject:
             streams = [
-                s
-                for s in streams
-                if any(subjects_collide(subject, x) for x in s.config["subjects"])
+                s for s in streams if any(subjects_collide(subject, x) for x in s.config.subjects)
             ]
         return streams
 
@@ -541,9 +540,9 @@ class JetStreamApi:
         stream = self._stream(name)
         _check_fields(req, ("seq", "no_erase"))
         seq = _int_field(req, "seq", "JSApiMsgDeleteRequest")
-        if stream.config["sealed"]:
+        if stream.config.sealed:
             raise errors.stream_sealed()
-        if stream.config["deny_delete"]:
+        if stream.config.deny_delete:
             raise errors.stream_msg_delete_failed("message delete not permitted")
         if seq <= 0:
             raise errors.stream_msg_delete_failed("no message found")
@@ -777,7 +776,7 @@ class JetStreamApi:
             if existing is not None:
                 if action == "create" and not consumers_equal(existing.config, config):
                     raise js_error("ConsumerAlreadyExists")
-                if stream.config["retention"] == "workqueue":
+                if stream.config.retention == "workqueue":
                     from pynatsd.jetstream.config import consumer_filters
 
                     partition_unique(stream, name, consumer_filters(config))
@@ -795,7 +794,7 @@ class JetStreamApi:
                 return existing
         if action == "update":
             raise js_error("ConsumerDoesNotExist")
-        max_consumers = stream.config["max_consumers"]
+        max_consumers = stream.config.max_consumers
         acc_max = self.ajs.limit("max_consumers")
         if max_consumers <= 0 or (0 < acc_max < max_consumers):
             max_consumers = acc_max
@@ -898,4 +897,4 @@ class JetStreamApi:
         return {"total": len(consumers), "offset": offset, "limit": _LIST_LIMIT, "consumers": items}
 
 
-__all__ = ["API_SUBJECTS", "JetStreamApi", "stream_config_reply"]
+__all__ = ["API_SUBJECTS", "JetStreamApi"]

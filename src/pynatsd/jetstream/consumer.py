@@ -89,7 +89,7 @@ class Consumer(Delivery):
                         if msg is not None and msg.seq > sseq:
                             sseq = msg.seq
             elif policy == "last_per_subject":
-                if self.stream.config["max_msgs_per_subject"] == 1:
+                if self.stream.config.max_msgs_per_subject == 1:
                     sseq = st.first_seq
                 else:
                     seqs = self._multi_last_seqs()

@@ -41,7 +41,7 @@ def cheap_filters(filters: list[str]) -> bool:
 def check_workqueue(stream: Stream, config: dict[str, Any]) -> None:
     """Work-queue streams: explicit acks, deliver all, and no two consumers for the same
     messages (Go's addConsumer checks)."""
-    if stream.config["retention"] != "workqueue" or config["direct"] or config["sourcing"]:
+    if stream.config.retention != "workqueue" or config["direct"] or config["sourcing"]:
         return
     if config["ack_policy"] not in ("explicit", "flow_control"):
         raise errors.consumer_wq_requires_explicit_ack()

@@ -274,7 +274,7 @@ class Delivery(PullQueue, AckTracker):
             ) or self.ajs.deliver(dsubj, msg.subject, reply, header, data)
             if self.dthresh > 0:
                 self.waiting_last = now
-        if ack_none and self.stream.config["retention"] != "limits":
+        if ack_none and self.stream.config.retention != "limits":
             self.stream.on_acked(self, msg.seq)
         self.save()
         return bool(delivered)

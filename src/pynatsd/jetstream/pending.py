@@ -254,9 +254,9 @@ class AckTracker(ConsumerState):
             if not self.pending:
                 self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
         else:
-            return bool(self.stream.config["retention"] != "limits")
+            return bool(self.stream.config.retention != "limits")
         self.lat = now_ns()
-        if acked and self.stream.config["retention"] != "limits":
+        if acked and self.stream.config.retention != "limits":
             for seq in sorted(acked):
                 self.stream.on_acked(self, seq)
         self.save()
