@@ -10,25 +10,28 @@ nobody and the requester gets "no responders" instead of waiting for a timeout.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
-from pynatsd.jetstream.config import (
+from pynatsd.jetstream.config import ephemeral_name, has_path_separators, valid_name
+from pynatsd.jetstream.consumer_checks import (
     check_consumer_config,
     check_consumer_update,
+    check_workqueue,
+    partition_unique,
+)
+from pynatsd.jetstream.consumer_config import (
+    ConsumerConfig,
     consumers_equal,
-    decode,
     decode_consumer_request,
-    ephemeral_name,
-    has_path_separators,
     set_consumer_defaults,
     set_static_consumer_metadata,
-    valid_name,
 )
-from pynatsd.jetstream.consumer_config import check_workqueue, partition_unique
 from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.jetstream.gostruct import decode
 from pynatsd.jetstream.stream import Stream
 from pynatsd.jetstream.stream_checks import check_stream_config, check_stream_update
 from pynatsd.jetstream.stream_config import (
@@ -367,8 +370,8 @@ class JetStreamApi:
         bad = [
             c.name
             for c in stream.consumers.values()
-            if (threshold > 0 and c.config["inactive_threshold"] > threshold)
-            or (pending > 0 and c.config["max_ack_pending"] > pending)
+            if (threshold > 0 and c.config.inactive_threshold > threshold)
+            or (pending > 0 and c.config.max_ack_pending > pending)
         ]
         if bad:
             raise errors.stream_invalid_config(
@@ -718,7 +721,7 @@ class JetStreamApi:
             stream_name, name = rest[0], rest[1]
         elif len(rest) == 1:
             stream_name = rest[0]
-            name = config["name"] if config is not None else ""
+            name = config.name if config is not None else ""
         else:
             stream_name, name = rest[0], rest[1]
             if len(rest) > 2:
@@ -729,31 +732,31 @@ class JetStreamApi:
             raise errors.consumer_name_path_separators()
         if config is None:
             # The request's config is a struct, not a pointer: absent means all defaults.
-            config = decode("ConsumerConfig", {}, "CreateConsumerRequest.config")
+            config = ConsumerConfig.from_json({})
         if legacy_durable:
-            if not config["durable_name"]:
+            if not config.durable_name:
                 raise js_error("ConsumerDurableNameNotSet")
-            if name != config["durable_name"]:
+            if name != config.durable_name:
                 raise js_error("ConsumerDurableNameNotMatchSubject")
-            config["name"] = name
+            config.name = name
         elif len(rest) > 1:
-            if config["durable_name"] and name != config["durable_name"]:
+            if config.durable_name and name != config.durable_name:
                 raise js_error("ConsumerDurableNameNotMatchSubject")
-            config["name"] = name
-        elif config["durable_name"]:
+            config.name = name
+        elif config.durable_name:
             raise js_error("ConsumerEphemeralWithDurableName")
-        if filtered and config["filter_subjects"]:
+        if filtered and config.filter_subjects:
             raise js_error("ConsumerMultipleFiltersNotAllowed")
-        if filtered and config["filter_subject"] != filtered:
+        if filtered and config.filter_subject != filtered:
             raise errors.consumer_filter_mismatch()
-        if config["num_replicas"] > 1:
+        if config.num_replicas > 1:
             raise errors.replicas_not_supported()
         stream = self._stream(stream_name)
-        existing_name = config["durable_name"] or config["name"]
+        existing_name = config.durable_name or config.name
         existing = stream.consumers.get(existing_name) if existing_name else None
         if existing is not None:
             # An existing consumer keeps its pause (only CONSUMER.PAUSE changes it).
-            config["pause_until"] = existing.config["pause_until"]
+            config.pause_until = existing.config.pause_until
         set_static_consumer_metadata(config)
         consumer = self._add_consumer(stream, config, action, pedantic)
         out = consumer.info()
@@ -764,22 +767,20 @@ class JetStreamApi:
         return out
 
     def _add_consumer(
-        self, stream: Stream, config: dict[str, Any], action: str, pedantic: bool
+        self, stream: Stream, config: ConsumerConfig, action: str, pedantic: bool
     ) -> Consumer:
         """nats-server's addConsumerWithAssignmentAndMode, single server."""
         acc_max_ack_pending = self.ajs.limit("max_ack_pending")
         set_consumer_defaults(config, stream.config, pedantic, acc_max_ack_pending)
         check_consumer_config(config, stream.config, acc_max_ack_pending)
-        name = config["durable_name"] or config["name"]
+        name = config.durable_name or config.name
         if name:
             existing = stream.consumers.get(name)
             if existing is not None:
                 if action == "create" and not consumers_equal(existing.config, config):
                     raise js_error("ConsumerAlreadyExists")
                 if stream.config.retention == "workqueue":
-                    from pynatsd.jetstream.config import consumer_filters
-
-                    partition_unique(stream, name, consumer_filters(config))
+                    partition_unique(stream, name, config.filters())
                 if consumers_equal(existing.config, config):
                     return existing
                 try:
@@ -801,7 +802,7 @@ class JetStreamApi:
         if max_consumers > 0 and len(stream.consumers) >= max_consumers:
             raise js_error("MaximumConsumersLimit")
         check_workqueue(stream, config)
-        if config["durable_name"] and len(config["durable_name"]) > 255:
+        if config.durable_name and len(config.durable_name) > 255:
             raise js_error("ConsumerNameTooLong", max=255)
         if not name:
             # Legacy ephemeral: a generated name, which nats-server does not echo in the config.
@@ -845,15 +846,15 @@ class JetStreamApi:
         ns = 0
         zero = True
         if until_text is not None:
-            parsed = decode("ConsumerConfig", {"pause_until": until_text}, "JSApiConsumerPause")
-            ns, _ = parse_go_time(parsed["pause_until"])
-            zero = parsed["pause_until"] == "0001-01-01T00:00:00Z"
+            parsed = decode(ConsumerConfig, {"pause_until": until_text}, "JSApiConsumerPause")
+            ns, _ = parse_go_time(parsed.pause_until)
+            zero = parsed.pause_until == "0001-01-01T00:00:00Z"
         consumer = self._consumer(rest)
         until = "" if zero else format_go_time(ns, 0)
-        cfg = dict(consumer.config)
-        cfg["pause_until"] = until
+        cfg = copy.copy(consumer.config)
+        cfg.pause_until = until
         set_static_consumer_metadata(cfg)
-        consumer.config["metadata"] = cfg["metadata"]
+        consumer.config.metadata = cfg.metadata
         consumer.set_pause(until)
         out: dict[str, Any] = {
             "paused": False,

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynatsd.jetstream.config import consumer_config_reply, consumer_filters
-from pynatsd.jetstream.consumer_config import cheap_filters
+from pynatsd.jetstream.consumer_config import ConsumerConfig, cheap_filters
 from pynatsd.jetstream.consumer_state import MS, NS, status
 from pynatsd.jetstream.delivery import Delivery
 from pynatsd.jetstream.pending import Pending
@@ -36,7 +35,7 @@ class Consumer(Delivery):
             self._select_starting_seq()
         sl = self.ajs.account.sublist
         stream, name = self.stream.name, self.name
-        if self.config["ack_policy"] != "none":
+        if self.config.ack_policy != "none":
             # As nats-server: an ack-none consumer does not listen for acks at all (an ack sent
             # as a request then gets "no responders").
             self._subs.append(
@@ -48,7 +47,7 @@ class Consumer(Delivery):
                     self._owner, f"{api}.CONSUMER.MSG.NEXT.{stream}.{name}", self._on_next_request
                 )
             )
-        if self.config["flow_control"]:
+        if self.config.flow_control:
             self._subs.append(
                 InternalSubscription(
                     self._owner, f"$JS.FC.{stream}.{name}.*", self._on_flow_control
@@ -74,8 +73,8 @@ class Consumer(Delivery):
         store = self.stream.store
         st = store.state()
         cfg = self.config
-        opt_seq = cfg["opt_start_seq"]
-        policy = cfg["deliver_policy"]
+        opt_seq = cfg.opt_start_seq
+        policy = cfg.deliver_policy
         sseq = 0
         if opt_seq == 0:
             if policy == "all":
@@ -96,9 +95,9 @@ class Consumer(Delivery):
                     self.lss = seqs
                     self.lss_resume = st.last_seq
                     sseq = seqs[0] if seqs else st.last_seq
-            elif cfg["opt_start_time"]:
+            elif cfg.opt_start_time:
                 try:
-                    ts = parse_go_time(cfg["opt_start_time"])[0]
+                    ts = parse_go_time(cfg.opt_start_time)[0]
                 except ValueError:
                     ts = 0
                 sseq = store.seq_for_time(ts)
@@ -132,7 +131,7 @@ class Consumer(Delivery):
     def snapshot(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "config": self.config,
+            "config": self.config.to_stored(),
             "created": self.created_ns,
             "next_sseq": self.sseq,
             "next_dseq": self.dseq,
@@ -179,8 +178,8 @@ class Consumer(Delivery):
     def _has_delivery_interest(self) -> bool:
         """Interest as nats-server's sublist notification sees it: a plain subscriber on the
         deliver subject, or a member of the deliver group when there is one."""
-        result = self.ajs.account.sublist.match(self.config["deliver_subject"])
-        group = self.config["deliver_group"]
+        result = self.ajs.account.sublist.match(self.config.deliver_subject)
+        group = self.config.deliver_group
         if group:
             return any(g and g[0].queue == group for g in result.qsubs)
         return bool(result.psubs) or bool(result.qsubs)
@@ -269,7 +268,7 @@ class Consumer(Delivery):
             self.signal()
 
     def set_pause(self, until: str) -> None:
-        self.config["pause_until"] = until
+        self.config.pause_until = until
         self._update_pause_timer()
         self.save()
         self.signal()
@@ -277,7 +276,7 @@ class Consumer(Delivery):
     def _update_pause_timer(self) -> None:
         self._cancel(self._pause_tmr)
         self._pause_tmr = None
-        until = self.config["pause_until"]
+        until = self.config.pause_until
         if not until:
             return
         try:
@@ -287,26 +286,26 @@ class Consumer(Delivery):
         if delay > 0:
             self._pause_tmr = self.ajs.loop.call_later(delay / NS, self.signal)
 
-    def update_config(self, cfg: dict[str, Any]) -> None:
+    def update_config(self, cfg: ConsumerConfig) -> None:
         """Go's updateConfig, after check_consumer_update allowed it."""
         old = self.config
         self.config = cfg
-        if cfg["deliver_subject"] != old["deliver_subject"]:
+        if cfg.deliver_subject != old.deliver_subject:
             self.active = self._has_delivery_interest()
             self._update_delivery_interest(self.active)
-        if cfg["inactive_threshold"] != old["inactive_threshold"]:
+        if cfg.inactive_threshold != old.inactive_threshold:
             self._update_inactive_threshold()
             self._cancel(self._dtmr)
             self._dtmr = None
             if self.dthresh > 0 and not (self.push and self.active):
                 self._dtmr = self.ajs.loop.call_later(self.dthresh / NS, self._delete_not_active)
-        if cfg["pause_until"] != old["pause_until"]:
+        if cfg.pause_until != old.pause_until:
             self._update_pause_timer()
-        if consumer_filters(cfg) != self.filters:
-            self.filters = consumer_filters(cfg)
+        if cfg.filters() != self.filters:
+            self.filters = cfg.filters()
             self._cheap_pending = cheap_filters(self.filters)
             self._npc = None
-        if cfg["ack_wait"] != old["ack_wait"] and self._ptmr is not None:
+        if cfg.ack_wait != old.ack_wait and self._ptmr is not None:
             self._reset_ptmr(now_ns() + 100 * MS)
         self.save()
         self.signal()
@@ -328,17 +327,17 @@ class Consumer(Delivery):
             "stream_name": self.stream.name,
             "name": self.name,
             "created": rfc3339_ns(self.created_ns),
-            "config": consumer_config_reply(self.config, full_metadata),
+            "config": self.config.to_reply(full_metadata),
             "delivered": delivered,
             "ack_floor": ack_floor,
             "num_ack_pending": len(self.pending),
-            "num_redelivered": 0 if self.config["max_deliver"] == 1 else len(self.rdc),
+            "num_redelivered": 0 if self.config.max_deliver == 1 else len(self.rdc),
             "num_waiting": len(self.waiting),
             "num_pending": self.num_pending(),
         }
         if self.push and self.active:
             out["push_bound"] = True
-        until = self.config["pause_until"]
+        until = self.config.pause_until
         if until:
             remaining = parse_go_time(until)[0] - now_ns()
             if remaining > 0:
@@ -347,7 +346,7 @@ class Consumer(Delivery):
         return out
 
     def priority_groups_info(self) -> list[dict[str, Any]]:
-        groups = self.config["priority_groups"]
+        groups = self.config.priority_groups
         if not groups:
             return []
         return [{"group": groups[0], "pinned_ts": "0001-01-01T00:00:00Z"}]

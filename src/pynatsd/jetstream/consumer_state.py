@@ -15,13 +15,13 @@ import string
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.jetstream.config import consumer_filters
 from pynatsd.jetstream.consumer_config import cheap_filters, delete_threshold
 from pynatsd.jetstream.util import go_json, now_ns, parse_go_time, rfc3339_ns
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import match_literal
 
 if TYPE_CHECKING:
+    from pynatsd.jetstream.consumer_config import ConsumerConfig
     from pynatsd.jetstream.pending import Pending
     from pynatsd.jetstream.store.base import StoredMsg
     from pynatsd.jetstream.stream import Stream
@@ -50,17 +50,17 @@ class ConsumerState:
     beyond the helpers every part uses; the parts declare here (raising NotImplementedError)
     the few methods of another part they call."""
 
-    def __init__(self, stream: Stream, config: dict[str, Any], created_ns: int, name: str) -> None:
+    def __init__(self, stream: Stream, config: ConsumerConfig, created_ns: int, name: str) -> None:
         self.stream = stream
         self.ajs = stream.ajs
         self.config = config
         self.name = name
         self.created_ns = created_ns
-        self.durable = bool(config["durable_name"])
-        self.filters = consumer_filters(config)
+        self.durable = bool(config.durable_name)
+        self.filters = config.filters()
         self.closed = False
         # Neither changes on an update (Go refuses a new ack policy), and both are read per message.
-        self.ack_none = config["ack_policy"] == "none"
+        self.ack_none = config.ack_policy == "none"
         self._ack_prefix = f"$JS.ACK.{stream.name}.{name}.".encode()
 
         # -- where delivery stands (Go's o.sseq, o.dseq) --
@@ -101,7 +101,7 @@ class ConsumerState:
         self.maxpb = 0  # Go's maxpb: the current flow control window (0 = no flow control)
         self.fcid = ""  # Go's fcid: reply subject of the outstanding flow control request
         self.fcsz = 0  # Go's fcsz: `pbytes` when that request went out
-        if config["flow_control"]:
+        if config.flow_control:
             self.pblimit = FC_MAX_PENDING
             self.maxpb = FC_MAX_PENDING // 16
         self._hbtmr: asyncio.TimerHandle | None = None  # idle heartbeat timer
@@ -145,7 +145,7 @@ class ConsumerState:
 
     @property
     def push(self) -> bool:
-        return bool(self.config["deliver_subject"])
+        return bool(self.config.deliver_subject)
 
     def _update_inactive_threshold(self) -> None:
         self.dthresh = delete_threshold(self.config, self.durable, self.push)
@@ -163,7 +163,7 @@ class ConsumerState:
         self.pump()
 
     def paused(self) -> bool:
-        until = self.config["pause_until"]
+        until = self.config.pause_until
         if not until:
             return False
         try:

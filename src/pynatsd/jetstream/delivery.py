@@ -71,7 +71,7 @@ class Delivery(PullQueue, AckTracker):
         budget = _PUMP_BUDGET
         push = self.push
         ack_prefix = self._ack_prefix
-        headers_only = self.config["headers_only"]
+        headers_only = self.config.headers_only
         hit_max_ack_pending = False
         yielded = False
         while True:
@@ -107,7 +107,7 @@ class Delivery(PullQueue, AckTracker):
             now = now_ns()
             wr: PullRequest | None = None
             if push:
-                dsubj = self.config["deliver_subject"]
+                dsubj = self.config.deliver_subject
             else:
                 wr = self._next_waiting(size, now)
                 if wr is None:
@@ -154,7 +154,7 @@ class Delivery(PullQueue, AckTracker):
     def _get_next_msg(self) -> tuple[StoredMsg, int] | None:
         """Go's getNextMsg: redeliveries first, then the skip list, then the stream."""
         store = self.stream.store
-        max_deliver = self.config["max_deliver"]
+        max_deliver = self.config.max_deliver
         self._from_lss = False
         while self.rdq:
             seq = self.rdq.popleft()
@@ -280,7 +280,7 @@ class Delivery(PullQueue, AckTracker):
         return bool(delivered)
 
     def _reset_heartbeat(self) -> None:
-        hb = self.config["idle_heartbeat"]
+        hb = self.config.idle_heartbeat
         if not self.push or hb <= 0 or self.closed:
             return
         self._cancel(self._hbtmr)
@@ -291,7 +291,7 @@ class Delivery(PullQueue, AckTracker):
         if self.closed:
             return
         if self.active:
-            self._send_heartbeat(self.config["deliver_subject"])
+            self._send_heartbeat(self.config.deliver_subject)
         self._reset_heartbeat()
 
     def _need_flow_control(self, size: int) -> bool:
@@ -309,7 +309,7 @@ class Delivery(PullQueue, AckTracker):
         token = "".join(random.choice(B62) for _ in range(4))
         self.fcid = f"$JS.FC.{self.stream.name}.{self.name}.{token}"
         self.fcsz = self.pbytes
-        subject = self.config["deliver_subject"]
+        subject = self.config.deliver_subject
         self.ajs.deliver_push(subject, subject, self.fcid.encode(), _FC_REQUEST, b"")
 
     def _on_flow_control(

@@ -15,8 +15,8 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
-from pynatsd.jetstream.config import upgrade_consumer_config
 from pynatsd.jetstream.consumer import Consumer
+from pynatsd.jetstream.consumer_config import ConsumerConfig
 from pynatsd.jetstream.store import open_file_store, open_memory_store
 from pynatsd.jetstream.store.base import StreamStore
 from pynatsd.jetstream.stream import Stream, limits_of
@@ -221,7 +221,7 @@ class AccountJetStream:
         for other in self.streams.values():
             other.origin_deleted(stream.name)
 
-    def add_consumer(self, stream: Stream, config: dict[str, Any], name: str) -> Consumer:
+    def add_consumer(self, stream: Stream, config: ConsumerConfig, name: str) -> Consumer:
         consumer = Consumer(stream, config, now_ns(), name)
         stream.consumers[consumer.name] = consumer
         consumer.start()
@@ -262,7 +262,7 @@ class AccountJetStream:
                 if not state or "config" not in state:
                     continue
                 try:
-                    ccfg = upgrade_consumer_config(state["config"])
+                    ccfg = ConsumerConfig.from_stored(state["config"])
                     consumer = Consumer(
                         stream, ccfg, int(state.get("created", 0)), state.get("name") or cname
                     )

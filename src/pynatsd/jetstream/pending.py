@@ -41,15 +41,15 @@ class AckTracker(ConsumerState):
         """Go's needAck: would this consumer still deliver or wait for an ack of `seq`?"""
         if not self.wants(subject):
             return False
-        if self.config["ack_policy"] == "none":
+        if self.config.ack_policy == "none":
             return seq >= self.sseq
         if seq in self.pending:
             return True
         return seq > self.asflr and seq >= self.sseq
 
     def _at_max_ack_pending(self) -> bool:
-        maxp: int = self.config["max_ack_pending"]
-        return self.config["ack_policy"] != "none" and 0 < maxp <= len(self.pending)
+        maxp: int = self.config.max_ack_pending
+        return self.config.ack_policy != "none" and 0 < maxp <= len(self.pending)
 
     def _track_pending(self, sseq: int, dseq: int, now: int) -> None:
         p = self.pending.get(sseq)
@@ -62,11 +62,11 @@ class AckTracker(ConsumerState):
             self._reset_ptmr(deadline)
 
     def _ack_wait_for(self, sseq: int) -> int:
-        backoff = self.config["backoff"]
+        backoff = self.config.backoff
         if backoff:
             i = min(max(self.rdc.get(sseq, 0), 0), len(backoff) - 1)
             return int(backoff[i]) + _ACK_WAIT_DELAY
-        return int(self.config["ack_wait"]) + _ACK_WAIT_DELAY
+        return int(self.config.ack_wait) + _ACK_WAIT_DELAY
 
     def _add_to_rdq(self, seq: int, front: bool = False) -> None:
         if front:
@@ -95,7 +95,7 @@ class AckTracker(ConsumerState):
         return max(self.rdc.get(sseq, 0), 1)
 
     def _has_max_deliveries(self, seq: int) -> bool:
-        max_deliver = self.config["max_deliver"]
+        max_deliver = self.config.max_deliver
         if max_deliver <= 0:
             return False
         dc = self._delivery_count(seq)
@@ -124,7 +124,7 @@ class AckTracker(ConsumerState):
         self._ptmr = self.ajs.loop.call_later(delay, self._check_pending)
 
     def _schedule_pending_check(self) -> None:
-        if self.pending and self.config["ack_wait"] > 0:
+        if self.pending and self.config.ack_wait > 0:
             now = now_ns()
             self._reset_ptmr(min(p.ts + self._ack_wait_for(s) for s, p in self.pending.items()))
             if self._ptmr_end < now:
@@ -133,12 +133,12 @@ class AckTracker(ConsumerState):
     def _check_pending(self) -> None:
         """Go's checkPending: queue what passed its ack wait (or backoff) for redelivery."""
         self._ptmr = None
-        if self.closed or self.config["ack_wait"] == 0:
+        if self.closed or self.config.ack_wait == 0:
             return
         st = self.stream.store.state()
         now = now_ns()
-        backoff = self.config["backoff"]
-        nxt = self.config["ack_wait"] + _ACK_WAIT_DELAY
+        backoff = self.config.backoff
+        nxt = self.config.ack_wait + _ACK_WAIT_DELAY
         if backoff:
             nxt = int(backoff[-1])
         expired: list[int] = []
@@ -153,7 +153,7 @@ class AckTracker(ConsumerState):
                 self.adflr = max(self.adflr, p.dseq)
                 continue
             elapsed = now - p.ts
-            deadline = self.config["ack_wait"]
+            deadline = self.config.ack_wait
             if backoff:
                 dc = max(self.rdc.get(seq, 0), 0)
                 nbi = dc + 1
@@ -228,9 +228,9 @@ class AckTracker(ConsumerState):
         if self.closed:
             return False
         config = self.config
-        if sseq >= self.sseq and not config["flow_control"]:
+        if sseq >= self.sseq and not config.flow_control:
             return False
-        policy = config["ack_policy"]
+        policy = config.ack_policy
         acked: list[int] = []
         at_limit = self._at_max_ack_pending()
         if policy == "explicit":
@@ -296,7 +296,7 @@ class AckTracker(ConsumerState):
                 self._remove_from_rdq(sseq)
                 p = self.pending.get(sseq)
                 if p is not None:
-                    p.ts = now_ns() - self.config["ack_wait"] + delay
+                    p.ts = now_ns() - self.config.ack_wait + delay
                     self.save()
                     if self._ptmr is not None:
                         self._reset_ptmr(now_ns() + 10 * MS)

@@ -73,16 +73,16 @@ class PullQueue(ConsumerState):
             return
         cfg = self.config
         now = now_ns()
-        if cfg["max_batch"] > 0 and batch > cfg["max_batch"]:
-            send_err(409, f"Exceeded MaxRequestBatch of {cfg['max_batch']}")
+        if cfg.max_batch > 0 and batch > cfg.max_batch:
+            send_err(409, f"Exceeded MaxRequestBatch of {cfg.max_batch}")
             return
-        if expires and cfg["max_expires"] > 0 and expires > cfg["max_expires"]:
-            send_err(409, f"Exceeded MaxRequestExpires of {go_duration(cfg['max_expires'])}")
+        if expires and cfg.max_expires > 0 and expires > cfg.max_expires:
+            send_err(409, f"Exceeded MaxRequestExpires of {go_duration(cfg.max_expires)}")
             return
-        if max_bytes > 0 and cfg["max_bytes"] > 0 and max_bytes > cfg["max_bytes"]:
-            send_err(409, f"Exceeded MaxRequestMaxBytes of {cfg['max_bytes']}")
+        if max_bytes > 0 and cfg.max_bytes > 0 and max_bytes > cfg.max_bytes:
+            send_err(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}")
             return
-        if len(self.waiting) >= cfg["max_waiting"]:
+        if len(self.waiting) >= cfg.max_waiting:
             self._process_waiting(eos=False)
         if no_wait:
             msgs_pending = self.num_pending() + len(self.rdq)
@@ -96,7 +96,7 @@ class PullQueue(ConsumerState):
                     self.waiting_last = now
                     send_err(408, "Requests Pending")
                     return
-        if len(self.waiting) >= cfg["max_waiting"]:
+        if len(self.waiting) >= cfg.max_waiting:
             if not hb:
                 send_err(409, "Exceeded MaxWaiting")
             return
