@@ -152,7 +152,8 @@ class Delivery(PullQueue, AckTracker):
         self._update_delivery_interest(self._has_delivery_interest())
 
     def _get_next_msg(self) -> tuple[StoredMsg, int] | None:
-        """Go's getNextMsg: redeliveries first, then the skip list, then the stream."""
+        """Go's getNextMsg: redeliveries first, then the skip list, then the stream. Returns
+        the message and its delivery count (Go's dc: 1 for a first delivery)."""
         store = self.stream.store
         max_deliver = self.config.max_deliver
         self._from_lss = False

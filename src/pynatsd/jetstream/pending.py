@@ -191,6 +191,8 @@ class AckTracker(ConsumerState):
         if self.closed:
             return
         tokens = ev.subject.split(b".")
+        # From the ack subject: dc (delivery count: 1 = first delivery), sseq (stream
+        # sequence), dseq (delivery sequence); see delivery.py for the whole subject.
         sseq = dseq = dc = 0
         if len(tokens) >= 9:
             try:
