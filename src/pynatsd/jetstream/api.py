@@ -10,32 +10,36 @@ nobody and the requester gets "no responders" instead of waiting for a timeout.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
-from pynatsd.jetstream.config import (
+from pynatsd.jetstream.config import ephemeral_name, has_path_separators, valid_name
+from pynatsd.jetstream.consumer_checks import (
     check_consumer_config,
     check_consumer_update,
-    check_stream_config,
-    check_stream_update,
+    check_workqueue,
+    partition_unique,
+)
+from pynatsd.jetstream.consumer_config import (
+    ConsumerConfig,
     consumers_equal,
-    decode,
     decode_consumer_request,
-    decode_stream_request,
-    ephemeral_name,
-    has_path_separators,
     set_consumer_defaults,
     set_static_consumer_metadata,
-    set_static_stream_metadata,
-    stream_config_reply,
-    stream_configs_equal,
-    valid_name,
 )
-from pynatsd.jetstream.consumer import check_workqueue, partition_unique
 from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.jetstream.gostruct import decode
 from pynatsd.jetstream.stream import Stream
+from pynatsd.jetstream.stream_checks import check_stream_config, check_stream_update
+from pynatsd.jetstream.stream_config import (
+    StreamConfig,
+    decode_stream_request,
+    set_static_stream_metadata,
+    stream_configs_equal,
+)
 from pynatsd.jetstream.util import (
     format_go_time,
     go_json,
@@ -307,12 +311,12 @@ class JetStreamApi:
             raise errors.bad_request()
         return rest[0]
 
-    def _decode_stream_config(self, rest: list[str], body: bytes) -> tuple[dict[str, Any], bool]:
+    def _decode_stream_config(self, rest: list[str], body: bytes) -> tuple[StreamConfig, bool]:
         name = self._stream_name(rest)
         raw = _decode_body(body, "StreamConfigRequest")
         config, pedantic = decode_stream_request(raw)
         set_static_stream_metadata(config)
-        if name != config["name"]:
+        if name != config.name:
             raise errors.stream_mismatch()
         if has_path_separators(name):
             raise errors.stream_name_path_separators()
@@ -320,16 +324,16 @@ class JetStreamApi:
 
     def stream_create(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         config, pedantic = self._decode_stream_config(rest, body)
-        if config["sealed"]:
+        if config.sealed:
             raise errors.stream_invalid_config("stream configuration for create can not be sealed")
-        if config["mirror_direct"] and config["mirror"] is None:
+        if config.mirror_direct and config.mirror is None:
             raise errors.stream_invalid_config("stream has no mirror but does have mirror direct")
         self.ajs.check_stream_limits(config)
         config = check_stream_config(config, pedantic, self.ajs.stream_configs())
         self.ajs.check_max_bytes(config)
-        if config["num_replicas"] > 1:
+        if config.num_replicas > 1:
             raise errors.replicas_not_supported()
-        existing = self.ajs.streams.get(config["name"])
+        existing = self.ajs.streams.get(config.name)
         if existing is not None:
             if not stream_configs_equal(existing.config, config):
                 raise errors.stream_name_exist()
@@ -345,7 +349,7 @@ class JetStreamApi:
 
     def stream_update(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         config, pedantic = self._decode_stream_config(rest, body)
-        stream = self._stream(config["name"])
+        stream = self._stream(config.name)
         config = check_stream_config(config, pedantic, self.ajs.stream_configs())
         self.ajs.check_max_bytes(config)
         check_stream_update(stream.config, config)
@@ -356,18 +360,18 @@ class JetStreamApi:
         return out
 
     @staticmethod
-    def _check_consumer_limits_update(stream: Stream, config: dict[str, Any]) -> None:
-        old, new = stream.config["consumer_limits"], config["consumer_limits"]
-        threshold, pending = new["inactive_threshold"], new["max_ack_pending"]
-        if (threshold <= 0 or threshold == old["inactive_threshold"]) and (
-            pending <= 0 or pending == old["max_ack_pending"]
+    def _check_consumer_limits_update(stream: Stream, config: StreamConfig) -> None:
+        old, new = stream.config.consumer_limits, config.consumer_limits
+        threshold, pending = new.inactive_threshold, new.max_ack_pending
+        if (threshold <= 0 or threshold == old.inactive_threshold) and (
+            pending <= 0 or pending == old.max_ack_pending
         ):
             return
         bad = [
             c.name
             for c in stream.consumers.values()
-            if (threshold > 0 and c.config["inactive_threshold"] > threshold)
-            or (pending > 0 and c.config["max_ack_pending"] > pending)
+            if (threshold > 0 and c.config.inactive_threshold > threshold)
+            or (pending > 0 and c.config.max_ack_pending > pending)
         ]
         if bad:
             raise errors.stream_invalid_config(
@@ -411,9 +415,9 @@ class JetStreamApi:
         subject = _str_field(req, "filter", "JSApiStreamPurgeRequest")
         seq = _int_field(req, "seq", "JSApiStreamPurgeRequest")
         keep = _int_field(req, "keep", "JSApiStreamPurgeRequest")
-        if stream.config["sealed"]:
+        if stream.config.sealed:
             raise errors.stream_sealed()
-        if stream.config["deny_purge"]:
+        if stream.config.deny_purge:
             raise errors.stream_purge_failed("stream purge is not permitted")
         if seq and keep:
             raise errors.bad_request()
@@ -425,9 +429,7 @@ class JetStreamApi:
         streams = sorted(self.ajs.streams.values(), key=lambda s: s.name)
         if subject:
             streams = [
-                s
-                for s in streams
-                if any(subjects_collide(subject, x) for x in s.config["subjects"])
+                s for s in streams if any(subjects_collide(subject, x) for x in s.config.subjects)
             ]
         return streams
 
@@ -541,9 +543,9 @@ class JetStreamApi:
         stream = self._stream(name)
         _check_fields(req, ("seq", "no_erase"))
         seq = _int_field(req, "seq", "JSApiMsgDeleteRequest")
-        if stream.config["sealed"]:
+        if stream.config.sealed:
             raise errors.stream_sealed()
-        if stream.config["deny_delete"]:
+        if stream.config.deny_delete:
             raise errors.stream_msg_delete_failed("message delete not permitted")
         if seq <= 0:
             raise errors.stream_msg_delete_failed("no message found")
@@ -719,7 +721,7 @@ class JetStreamApi:
             stream_name, name = rest[0], rest[1]
         elif len(rest) == 1:
             stream_name = rest[0]
-            name = config["name"] if config is not None else ""
+            name = config.name if config is not None else ""
         else:
             stream_name, name = rest[0], rest[1]
             if len(rest) > 2:
@@ -730,31 +732,31 @@ class JetStreamApi:
             raise errors.consumer_name_path_separators()
         if config is None:
             # The request's config is a struct, not a pointer: absent means all defaults.
-            config = decode("ConsumerConfig", {}, "CreateConsumerRequest.config")
+            config = ConsumerConfig.from_json({})
         if legacy_durable:
-            if not config["durable_name"]:
+            if not config.durable_name:
                 raise js_error("ConsumerDurableNameNotSet")
-            if name != config["durable_name"]:
+            if name != config.durable_name:
                 raise js_error("ConsumerDurableNameNotMatchSubject")
-            config["name"] = name
+            config.name = name
         elif len(rest) > 1:
-            if config["durable_name"] and name != config["durable_name"]:
+            if config.durable_name and name != config.durable_name:
                 raise js_error("ConsumerDurableNameNotMatchSubject")
-            config["name"] = name
-        elif config["durable_name"]:
+            config.name = name
+        elif config.durable_name:
             raise js_error("ConsumerEphemeralWithDurableName")
-        if filtered and config["filter_subjects"]:
+        if filtered and config.filter_subjects:
             raise js_error("ConsumerMultipleFiltersNotAllowed")
-        if filtered and config["filter_subject"] != filtered:
+        if filtered and config.filter_subject != filtered:
             raise errors.consumer_filter_mismatch()
-        if config["num_replicas"] > 1:
+        if config.num_replicas > 1:
             raise errors.replicas_not_supported()
         stream = self._stream(stream_name)
-        existing_name = config["durable_name"] or config["name"]
+        existing_name = config.durable_name or config.name
         existing = stream.consumers.get(existing_name) if existing_name else None
         if existing is not None:
             # An existing consumer keeps its pause (only CONSUMER.PAUSE changes it).
-            config["pause_until"] = existing.config["pause_until"]
+            config.pause_until = existing.config.pause_until
         set_static_consumer_metadata(config)
         consumer = self._add_consumer(stream, config, action, pedantic)
         out = consumer.info()
@@ -765,22 +767,20 @@ class JetStreamApi:
         return out
 
     def _add_consumer(
-        self, stream: Stream, config: dict[str, Any], action: str, pedantic: bool
+        self, stream: Stream, config: ConsumerConfig, action: str, pedantic: bool
     ) -> Consumer:
         """nats-server's addConsumerWithAssignmentAndMode, single server."""
         acc_max_ack_pending = self.ajs.limit("max_ack_pending")
         set_consumer_defaults(config, stream.config, pedantic, acc_max_ack_pending)
         check_consumer_config(config, stream.config, acc_max_ack_pending)
-        name = config["durable_name"] or config["name"]
+        name = config.durable_name or config.name
         if name:
             existing = stream.consumers.get(name)
             if existing is not None:
                 if action == "create" and not consumers_equal(existing.config, config):
                     raise js_error("ConsumerAlreadyExists")
-                if stream.config["retention"] == "workqueue":
-                    from pynatsd.jetstream.config import consumer_filters
-
-                    partition_unique(stream, name, consumer_filters(config))
+                if stream.config.retention == "workqueue":
+                    partition_unique(stream, name, config.filters())
                 if consumers_equal(existing.config, config):
                     return existing
                 try:
@@ -795,14 +795,14 @@ class JetStreamApi:
                 return existing
         if action == "update":
             raise js_error("ConsumerDoesNotExist")
-        max_consumers = stream.config["max_consumers"]
+        max_consumers = stream.config.max_consumers
         acc_max = self.ajs.limit("max_consumers")
         if max_consumers <= 0 or (0 < acc_max < max_consumers):
             max_consumers = acc_max
         if max_consumers > 0 and len(stream.consumers) >= max_consumers:
             raise js_error("MaximumConsumersLimit")
         check_workqueue(stream, config)
-        if config["durable_name"] and len(config["durable_name"]) > 255:
+        if config.durable_name and len(config.durable_name) > 255:
             raise js_error("ConsumerNameTooLong", max=255)
         if not name:
             # Legacy ephemeral: a generated name, which nats-server does not echo in the config.
@@ -846,15 +846,15 @@ class JetStreamApi:
         ns = 0
         zero = True
         if until_text is not None:
-            parsed = decode("ConsumerConfig", {"pause_until": until_text}, "JSApiConsumerPause")
-            ns, _ = parse_go_time(parsed["pause_until"])
-            zero = parsed["pause_until"] == "0001-01-01T00:00:00Z"
+            parsed = decode(ConsumerConfig, {"pause_until": until_text}, "JSApiConsumerPause")
+            ns, _ = parse_go_time(parsed.pause_until)
+            zero = parsed.pause_until == "0001-01-01T00:00:00Z"
         consumer = self._consumer(rest)
         until = "" if zero else format_go_time(ns, 0)
-        cfg = dict(consumer.config)
-        cfg["pause_until"] = until
+        cfg = copy.copy(consumer.config)
+        cfg.pause_until = until
         set_static_consumer_metadata(cfg)
-        consumer.config["metadata"] = cfg["metadata"]
+        consumer.config.metadata = cfg.metadata
         consumer.set_pause(until)
         out: dict[str, Any] = {
             "paused": False,
@@ -898,4 +898,4 @@ class JetStreamApi:
         return {"total": len(consumers), "offset": offset, "limit": _LIST_LIMIT, "consumers": items}
 
 
-__all__ = ["API_SUBJECTS", "JetStreamApi", "stream_config_reply"]
+__all__ = ["API_SUBJECTS", "JetStreamApi"]

@@ -15,17 +15,18 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
-from pynatsd.jetstream.config import upgrade_consumer_config, upgrade_stream_config
 from pynatsd.jetstream.consumer import Consumer
+from pynatsd.jetstream.consumer_config import ConsumerConfig
 from pynatsd.jetstream.store import open_file_store, open_memory_store
 from pynatsd.jetstream.store.base import StreamStore
 from pynatsd.jetstream.stream import Stream, limits_of
+from pynatsd.jetstream.stream_config import StreamConfig
 from pynatsd.jetstream.util import now_ns
 from pynatsd.logger import log
 from pynatsd.options import JETSTREAM_SYNC_INTERVAL, JetStreamAccountLimits
 from pynatsd.protocol.events import Pub
 from pynatsd.server.delivery import deliver_first, deliver_stored, fan_out
-from pynatsd.server.subscription import InternalClient, InternalSubscription, Subscription
+from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import subjects_collide
 
 if TYPE_CHECKING:
@@ -101,13 +102,6 @@ class AccountJetStream:
         self.server.flush_soon()
         return delivered
 
-    def deliver_to(
-        self, target: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
-    ) -> bool:
-        """To a subscription already found (a pull request's inbox, looked up once per
-        request), shown under `subject`."""
-        return deliver_stored(target, subject, reply, header, data)
-
     def deliver_push(
         self, deliver_subject: str, subject: str, reply: bytes, header: bytes, data: bytes
     ) -> bool:
@@ -121,6 +115,12 @@ class AccountJetStream:
         delivered = fan_out(None, result, ev)
         self.server.flush_soon()
         return delivered
+
+    # deliver_to(target, subject, reply, header, data) -> bool: to one known subscriber (a
+    # pull request's reply, looked up once by the consumer), the pull consumers' fast path.
+    # JetStream reaches the server's delivery only through this manager; this one is the
+    # server's function itself, so the hot path pays no extra call per message.
+    deliver_to = staticmethod(deliver_stored)
 
     def has_interest(self, subject: str) -> bool:
         return self.account.sublist.has_interest(subject)
@@ -155,12 +155,12 @@ class AccountJetStream:
     def _stream_dir(self, name: str) -> str:
         return os.path.join(self.dir, name)
 
-    def open_store(self, config: dict[str, Any]) -> StreamStore:
+    def open_store(self, config: StreamConfig) -> StreamStore:
         limits = limits_of(config)
-        if config["storage"] == "memory":
+        if config.storage == "memory":
             return open_memory_store(limits)
         # The file store lays out its own msgs/ and consumers/ inside the stream directory.
-        path = self._stream_dir(config["name"])
+        path = self._stream_dir(config.name)
         os.makedirs(path, exist_ok=True)
         return open_file_store(
             path,
@@ -169,24 +169,24 @@ class AccountJetStream:
             sync_interval=self.js.sync_interval,
         )
 
-    def check_overlap(self, config: dict[str, Any], ignore: str = "") -> None:
+    def check_overlap(self, config: StreamConfig, ignore: str = "") -> None:
         for other in self.streams.values():
             if other.name == ignore:
                 continue
-            for a in config["subjects"]:
-                for b in other.config["subjects"]:
+            for a in config.subjects:
+                for b in other.config.subjects:
                     if subjects_collide(a, b):
                         raise errors.stream_subject_overlap()
 
-    def add_stream(self, config: dict[str, Any]) -> Stream:
+    def add_stream(self, config: StreamConfig) -> Stream:
         self.check_overlap(config)
         created = now_ns()
-        if config["storage"] == "file":
+        if config.storage == "file":
             self._write_meta(config, created)
         store = self.open_store(config)
-        if config["first_seq"] > 1 and store.state().last_seq == 0:
+        if config.first_seq > 1 and store.state().last_seq == 0:
             # An empty store "purged up to" first_seq starts numbering there (Go's Compact).
-            store.purge(seq=config["first_seq"])
+            store.purge(seq=config.first_seq)
         stream = Stream(self, config, store, created)
         self.streams[stream.name] = stream
         stream.start()
@@ -195,23 +195,23 @@ class AccountJetStream:
                 other.origin_created(stream.name)
         return stream
 
-    def stream_configs(self) -> dict[str, dict[str, Any]]:
+    def stream_configs(self) -> dict[str, StreamConfig]:
         return {name: s.config for name, s in self.streams.items()}
 
-    def _write_meta(self, config: dict[str, Any], created: int) -> None:
-        path = self._stream_dir(config["name"])
+    def _write_meta(self, config: StreamConfig, created: int) -> None:
+        path = self._stream_dir(config.name)
         os.makedirs(path, exist_ok=True)
         tmp = os.path.join(path, "meta.json.tmp")
         with open(tmp, "w") as f:
-            json.dump({"config": config, "created": created}, f)
+            json.dump({"config": config.to_stored(), "created": created}, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, os.path.join(path, "meta.json"))
 
-    def update_stream(self, stream: Stream, config: dict[str, Any]) -> None:
+    def update_stream(self, stream: Stream, config: StreamConfig) -> None:
         self.check_overlap(config, ignore=stream.name)
         stream.update_config(config)
-        if config["storage"] == "file":
+        if config.storage == "file":
             self._write_meta(config, stream.created_ns)
         for consumer in list(stream.consumers.values()):
             consumer.signal()
@@ -223,7 +223,7 @@ class AccountJetStream:
         for other in self.streams.values():
             other.origin_deleted(stream.name)
 
-    def add_consumer(self, stream: Stream, config: dict[str, Any], name: str) -> Consumer:
+    def add_consumer(self, stream: Stream, config: ConsumerConfig, name: str) -> Consumer:
         consumer = Consumer(stream, config, now_ns(), name)
         stream.consumers[consumer.name] = consumer
         consumer.start()
@@ -245,13 +245,13 @@ class AccountJetStream:
             try:
                 with open(meta_path) as f:
                     meta = json.load(f)
-                config = meta["config"]
+                stored = meta["config"]
                 created = int(meta["created"])
             except (OSError, ValueError, KeyError) as e:
                 log.error("JetStream: skipping stream directory %s: %s", name, e)
                 continue
             try:
-                config = upgrade_stream_config(config)
+                config = StreamConfig.from_stored(stored)
                 store = self.open_store(config)
             except Exception as e:
                 log.error("JetStream: could not open stream %s: %s", name, e)
@@ -264,7 +264,7 @@ class AccountJetStream:
                 if not state or "config" not in state:
                     continue
                 try:
-                    ccfg = upgrade_consumer_config(state["config"])
+                    ccfg = ConsumerConfig.from_stored(state["config"])
                     consumer = Consumer(
                         stream, ccfg, int(state.get("created", 0)), state.get("name") or cname
                     )
@@ -334,37 +334,37 @@ class AccountJetStream:
     def reserved(self, storage: str) -> int:
         """Bytes reserved by streams with max_bytes (nats-server's tieredReservation)."""
         return sum(
-            s.config["max_bytes"]
+            s.config.max_bytes
             for s in self.streams.values()
-            if s.config["storage"] == storage and s.config["max_bytes"] > 0
+            if s.config.storage == storage and s.config.max_bytes > 0
         )
 
-    def check_stream_limits(self, config: dict[str, Any]) -> None:
+    def check_stream_limits(self, config: StreamConfig) -> None:
         """nats-server's jsNonClusteredStreamLimitsCheck: stream count and storage."""
         lim = self.limits
-        if 0 < lim.max_streams <= len(self.streams) and config["name"] not in self.streams:
+        if 0 < lim.max_streams <= len(self.streams) and config.name not in self.streams:
             raise errors.js_error("MaximumStreamsLimit")
-        if config["max_consumers"] > 0 and 0 < lim.max_consumers < config["max_consumers"]:
+        if config.max_consumers > 0 and 0 < lim.max_consumers < config.max_consumers:
             raise errors.js_error("MaximumConsumersLimit")
-        add = config["max_bytes"] if config["max_bytes"] > 0 else 1
-        current = self.reserved(config["storage"])
-        if config["storage"] == "memory":
+        add = config.max_bytes if config.max_bytes > 0 else 1
+        current = self.reserved(config.storage)
+        if config.storage == "memory":
             if lim.max_memory >= 0 and (current > lim.max_memory or add > lim.max_memory - current):
                 raise errors.js_error("MemoryResourcesExceeded")
         elif lim.max_store >= 0 and (current > lim.max_store or add > lim.max_store - current):
             raise errors.js_error("StorageResourcesExceeded")
 
-    def check_max_bytes(self, config: dict[str, Any]) -> None:
+    def check_max_bytes(self, config: StreamConfig) -> None:
         """checkStreamCfg's account part: max_bytes required, and within the per-stream cap."""
         lim = self.limits
         cap = (
             lim.memory_max_stream_bytes
-            if config["storage"] == "memory"
+            if config.storage == "memory"
             else lim.store_max_stream_bytes
         )
-        if lim.max_bytes_required and config["max_bytes"] <= 0:
+        if lim.max_bytes_required and config.max_bytes <= 0:
             raise errors.js_error("StreamMaxBytesRequired")
-        if cap > 0 and config["max_bytes"] > cap:
+        if cap > 0 and config.max_bytes > cap:
             raise errors.js_error("StreamMaxStreamBytesExceeded")
 
     def check_resources(self, stream: Stream) -> None:
@@ -373,7 +373,7 @@ class AccountJetStream:
             return  # nothing to check (callers on the publish path look first themselves)
         lim = self.limits
         memory, storage, _ = self.usage()
-        if stream.config["storage"] == "memory":
+        if stream.config.storage == "memory":
             if 0 <= lim.max_memory < memory or 0 < self.js.max_memory < memory:
                 raise errors.insufficient_resources()
         elif 0 <= lim.max_store < storage or 0 < self.js.max_store < storage:
@@ -384,7 +384,7 @@ class AccountJetStream:
         memory = storage = consumers = 0
         for stream in self.streams.values():
             size = stream.store.state().bytes
-            if stream.config["storage"] == "memory":
+            if stream.config.storage == "memory":
                 memory += size
             else:
                 storage += size

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.jetstream.gostruct import encode
 from pynatsd.jetstream.store.base import StoredMsg
 from pynatsd.jetstream.transform import SubjectTransform
 from pynatsd.jetstream.util import now_ns, parse_go_time
@@ -26,6 +27,7 @@ from pynatsd.protocol.headers import append_headers, header_value
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.stream import Stream
+    from pynatsd.jetstream.stream_config import StreamSource
 
 # Messages copied per turn of the event loop.
 _BUDGET = 1000
@@ -36,11 +38,11 @@ _MAX_SKIP = 10_000
 
 
 class Source:
-    def __init__(self, target: Stream, cfg: dict[str, Any], mirror: bool) -> None:
+    def __init__(self, target: Stream, cfg: StreamSource, mirror: bool) -> None:
         self.target = target
         self.cfg = cfg
         self.is_mirror = mirror
-        self.origin_name: str = cfg["name"]
+        self.origin_name: str = cfg.name
         self.next_seq = 0  # next origin sequence to copy; 0 = not positioned yet
         self.last_active = 0
         self._origin: Stream | None = None
@@ -48,12 +50,12 @@ class Source:
         self._stopped = False
         self.transforms: list[SubjectTransform] = []
         filters: list[str] = []
-        for tr in cfg["subject_transforms"] or []:
-            src = tr["src"] or ">"
+        for tr in cfg.subject_transforms or []:
+            src = tr.src or ">"
             filters.append(src)
-            self.transforms.append(SubjectTransform(src, tr["dest"] or src))
-        if not self.transforms and cfg["filter_subject"]:
-            filters.append(cfg["filter_subject"])
+            self.transforms.append(SubjectTransform(src, tr.dest or src))
+        if not self.transforms and cfg.filter_subject:
+            filters.append(cfg.filter_subject)
         self.filters = filters
         self.iname = self._compose_iname()
 
@@ -63,14 +65,14 @@ class Source:
             src = "\f".join(t.src for t in self.transforms)
             dest = "\f".join(t.dest for t in self.transforms)
         else:
-            src = self.cfg["filter_subject"] or ">"
+            src = self.cfg.filter_subject or ">"
             dest = ">"
         return f"{self.origin_name} {src} {dest}"
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._stopped or self.cfg.get("external"):
+        if self._stopped or self.cfg.external is not None:
             return
         origin = self.target.ajs.streams.get(self.origin_name)
         if origin is None or origin is self.target:
@@ -97,19 +99,19 @@ class Source:
             if last:
                 return last + 1
             first = origin.store.state().first_seq
-            start = self.cfg["opt_start_seq"] or first or 1
-            if self.cfg["opt_start_time"]:
-                start = origin.store.seq_for_time(parse_go_time(self.cfg["opt_start_time"])[0])
+            start = self.cfg.opt_start_seq or first or 1
+            if self.cfg.opt_start_time:
+                start = origin.store.seq_for_time(parse_go_time(self.cfg.opt_start_time)[0])
             if start > 1 and target_store.state().last_seq == 0:
                 target_store.purge(seq=start)
             return max(start, 1)
         resumed = self._resume_from_headers()
         if resumed:
             return resumed
-        if self.cfg["opt_start_seq"]:
-            return int(self.cfg["opt_start_seq"])
-        if self.cfg["opt_start_time"]:
-            return origin.store.seq_for_time(parse_go_time(self.cfg["opt_start_time"])[0])
+        if self.cfg.opt_start_seq:
+            return int(self.cfg.opt_start_seq)
+        if self.cfg.opt_start_time:
+            return origin.store.seq_for_time(parse_go_time(self.cfg.opt_start_time)[0])
         return max(origin.store.state().first_seq, 1)
 
     def _resume_from_headers(self) -> int:
@@ -227,10 +229,10 @@ class Source:
         if not self.is_mirror and self.next_seq > 1 and self.last_active:
             out["seq"] = self.next_seq - 1
         out["active"] = now_ns() - self.last_active if self.last_active else -1
-        if self.cfg["filter_subject"]:
-            out["filter_subject"] = self.cfg["filter_subject"]
-        if self.cfg["subject_transforms"]:
-            out["subject_transforms"] = self.cfg["subject_transforms"]
+        if self.cfg.filter_subject:
+            out["filter_subject"] = self.cfg.filter_subject
+        if self.cfg.subject_transforms:
+            out["subject_transforms"] = [encode(t) for t in self.cfg.subject_transforms]
         return out
 
 

@@ -17,7 +17,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
-from pynatsd.jetstream.config import stream_config_reply
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.sourcing import Source
 from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
@@ -38,22 +37,24 @@ from pynatsd.subjects import match_literal
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer
+    from pynatsd.jetstream.consumer_state import ConsumerState
     from pynatsd.jetstream.manager import AccountJetStream
+    from pynatsd.jetstream.stream_config import StreamConfig
     from pynatsd.server.client import Client
 
 NS = 1_000_000_000
 _MAX_HEADER = 65535
 
 
-def limits_of(config: dict[str, Any]) -> StreamLimits:
+def limits_of(config: StreamConfig) -> StreamLimits:
     return StreamLimits(
-        max_msgs=config["max_msgs"],
-        max_bytes=config["max_bytes"],
-        max_age=config["max_age"],
-        max_msgs_per_subject=config["max_msgs_per_subject"],
-        max_msg_size=config["max_msg_size"],
-        discard=config["discard"],
-        discard_new_per_subject=config.get("discard_new_per_subject", False),
+        max_msgs=config.max_msgs,
+        max_bytes=config.max_bytes,
+        max_age=config.max_age,
+        max_msgs_per_subject=config.max_msgs_per_subject,
+        max_msg_size=config.max_msg_size,
+        discard=config.discard,
+        discard_new_per_subject=config.discard_new_per_subject,
     )
 
 
@@ -99,17 +100,17 @@ class Stream:
     def __init__(
         self,
         ajs: AccountJetStream,
-        config: dict[str, Any],
+        config: StreamConfig,
         store: StreamStore,
         created_ns: int,
     ) -> None:
         self.ajs = ajs
         self.config = config
-        self.name: str = config["name"]
+        self.name: str = config.name
         self.store = store
         self.created_ns = created_ns
         self.consumers: dict[str, Consumer] = {}
-        self._owner = InternalClient(ajs.account, f"stream:{config['name']}")
+        self._owner = InternalClient(ajs.account, f"stream:{config.name}")
         self._subs: list[InternalSubscription] = []
         # Nats-Msg-Id -> (seq, ts) inside the duplicate window, oldest first in `_msg_id_order`.
         self._msg_ids: dict[str, tuple[int, int]] = {}
@@ -143,16 +144,16 @@ class Stream:
         self._setup_transforms()
         self.subscribe()
         self._setup_sourcing()
-        if self.config["allow_msg_ttl"]:
+        if self.config.allow_msg_ttl:
             self._rebuild_ttls()
         self.schedule_expiry()
 
     def _setup_transforms(self) -> None:
         cfg = self.config
-        tr = cfg["subject_transform"]
-        self._transform = SubjectTransform(tr["src"], tr["dest"]) if tr and tr["dest"] else None
-        rp = cfg["republish"]
-        self._republish = SubjectTransform(rp["src"] or ">", rp["dest"]) if rp else None
+        tr = cfg.subject_transform
+        self._transform = SubjectTransform(tr.src, tr.dest) if tr and tr.dest else None
+        rp = cfg.republish
+        self._republish = SubjectTransform(rp.src or ">", rp.dest) if rp else None
 
     def _setup_sourcing(self) -> None:
         for src in self.sources:
@@ -160,8 +161,8 @@ class Stream:
         if self.mirror is not None:
             self.mirror.stop()
         cfg = self.config
-        self.mirror = Source(self, cfg["mirror"], mirror=True) if cfg["mirror"] else None
-        self.sources = [Source(self, s, mirror=False) for s in cfg["sources"] or []]
+        self.mirror = Source(self, cfg.mirror, mirror=True) if cfg.mirror else None
+        self.sources = [Source(self, s, mirror=False) for s in cfg.sources if s is not None]
         for src in self._all_sources():
             src.start()
 
@@ -180,11 +181,11 @@ class Stream:
 
     def subscribe(self) -> None:
         sublist = self.ajs.account.sublist
-        for subject in self.config["subjects"]:
+        for subject in self.config.subjects:
             sub = InternalSubscription(self._owner, subject, self._on_message)
             sublist.insert(sub)
             self._subs.append(sub)
-        if self.config["allow_direct"]:
+        if self.config.allow_direct:
             # As nats-server: the stream itself answers its direct gets, so a get for a stream
             # without them (or that does not exist) finds no responders.
             for api in self.ajs.api_prefixes():
@@ -212,10 +213,10 @@ class Stream:
             self.ajs.account.sublist.remove_batch(self._subs)
             self._subs = []
 
-    def update_config(self, config: dict[str, Any]) -> None:
+    def update_config(self, config: StreamConfig) -> None:
         old = self.config
         subjects_changed = (
-            config["subjects"] != old["subjects"] or config["allow_direct"] != old["allow_direct"]
+            config.subjects != old.subjects or config.allow_direct != old.allow_direct
         )
         self.config = config
         self.store.update_limits(limits_of(config))
@@ -226,9 +227,9 @@ class Stream:
         if subjects_changed:
             self.unsubscribe()
             self.subscribe()
-        if config["mirror"] != old["mirror"] or config["sources"] != old["sources"]:
+        if config.mirror != old.mirror or config.sources != old.sources:
             self._setup_sourcing()
-        if config["allow_msg_ttl"] and not old["allow_msg_ttl"]:
+        if config.allow_msg_ttl and not old.allow_msg_ttl:
             self._rebuild_ttls()
 
     # -- max_age ---------------------------------------------------------------------------------
@@ -251,7 +252,7 @@ class Stream:
         self._expiry_at = 0
         if self.closed:
             return
-        if self.config["subject_delete_marker_ttl"] > 0:
+        if self.config.subject_delete_marker_ttl > 0:
             self._mark_aged_out()
         before = self.store.state().first_seq
         self.store.expire()
@@ -263,7 +264,7 @@ class Stream:
 
     def _mark_aged_out(self) -> None:
         """Subject delete markers for the subjects whose last message ages out now."""
-        cutoff = now_ns() - self.config["max_age"]
+        cutoff = now_ns() - self.config.max_age
         seq = self.store.state().first_seq
         done: set[str] = set()
         while True:
@@ -280,7 +281,7 @@ class Stream:
 
     def _place_marker(self, subject: str) -> None:
         # Go writes the TTL as time.Duration(seconds)*time.Second: "3s", "1m0s".
-        marker_ttl = go_duration(self.config["subject_delete_marker_ttl"] // NS * NS)
+        marker_ttl = go_duration(self.config.subject_delete_marker_ttl // NS * NS)
         header = (
             f"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: {marker_ttl}\r\n"
             "Nats-Rollup: sub\r\n\r\n"
@@ -330,7 +331,7 @@ class Stream:
         if self.closed:
             return
         now = now_ns()
-        sdm = self.config["subject_delete_marker_ttl"] > 0
+        sdm = self.config.subject_delete_marker_ttl > 0
         while self._ttls and self._ttls[0][0] <= now:
             _, seq = heapq.heappop(self._ttls)
             msg = self.store.load_msg(seq)
@@ -357,7 +358,7 @@ class Stream:
         reply = ev.reply  # answered as it came, never decoded
         if self._transform is not None:
             subject = self._transform.apply(subject) or subject
-        can_respond = bool(reply) and not self.config["no_ack"]
+        can_respond = bool(reply) and not self.config.no_ack
         try:
             seq, duplicate = self.process_message(subject, header, data)
         except ApiError as e:
@@ -400,7 +401,7 @@ class Stream:
         """Store one message; returns (seq, duplicate). Raises ApiError for a rejected one.
         `sourced` is for messages the server itself places (sources, mirrors, markers)."""
         cfg = self.config
-        if cfg["sealed"]:
+        if cfg.sealed:
             raise errors.stream_sealed()
         msg_id = ""
         rollup = ""
@@ -421,9 +422,9 @@ class Stream:
             ):
                 self._check_headers(subject, header)  # only when it has something to check
             msg_id = header_value(header, "Nats-Msg-Id") or ""
-            if msg_id and cfg["mirror"] is None:
+            if msg_id and cfg.mirror is None:
                 order = self._msg_id_order
-                if order and order[0][0] + cfg["duplicate_window"] < now_ns():
+                if order and order[0][0] + cfg.duplicate_window < now_ns():
                     self._expire_msg_ids(now_ns())
                 seen = self._msg_ids.get(msg_id)
                 if seen is not None:
@@ -435,7 +436,7 @@ class Stream:
             if b"\r\nNats-Rollup:" in header:
                 rollup = header_value(header, "Nats-Rollup") or ""
                 if rollup:
-                    if not sourced and not (cfg["allow_rollup_hdrs"] and not cfg["deny_purge"]):
+                    if not sourced and not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
                         raise errors.rollup_failed("rollup not permitted")
                     if rollup not in ("sub", "all"):
                         raise errors.rollup_failed(f'rollup value invalid: "{rollup}"')
@@ -443,7 +444,7 @@ class Stream:
         max_payload = self._max_payload
         if hlen > max_payload or len(data) > max_payload - hlen:
             raise errors.message_size_exceeds()
-        max_size = cfg["max_msg_size"]
+        max_size = cfg.max_msg_size
         if max_size >= 0 and (hlen > max_size or len(data) > max_size - hlen):
             raise errors.message_size_exceeds()
         if hlen > _MAX_HEADER:
@@ -455,12 +456,12 @@ class Stream:
             text = header_value(header, "Nats-TTL")
             if text:
                 ttl = parse_message_ttl(text)
-                marker_ttl = cfg["subject_delete_marker_ttl"] // NS
-                if 0 < ttl < marker_ttl and cfg["max_msgs_per_subject"] != 1:
+                marker_ttl = cfg.subject_delete_marker_ttl // NS
+                if 0 < ttl < marker_ttl and cfg.max_msgs_per_subject != 1:
                     # Subject delete markers: a message lives at least as long as a marker.
                     ttl = marker_ttl
                     header = _replace_header(header, "Nats-TTL", str(ttl))
-        if cfg["retention"] == "interest" and not any(
+        if cfg.retention == "interest" and not any(
             c.wants(subject) for c in self.consumers.values()
         ):
             # Nobody would ever consume it: the sequence is used up, nothing is kept.
@@ -475,12 +476,12 @@ class Stream:
             for consumer in self.consumers.values():
                 consumer.forget_pending_count()
         self._after_id(msg_id, seq, ts)
-        if rollup and cfg["allow_rollup_hdrs"] and not cfg["deny_purge"]:
+        if rollup and cfg.allow_rollup_hdrs and not cfg.deny_purge:
             if rollup == "sub":
                 self.purge(subject=subject, keep=1)
             else:
                 self.purge(keep=1)
-        if ttl > 0 and cfg["allow_msg_ttl"]:
+        if ttl > 0 and cfg.allow_msg_ttl:
             self._track_ttl(seq, ts, ttl)
         if self._republish is not None:
             self._do_republish(subject, header, data, seq, ts)
@@ -490,7 +491,7 @@ class Stream:
         if self.followers:
             for follower in list(self.followers):
                 follower.signal()
-        if self._expiry_timer is None and cfg["max_age"] > 0:
+        if self._expiry_timer is None and cfg.max_age > 0:
             self.schedule_expiry()
         return seq, False
 
@@ -511,12 +512,12 @@ class Stream:
         """The publish expectations, in nats-server's order."""
         # Each lookup only when its key is there at all (a scan is cheaper than a lookup).
         cfg = self.config
-        if b"\r\nNats-Incr:" in header and not cfg["allow_msg_counter"]:
+        if b"\r\nNats-Incr:" in header and not cfg.allow_msg_counter:
             raise js_error("MessageIncrDisabled")
         expected_stream = header_value(header, "Nats-Expected-Stream")
         if expected_stream and expected_stream != self.name:
             raise errors.stream_not_match()
-        if b"\r\nNats-TTL:" in header and _ttl_or_zero(header) != 0 and not cfg["allow_msg_ttl"]:
+        if b"\r\nNats-TTL:" in header and _ttl_or_zero(header) != 0 and not cfg.allow_msg_ttl:
             raise js_error("MessageTTLDisabled")
         if b"\r\nNats-Expected-Last-" not in header:
             subject_seq = for_subject = expected_last = None
@@ -535,7 +536,7 @@ class Stream:
             last = self.store.state().last_seq
             if _as_int(expected_last) != last:
                 raise errors.wrong_last_sequence(last)
-        if b"\r\nNats-Schedule:" in header and not cfg["allow_msg_schedules"]:
+        if b"\r\nNats-Schedule:" in header and not cfg.allow_msg_schedules:
             raise js_error("MessageSchedulesDisabled")
 
     def _do_republish(self, subject: str, header: bytes, data: bytes, seq: int, ts: int) -> None:
@@ -552,7 +553,7 @@ class Stream:
             ("Nats-Last-Sequence", str(last.seq if last is not None else 0)),
         ]
         body = data
-        if self.config["republish"]["headers_only"]:
+        if self.config.republish is not None and self.config.republish.headers_only:
             extra.append(("Nats-Msg-Size", str(len(data))))
             body = b""
         self.ajs.server.publish_internal(
@@ -560,7 +561,7 @@ class Stream:
         )
 
     def _expire_msg_ids(self, now: int) -> None:
-        window = self.config["duplicate_window"]
+        window = self.config.duplicate_window
         order = self._msg_id_order
         while order and order[0][0] + window < now:
             _, msg_id = order.popleft()
@@ -572,7 +573,7 @@ class Stream:
         """After a restart: the duplicate window is rebuilt from the stored headers (Go's
         rebuildDedupe). It runs in the background, a slice per turn of the event loop, so a
         large stream does not delay the start; a publish that needs it finishes it first."""
-        window = self.config["duplicate_window"]
+        window = self.config.duplicate_window
         st = self.store.state()
         if st.messages == 0:
             return
@@ -627,10 +628,10 @@ class Stream:
             consumer.on_msg_removed(seq)
         return True
 
-    def on_acked(self, consumer: Consumer, seq: int) -> None:
+    def on_acked(self, consumer: ConsumerState, seq: int) -> None:
         """A consumer acknowledged (or, with ack none, was handed) `seq`: work-queue and
         interest streams drop it once no consumer needs it any more (Go's ackMsg)."""
-        retention = self.config["retention"]
+        retention = self.config.retention
         if retention == "limits":
             return
         if retention == "workqueue":
@@ -686,7 +687,7 @@ class Stream:
         self, full_metadata: bool = True, subjects_filter: str = "", deleted_details: bool = False
     ) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "config": stream_config_reply(self.config, full_metadata),
+            "config": self.config.to_reply(full_metadata),
             "created": rfc3339_ns(self.created_ns),
             "state": self.state_json(subjects_filter, deleted_details),
         }
@@ -702,7 +703,7 @@ class Stream:
         return go_hash(rfc3339_ns(self.created_ns))
 
     def matches(self, subject: str) -> bool:
-        return any(match_literal(subject, s) for s in self.config["subjects"])
+        return any(match_literal(subject, s) for s in self.config.subjects)
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -1,0 +1,254 @@
+"""The pull request waiting queue of a consumer (`$JS.API.CONSUMER.MSG.NEXT`).
+
+From nats-server's `server/consumer.go`: processNextMsgRequest, nextReqFromMsg, the waitQueue,
+processWaiting and nextWaiting (without priority groups). A request waits until it has its
+batch, runs out of bytes, expires or loses interest; each end is answered with the status
+nats-server sends (404 No Messages, 408 Request Timeout, 409 ...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pynatsd.jetstream.consumer_state import (
+    NS,
+    ConsumerState,
+    pending_extra,
+    status,
+)
+from pynatsd.jetstream.util import go_duration, now_ns
+
+if TYPE_CHECKING:
+    from pynatsd.protocol.events import Pub
+    from pynatsd.server.client import Client
+    from pynatsd.server.subscription import InternalSubscription, Subscription
+
+_NO_MESSAGES = b"NATS/1.0 404 No Messages\r\n\r\n"
+
+
+@dataclass(slots=True)
+class PullRequest:
+    """One waiting `MSG.NEXT` request (Go's waitingRequest)."""
+
+    reply: str
+    n: int  # messages still wanted
+    b: int  # bytes still allowed (0 = no limit)
+    no_wait: bool
+    expires_ns: int  # absolute, 0 = never
+    hb_ns: int
+    hbt_ns: int  # next heartbeat, 0 = none
+    d: int = 0  # delivered
+    interest_gen: int = -1  # SubList generation at which `target` was looked up
+    target: Subscription | None = None  # who receives on `reply` (deliver_as picks the same)
+
+
+class PullQueue(ConsumerState):
+    """Pull requests: accept, queue, pick the next one for a message, expire."""
+
+    def _on_next_request(
+        self, sub: InternalSubscription, publisher: Client | None, ev: Pub
+    ) -> None:
+        hs = ev.header_size
+        body = ev.payload[hs:] if hs > 0 else ev.payload
+        self.process_next_request(ev.reply.decode("utf-8", "surrogateescape"), body)
+
+    def process_next_request(self, reply: str, body: bytes) -> None:
+        """Go's processNextMsgRequest."""
+        if not reply or self.closed:
+            return
+
+        def send_err(code: int, text: str) -> None:
+            self._send_status(reply, status(code, text))
+
+        if self.push:
+            send_err(409, "Consumer is push based")
+            return
+        try:
+            batch, max_bytes, no_wait, expires, hb = self._parse_next_request(body)
+        except ValueError as e:
+            send_err(400, f"Bad Request - {e}")
+            return
+        cfg = self.config
+        now = now_ns()
+        if cfg.max_batch > 0 and batch > cfg.max_batch:
+            send_err(409, f"Exceeded MaxRequestBatch of {cfg.max_batch}")
+            return
+        if expires and cfg.max_expires > 0 and expires > cfg.max_expires:
+            send_err(409, f"Exceeded MaxRequestExpires of {go_duration(cfg.max_expires)}")
+            return
+        if max_bytes > 0 and cfg.max_bytes > 0 and max_bytes > cfg.max_bytes:
+            send_err(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}")
+            return
+        if len(self.waiting) >= cfg.max_waiting:
+            self._process_waiting(eos=False)
+        if no_wait:
+            msgs_pending = self.num_pending() + len(self.rdq)
+            if msgs_pending == 0 and not expires:
+                self.waiting_last = now
+                send_err(404, "No Messages")
+                return
+            if msgs_pending > 0:
+                self._process_waiting(eos=False)
+                if msgs_pending < sum(w.n for w in self.waiting):
+                    self.waiting_last = now
+                    send_err(408, "Requests Pending")
+                    return
+        if len(self.waiting) >= cfg.max_waiting:
+            if not hb:
+                send_err(409, "Exceeded MaxWaiting")
+            return
+        self.waiting.append(
+            PullRequest(
+                reply=reply,
+                n=batch,
+                b=max_bytes,
+                no_wait=no_wait,
+                expires_ns=now + expires if expires > 0 else 0,
+                hb_ns=hb,
+                hbt_ns=now + hb if hb > 0 else 0,
+            )
+        )
+        self.waiting_last = now
+        self.pump()
+        self._schedule_waiting()
+
+    @staticmethod
+    def _parse_next_request(body: bytes) -> tuple[int, int, bool, int, int]:
+        """Go's nextReqFromMsg: (batch, max_bytes, no_wait, expires ns, heartbeat ns)."""
+        req = body.strip()
+        if not req:
+            return 1, 0, False, 0, 0
+        if req[:1] == b"{":
+            try:
+                data = json.loads(req)
+            except ValueError as e:
+                raise ValueError(f"invalid character {e}") from None
+            if not isinstance(data, dict):
+                raise ValueError("json: cannot unmarshal into Go value")
+
+            def num(key: str) -> int:
+                v = data.get(key) or 0
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise ValueError(f"json: cannot unmarshal into Go struct field .{key}")
+                return v
+
+            batch, max_bytes, expires, hb = (
+                num("batch"),
+                num("max_bytes"),
+                num("expires"),
+                num("idle_heartbeat"),
+            )
+            no_wait = bool(data.get("no_wait"))
+            if hb > 0 and hb * 2 > expires:
+                raise ValueError("heartbeat value too large")
+            return batch, max_bytes, no_wait, expires, hb
+        try:
+            return int(req), 0, False, 0, 0
+        except ValueError:
+            return 1, 0, False, 0, 0
+
+    def _process_waiting(self, eos: bool) -> tuple[int, int]:
+        """Go's processWaiting: end expired (and, at the end of the stream, no_wait) requests,
+        drop those without interest, send due heartbeats. Returns (pending messages asked,
+        next deadline ns or 0)."""
+        if not self.waiting:
+            return 0, 0
+        now = now_ns()
+        keep: deque[PullRequest] = deque()
+        asked = 0
+        deadline = 0
+        for wr in self.waiting:
+            expired = wr.expires_ns and now >= wr.expires_ns
+            if (eos and wr.no_wait) or expired:
+                if expired:
+                    self._send_status(
+                        wr.reply, status(408, "Request Timeout", pending_extra(wr.n, wr.b))
+                    )
+                    continue
+                if not wr.expires_ns or wr.d > 0:
+                    self._send_status(wr.reply, _NO_MESSAGES)
+                    continue
+            if not self.ajs.has_interest(wr.reply):
+                continue
+            asked += wr.n
+            if wr.hbt_ns:
+                if now >= wr.hbt_ns:
+                    self._send_heartbeat(wr.reply)
+                    wr.hbt_ns = now + wr.hb_ns
+                if not deadline or wr.hbt_ns < deadline:
+                    deadline = wr.hbt_ns
+            if wr.expires_ns and (not deadline or wr.expires_ns < deadline):
+                deadline = wr.expires_ns
+            keep.append(wr)
+        self.waiting = keep
+        return asked, deadline
+
+    def _next_waiting(self, size: int, now: int) -> PullRequest | None:
+        """Go's nextWaiting (no priority groups): the request to get a message of `size`."""
+        while self.waiting:
+            wr = self.waiting[0]
+            if wr.expires_ns and now >= wr.expires_ns:
+                self.waiting.popleft()
+                self._send_status(
+                    wr.reply, status(408, "Request Timeout", pending_extra(wr.n, wr.b))
+                )
+                continue
+            if wr.b > 0:
+                if size <= wr.b:
+                    wr.b -= size
+                    if wr.b == 0:
+                        wr.n = 1
+                else:
+                    self.waiting.popleft()
+                    self._send_status(
+                        wr.reply,
+                        status(409, "Message Size Exceeds MaxBytes", pending_extra(wr.n, wr.b)),
+                    )
+                    continue
+            sublist = self.ajs.account.sublist
+            if wr.interest_gen != sublist.genid:
+                # Looked up again only when subscriptions changed, not for every message.
+                result = sublist.match_bytes(wr.reply.encode())
+                if result.psubs:
+                    wr.target = result.psubs[0]
+                elif result.qsubs:
+                    wr.target = result.qsubs[0][0]
+                else:
+                    self.waiting.popleft()
+                    continue
+                wr.interest_gen = sublist.genid
+            # Go's waitQueue.pop: a request that wants more goes to the back of the queue.
+            wr.d += 1
+            wr.n -= 1
+            self.waiting.popleft()
+            if wr.n > 0:
+                self.waiting.append(wr)
+            return wr
+        return None
+
+    def _schedule_waiting(self) -> None:
+        self._cancel(self._wtmr)
+        self._wtmr = None
+        if self.closed or not self.waiting:
+            return
+        deadline = 0
+        for wr in self.waiting:
+            for t in (wr.expires_ns, wr.hbt_ns):
+                if t and (not deadline or t < deadline):
+                    deadline = t
+        if deadline:
+            delay = max((deadline - now_ns()) / NS, 0.001)
+            self._wtmr = self.ajs.loop.call_later(delay, self._on_waiting_timer)
+
+    def _on_waiting_timer(self) -> None:
+        self._wtmr = None
+        if self.closed:
+            return
+        # Go's loop treats its request timer as an end of stream: a no_wait request that got
+        # something is answered 404 now, even if it only stalled on max_ack_pending.
+        self._process_waiting(eos=True)
+        self.pump()
+        self._schedule_waiting()
