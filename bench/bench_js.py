@@ -48,6 +48,10 @@ from pathlib import Path
 HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parent.parent
 PY = REPO / ".venv" / "bin" / "python"
+# `--baseline SRC`: pynatsd also runs from this source tree (an older commit's src/ folder, e.g.
+# a `git worktree`), to measure a change before and after in the same run.
+BASELINE = "pynatsd-baseline"
+baseline_src = ""
 
 
 def free_port() -> int:
@@ -71,7 +75,7 @@ def nats_server_binary() -> str:
 
 @dataclass
 class Server:
-    kind: str  # "pynatsd", "nats-server", "nats-server always"
+    kind: str  # "pynatsd", "pynatsd-baseline", "nats-server", "nats-server always"
     store: Path
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
@@ -79,7 +83,7 @@ class Server:
 
     def argv(self) -> list[str]:
         base = ["-js", "-sd", str(self.store), "-p", str(self.port), "-a", HOST]
-        if self.kind == "pynatsd":
+        if self.kind in ("pynatsd", BASELINE):
             python = str(PY) if PY.exists() else sys.executable
             return [python, "-m", "pynatsd", *base]
         argv = [nats_server_binary(), *base]
@@ -95,8 +99,9 @@ class Server:
         if not self.port:
             self.port = free_port()
         self.started_at = time.perf_counter()
+        env = {**os.environ, "PYTHONPATH": baseline_src} if self.kind == BASELINE else None
         self.proc = subprocess.Popen(
-            self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -398,9 +403,14 @@ def main() -> int:
     ap.add_argument("--fetch-msgs", type=int, default=100_000)
     ap.add_argument("--restart-msgs", type=int, default=1_000_000)
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--baseline", default="", metavar="SRC", help="also run pynatsd from SRC")
     args = ap.parse_args()
     only = set(args.only or ["publish", "fetch", "restart"])
     kinds = ["pynatsd", "nats-server", "nats-server always"]
+    if args.baseline:
+        global baseline_src
+        baseline_src = args.baseline
+        kinds.append(BASELINE)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-js-") as tmp:
         work = Path(tmp)
@@ -424,7 +434,7 @@ def main() -> int:
                     f"fetch {args.fetch_msgs:,} ({'explicit acks' if ack else 'ack none'})",
                     "msgs/s",
                 )
-                for kind in kinds[:2]:
+                for kind in [k for k in kinds if k != "nats-server always"]:
 
                     def scenario(s: Server, ack: bool = ack) -> float:
                         asyncio.run(fill(s.port, "F", "f", args.fetch_msgs))
@@ -445,6 +455,12 @@ def main() -> int:
                 print(f"  {row.scenario:32} {kind:20} {row.values[kind]:>12.2f}")
             rows.append(row)
     print_table(rows)
+    if args.baseline:
+        print("\nbefore/after (pynatsd / pynatsd-baseline):")
+        for row in rows:
+            now, before = row.values.get("pynatsd"), row.values.get(BASELINE)
+            if now and before:
+                print(f"  {row.scenario:40} {now / before:.2f}")
     if args.json:
         Path(args.json).write_text(
             json.dumps([{"scenario": r.scenario, "unit": r.unit, **r.values} for r in rows])

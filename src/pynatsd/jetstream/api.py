@@ -31,7 +31,7 @@ from pynatsd.jetstream.consumer_config import (
     set_static_consumer_metadata,
 )
 from pynatsd.jetstream.errors import ApiError, js_error
-from pynatsd.jetstream.gostruct import decode
+from pynatsd.jetstream.gostruct import decode, decode_int, json_kind, unmarshal_error
 from pynatsd.jetstream.stream import Stream
 from pynatsd.jetstream.stream_checks import check_stream_config, check_stream_update
 from pynatsd.jetstream.stream_config import (
@@ -127,7 +127,7 @@ def _decode_body(body: bytes, struct: str = "JSApiStreamNamesRequest") -> dict[s
         return {}
     if not isinstance(data, dict):
         raise errors.invalid_json(
-            f"json: cannot unmarshal {_kind(data)} into Go value of type server.{struct}"
+            f"json: cannot unmarshal {json_kind(data)} into Go value of type server.{struct}"
         )
     return data
 
@@ -156,32 +156,9 @@ def _require_empty(body: bytes) -> None:
         raise js_error("NotEmptyRequest")
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _int_field(req: dict[str, Any], key: str, struct: str, go_type: str = "uint64") -> int:
     value = req.get(key)
-    if value is None:
-        return 0
-    kind = _kind(value)
-    if kind == "number" and (
-        (isinstance(value, float) and not value.is_integer()) or (go_type == "uint64" and value < 0)
-    ):
-        kind = f"number {value}"
-    elif kind == "number":
-        return int(value)
-    raise errors.invalid_json(
-        f"json: cannot unmarshal {kind} into Go struct field {struct}.{key} of type {go_type}"
-    )
+    return 0 if value is None else decode_int(value, f"{struct}.{key}", go_type)
 
 
 def _str_field(req: dict[str, Any], key: str, struct: str) -> str:
@@ -189,10 +166,7 @@ def _str_field(req: dict[str, Any], key: str, struct: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise errors.invalid_json(
-            f"json: cannot unmarshal {_kind(value)} into Go struct field {struct}.{key} "
-            "of type string"
-        )
+        raise unmarshal_error(value, f"{struct}.{key}", "string")
     return value
 
 

@@ -172,7 +172,8 @@ _INT_RANGES = {
 _ENUM_AS_ZERO = (("persist_mode", "default"), ("priority_policy", "none"))
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """The JSON kind Go's decoder names in an UnmarshalTypeError."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -188,16 +189,17 @@ def _json_kind(value: Any) -> str:
 
 def unmarshal_error(value: Any, path: str, go_type: str, element: bool = False) -> ApiError:
     """Go's UnmarshalTypeError text for `value` found at `path`."""
-    kind = _json_kind(value)
-    if (kind == "number" and isinstance(value, float) and not float(value).is_integer()) or (
-        kind == "number" and go_type in ("uint64",) and isinstance(value, int) and value < 0
+    kind = json_kind(value)
+    if kind == "number" and (
+        (isinstance(value, float) and not value.is_integer()) or (go_type == "uint64" and value < 0)
     ):
         kind = f"number {value}"
     where = path if element else f"Go struct field {path}"
     return errors.invalid_json(f"json: cannot unmarshal {kind} into {where} of type {go_type}")
 
 
-def _decode_int(value: Any, path: str, go_type: str, element: bool = False) -> int:
+def decode_int(value: Any, path: str, go_type: str, element: bool = False) -> int:
+    """A JSON number decoded into a Go integer type, with Go's errors."""
     gname = _GO_NAMES.get(go_type, go_type)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise unmarshal_error(value, path, gname, element)
@@ -226,7 +228,7 @@ def _decode_list(value: Any, kind: str, path: str) -> list[Any]:
                 raise unmarshal_error(v, epath, "string", element=True)
             out.append(v)
         elif elem == "duration":
-            out.append(_decode_int(v, epath, "duration", element=True))
+            out.append(decode_int(v, epath, "duration", element=True))
         elif elem.startswith("*struct:") or elem.startswith("struct:"):
             name = elem.split(":", 1)[1]
             if v is None and elem.startswith("*"):
@@ -268,7 +270,7 @@ def _decode_value(value: Any, f: Field, path: str) -> Any:
             raise unmarshal_error(value, path, "bool")
         return value
     if kind in _INT_RANGES:
-        return _decode_int(value, path, kind)
+        return decode_int(value, path, kind)
     if kind.startswith("[]"):
         return _decode_list(value, kind, path)
     if kind == "map":
