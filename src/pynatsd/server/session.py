@@ -101,6 +101,7 @@ class ClientSession:
         "start",
         "stats",
         "stop",
+        "sublist",
         "subs",
         "trace",
         "verbose",
@@ -111,6 +112,9 @@ class ClientSession:
         opts = server.options
         self.cid = server.next_cid()
         self.account: Account = server.global_account
+        # The account's SubList, kept beside it: the planned-delivery path reads its generation
+        # for every message.
+        self.sublist = self.account.sublist
         self.parser = Parser(
             max_payload=opts.max_payload,
             max_control_line=opts.max_control_line,
@@ -353,6 +357,7 @@ class ClientSession:
             self.account.num_clients -= 1
             account.num_clients += 1
             self.account = account
+            self.sublist = account.sublist
         perms = result.permissions
         if perms is None and account.config is not None:
             perms = account.config.default_permissions
@@ -452,7 +457,7 @@ class ClientSession:
             # Plan.count, inlined.
             plans = self.plans
             plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
-            if plan is not None and plan.genid == self.account.sublist.genid:
+            if plan is not None and plan.genid == self.sublist.genid:
                 tail = payload + b"\r\n"
                 dirty = self.server.dirty
                 if not plan.count:
