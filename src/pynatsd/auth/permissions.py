@@ -193,6 +193,7 @@ class PermissionChecker:
         "_sub_allow",
         "_sub_deny",
         "delivery_filter",
+        "watching",
         "permissions",
         "publish_restricted",
         "response_expires",
@@ -238,16 +239,15 @@ class PermissionChecker:
             self._replies = {}
             self.response_max = response.max_msgs
             self.response_expires = response.expires
+        # True when deliveries to this connection need a per-message check: a deny list its
+        # wider subscriptions overlap (`delivery_filter`, set by can_subscribe), or replies to
+        # track for allow_responses. Read on every delivery, so kept rather than derived.
+        self.watching = self._replies is not None
         # False: every publish is allowed and callers may skip can_publish altogether.
         self.publish_restricted = self._pub_allow is not None or self._pub_deny is not None
         # False: every plain (non-queue) subscription is allowed without asking can_subscribe.
         self.sub_restricted = self._sub_allow is not None or self._sub_deny is not None
 
-    @property
-    def watching(self) -> bool:
-        """True when deliveries to this connection need a per-message check: a deny list its
-        wider subscriptions overlap, or replies to track for allow_responses."""
-        return self.delivery_filter or self._replies is not None
 
     # -- publish ---------------------------------------------------------------------------
 
@@ -356,6 +356,7 @@ class PermissionChecker:
             self.delivery_filter = bool(queue or _has_wildcard(subject)) and any(
                 subjects_collide(entry, subject) for entry in deny.subjects()
             )
+            self.watching = self.delivery_filter or self._replies is not None
         return allowed
 
     def deny_delivery(self, subject: str, queue: str | None = None) -> bool:

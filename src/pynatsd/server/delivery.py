@@ -166,8 +166,15 @@ def deliver_stored(
         and (receiver.headers or not header)
         and receiver.plain
     ):
+        # Stats.sent and Outbound.push, inlined: this is the per-message path of a JetStream
+        # fetch and of every PubAck.
         sub.delivered += 1
-        receiver.stats.sent(1, len(header) + len(data))
-        outbound.push(stored_msg_frame(subject, sub.sid, reply, header, data))
+        stats = receiver.stats
+        stats.out_msgs += 1
+        stats.out_bytes += len(header) + len(data)
+        outbound.frames.append(stored_msg_frame(subject, sub.sid, reply, header, data))
+        if not outbound.dirty:
+            outbound.dirty = True
+            outbound.flush_queue.dirty.append(outbound)
         return True
     return deliver(None, sub, Pub(subject, reply, header + data, len(header) if header else -1))
