@@ -193,12 +193,12 @@ class PermissionChecker:
         "_sub_allow",
         "_sub_deny",
         "delivery_filter",
-        "watching",
         "permissions",
         "publish_restricted",
         "response_expires",
         "response_max",
         "sub_restricted",
+        "watching",
     )
 
     def __init__(
@@ -247,7 +247,6 @@ class PermissionChecker:
         self.publish_restricted = self._pub_allow is not None or self._pub_deny is not None
         # False: every plain (non-queue) subscription is allowed without asking can_subscribe.
         self.sub_restricted = self._sub_allow is not None or self._sub_deny is not None
-
 
     # -- publish ---------------------------------------------------------------------------
 

@@ -182,9 +182,6 @@ class ClientSession:
             self.trace_out(head)
         self.outbound.push(head + payload + b"\r\n")
 
-    def take_frame(self, frame: bytes) -> None:
-        self.outbound.push(frame)
-
     def unsubscribe(self, sub: Subscription) -> None:
         if sub.closed:
             return
