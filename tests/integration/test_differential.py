@@ -994,6 +994,7 @@ def _cases() -> Iterator[Case]:
     )
     # --- JetStream deliveries: the MSG/HMSG frames a pull request gets, byte for byte ----------
     yield from _jetstream_cases()
+    yield from _reserved_cases()
 
 
 def _pub(subject: bytes, payload: bytes, reply: bytes = b"") -> bytes:
@@ -1058,6 +1059,84 @@ def _jetstream_cases() -> Iterator[Case]:
         )
 
 
+VERBOSE_CONNECT = b'CONNECT {"verbose":true,"pedantic":true,"headers":true}\r\n'
+# Reserved subjects and replies nats-server refuses (and look-alikes it lets through).
+RESERVED_PUBS = (
+    _pub(b"_GR_.x.y", b"1")  # gateway-routed reply prefix: refused before the permission check
+    + _pub(b"_GR_.", b"2")  # the bare prefix is not reserved
+    + _pub(b"$NRG.x", b"3")  # RAFT subjects: refused outside the system account
+    + _pub(b"$NRG.", b"4")  # (a prefix test: the bare prefix too)
+    + _pub(b"$NRGX", b"5")
+    + _pub(b"foo", b"6", b"_R_.abc")  # a service import reply
+    + _pub(b"foo", b"7", b"_R_.")  # (the bare prefix too)
+    + _pub(b"foo", b"8", b"_R_")
+    + _pub(b"foo", b"9", b"$JS.ACK.s.c.1.2.3.4.5")  # a forged JetStream ack
+    + _pub(b"foo", b"10", b"$JS.ACK.")  # (not the bare prefix)
+    + _pub(b"foo", b"11", b"_GR_.abc.def.x")
+    + _pub(b"foo", b"12", b"_GR_.")
+    + b"HPUB foo _R_.h 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    + b"HPUB _GR_.h 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    + b"PING\r\n"
+)
+# Not `>`: a system account user would get the server's advisories too.
+RESERVED_SUBS = b"SUB foo 1\r\nSUB _GR_.> 2\r\nSUB $NRG.> 3\r\nSUB $NRGX 4\r\n"
+
+
+def _reserved_cases() -> Iterator[Case]:
+    """Issue 13, item 1: what nats-server's processInboundClientMsg refuses (-ERR, no +OK,
+    message dropped, connection kept), quiet, verbose and pedantic, by account."""
+    violations = (
+        b"-ERR 'Permissions Violation for Publish to \"_GR_.x.y\"'",
+        b"-ERR 'Permissions Violation for Publish to \"$NRG.x\"'",
+        b"-ERR 'Permissions Violation for Publish with Reply of \"_R_.abc\"'",
+        b"-ERR 'Permissions Violation for Publish with Reply of \"$JS.ACK.s.c.1.2.3.4.5\"'",
+        b"-ERR 'Permissions Violation for Publish with Reply of \"_GR_.abc.def.x\"'",
+    )
+    for name, connect in (("quiet", HDR_CONNECT), ("verbose", VERBOSE_CONNECT)):
+        yield one(f"reserved_{name}", connect + RESERVED_SUBS + RESERVED_PUBS, expect=violations)
+    # Pedantic: the wildcard error first (at the PUB line), then the refusal.
+    yield one(
+        "reserved_pedantic_wildcard",
+        VERBOSE_CONNECT
+        + RESERVED_SUBS
+        + _pub(b"_GR_.*", b"x")
+        + _pub(b"$NRG.>", b"y")
+        + _pub(b"foo.*", b"z", b"_R_.1")
+        + b"PING\r\n",
+        expect=(b"-ERR 'Invalid Publish Subject'\r\n-ERR 'Permissions Violation",),
+    )
+    # No responders: a refused request gets no 503 either.
+    yield one(
+        "reserved_reply_no_responders",
+        HDR_CONNECT + b"SUB _R_.x 1\r\n" + _pub(b"nobody", b"x", b"_R_.x") + b"PING\r\n",
+        expect=(b'Reply of "_R_.x"',),
+    )
+    # A user with publish permissions: the permission check comes between the two subject
+    # checks, so `_GR_.` is refused as reserved and `$NRG.` by the permissions (one -ERR each).
+    yield one(
+        "reserved_with_permissions",
+        PERMS_CONNECT
+        + b"SUB _INBOX.> 1\r\n"
+        + _pub(b"_GR_.a", b"1")
+        + _pub(b"$NRG.a", b"2")
+        + _pub(b"foo", b"3", b"_R_.a")
+        + _pub(b"_INBOX.a", b"4", b"$JS.ACK.a.b")
+        + b"PING\r\n",
+        profile="perms",
+        expect=(b'Reply of "_R_.a"',),
+    )
+    # The system account may publish on $NRG.; the reserved replies stay refused.
+    for user in (b"sys", b"a"):
+        yield one(
+            f"reserved_account_{user.decode()}",
+            b'CONNECT {"verbose":true,"headers":true,"user":"%s","pass":"p"}\r\n' % user
+            + RESERVED_SUBS
+            + RESERVED_PUBS,
+            profile="sysacc",
+            expect=(b'Reply of "_R_.abc"',),
+        )
+
+
 CASES = list(_cases())
 
 
@@ -1091,6 +1170,15 @@ authorization {
     ),
     "stale": Profile(config='ping_interval: "100ms"\nping_max: 1\n'),
     "maxconn": Profile(config="max_connections: 1\n"),
+    "sysacc": Profile(
+        config="""
+accounts {
+  SYS { users = [{user: sys, password: p}] }
+  A { users = [{user: a, password: p}] }
+}
+system_account: SYS
+"""
+    ),
     # {store} becomes a directory of each server's own.
     "js": Profile(args=("-js", "-sd", "{store}")),
 }

@@ -50,6 +50,7 @@ from pynatsd.server.events import client_connected
 from pynatsd.server.limits import connection_limits
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import PlanCache
+from pynatsd.server.reserved import NRG_PREFIX, is_gateway_routed, is_reserved_reply
 from pynatsd.server.subscription import Subscription
 from pynatsd.subjects import is_valid_literal_subject_bytes
 from pynatsd.sublist import InvalidSubjectError
@@ -480,23 +481,33 @@ class ClientSession:
         self._process_pub_slow(ev)
 
     def _process_pub_slow(self, ev: Pub) -> None:
-        subject = ev.subject
         if self.trace:
             self._trace_pub(ev)
-        if self.pedantic and not is_valid_literal_subject_bytes(subject):
+        if self.pedantic and not is_valid_literal_subject_bytes(ev.subject):
             self.send_err(errors.INVALID_PUBLISH_SUBJECT)
+        subject = ev.subject
+        if is_gateway_routed(subject):
+            self._publish_violation(subject)
+            return
         perms = self.perms
-        if perms.publish_restricted:
-            text = subject.decode("utf-8", "surrogateescape")
-            if not perms.can_publish(text):
-                log.error('%s - Publish Violation - Subject "%s"', self.label, text)
-                self.send_err(errors.permissions_publish(text))
-                return
+        if perms.publish_restricted and not perms.can_publish(
+            subject.decode("utf-8", "surrogateescape")
+        ):
+            self._publish_violation(subject)
+            return
+        if subject.startswith(NRG_PREFIX) and self.account is not self.server.system_account:
+            self._publish_violation(subject)
+            return
+        reply = ev.reply
+        if reply and is_reserved_reply(reply):
+            text = reply.decode("utf-8", "surrogateescape")
+            log.error('%s - Publish Violation - Reply "%s"', self.label, text)
+            self.send_err(errors.permissions_publish_reply(text))
+            return
         if self.verbose:
             self.outbound.push(OK_FRAME)
         sublist = self.account.sublist
         result = sublist.match_bytes(subject)
-        reply = ev.reply
         if result.psubs or result.qsubs:
             if ev.line and not self._careful_pub and self._may_plan(subject):
                 self.plans.remember(self, ev, result, sublist.genid)
@@ -507,6 +518,11 @@ class ClientSession:
                 if sub.client is self:
                     self.outbound.push(no_responders_frame(reply, sub.sid, subject))
                     break
+
+    def _publish_violation(self, subject: bytes) -> None:
+        text = subject.decode("utf-8", "surrogateescape")
+        log.error('%s - Publish Violation - Subject "%s"', self.label, text)
+        self.send_err(errors.permissions_publish(text))
 
     def _may_plan(self, subject: bytes) -> bool:
         """A publisher with permissions gets a plan only for subjects its allow/deny lists
