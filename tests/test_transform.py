@@ -137,9 +137,9 @@ ERROR_TEXTS = [
     ("foo.*", "foo.>.bar", "invalid mapping destination: invalid transform in bar"),
     ("foo.*", "foo.b ar", "invalid mapping destination: invalid transform"),
     (
-        "foo.*",
+        "foo",
         "foo.{{left(1,1)}}",
-        "invalid mapping destination: unknown function in {{left(1,1)}}",
+        "invalid mapping destination: wildcard index out of range in {{left(1,1)}}",
     ),
 ]
 

@@ -13,8 +13,8 @@ modulo n), `{{splitFromLeft(N,i)}}`, `{{splitFromRight(N,i)}}`, `{{sliceFromLeft
 regular expressions do.
 
 Go's quirks are kept on purpose: the functions cut tokens by bytes, not characters; a wildcard
-index of 0 (or below) names the first token; `{{left}}`/`{{right}}` pass `NewSubjectTransform`
-but not `ValidateMapping`; a literal source accepts only `partition` and `random`.
+index of 0 (or below) names the first token; a literal source accepts only `partition` and
+`random`; `$x` with no number after the `$` is a literal.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ _LEFT = _function("Left")
 _RIGHT = _function("Right")
 _RANDOM = _function("Random")
 _COMMA = re.compile(rf",{_S}*")
-# The functions ValidateMapping knows (left and right are missing there, as in nats-server).
+# The functions ValidateMapping knows (nats-server v2.15.1 lists left and right too).
 _VALIDATED = (
     _PARTITION,
     _WILDCARD,
@@ -100,6 +100,8 @@ _VALIDATED = (
     _SLICE_FROM_LEFT,
     _SLICE_FROM_RIGHT,
     _SPLIT,
+    _LEFT,
+    _RIGHT,
     _RANDOM,
 )
 _INDEX_INT_FUNCTIONS = (

@@ -995,6 +995,7 @@ def _cases() -> Iterator[Case]:
     # --- JetStream deliveries: the MSG/HMSG frames a pull request gets, byte for byte ----------
     yield from _jetstream_cases()
     yield from _reserved_cases()
+    yield from _mapping_cases()
 
 
 def _pub(subject: bytes, payload: bytes, reply: bytes = b"") -> bytes:
@@ -1137,6 +1138,89 @@ def _reserved_cases() -> Iterator[Case]:
         )
 
 
+# Published to the "mappings" profile, one of each kind of mapping (see its configuration).
+MAPPED_PUBS = (
+    _pub(b"lit.a", b"1")
+    + _pub(b"wc.x.y", b"2", b"_INBOX.r")
+    + _pub(b"fn.q", b"3")
+    + _pub(b"part.ab.cd", b"4")
+    + _pub(b"partall.xyz", b"5")
+    + _pub(b"sfl.abcde", b"6")
+    + _pub(b"sfr.abcde", b"7")
+    + _pub(b"slfl.abcdefgh", b"8")
+    + _pub(b"slfr.abcdefgh", b"9")
+    + _pub(b"split.-a--b-c-", b"10")
+    + _pub(b"fwc.1.2.3", b"11")
+    + _pub(b"sfl.\xc3\xa9t\xc3\xa9", b"12")  # cut on bytes, as Go does
+    + _pub(b"unmapped", b"13")
+    + _hpub(b"wc.h.1", HEADERS, b"14")
+    + _pub(b"wc.*.y", b"15")  # a wildcard publish (accepted without pedantic) maps too
+    + _pub(b"tograr", b"16")  # mapped onto a reserved subject: refused as such
+    + _pub(b"tonrg", b"17")
+    + _pub(b"drop", b"18", b"_INBOX.d")  # a weight-0 mapping of its own source: dropped
+    + _pub(b"perm.x", b"19")
+    + b"PING\r\n"
+)
+
+
+def _mapping_cases() -> Iterator[Case]:
+    """Issue 13, item 7: subject mappings applied to client publishes, before permissions and
+    the reserved-subject checks; plans must not remember a weighted choice."""
+    sub_all = b"SUB > 1\r\nSUB _INBOX.> 2\r\n"
+    yield one(
+        "mappings_quiet",
+        HDR_CONNECT + sub_all + MAPPED_PUBS,
+        profile="mappings",
+        expect=(b"MSG wc.out.y.x 1 _INBOX.r 1", b"MSG fwc.out.1.2.3 1 2"),
+    )
+    yield one(
+        "mappings_verbose_pedantic",
+        VERBOSE_CONNECT + sub_all + MAPPED_PUBS,
+        profile="mappings",
+        expect=(b"Invalid Publish Subject",),
+    )
+    # The same PUB lines again and again: delivery plans must keep the mapped subject.
+    repeated = _pub(b"lit.a", b"x") * 3 + _pub(b"wc.x.y", b"y") * 3 + b"PING\r\n"
+    yield one(
+        "mappings_planned",
+        QUIET_CONNECT + sub_all + repeated + repeated,
+        profile="mappings",
+        expect=(b"MSG lit.b 1 1\r\nx",),
+    )
+    # Permissions apply to the mapped subject.
+    yield one(
+        "mappings_then_permissions",
+        b'CONNECT {"verbose":false,"headers":true,"user":"a","pass":"b"}\r\n'
+        + sub_all
+        + MAPPED_PUBS,
+        profile="mappings",
+        expect=(b'Publish to "perm.denied"',),
+    )
+    # An account's own mappings, and the exporter's mappings on a service import. (nats-server
+    # decides whether to map once per read, from the account the connection had when the read
+    # began: publishes in the read of the CONNECT that binds an account go unmapped. The
+    # CONNECT goes in a read of its own here; pynatsd maps from the CONNECT on.)
+    yield Case(
+        "mappings_accounts",
+        (
+            s("b", b'CONNECT {"verbose":false,"user":"b","pass":"p"}\r\nSUB > 1\r\n'),
+            s("a", b'CONNECT {"verbose":false,"user":"a","pass":"p"}\r\nSUB > 1\r\n'),
+            s(
+                "a",
+                _pub(b"in.a", b"1") + _pub(b"svc.q", b"2") + _pub(b"lit.a", b"3") + b"PING\r\n",
+            ),
+            s("b", _pub(b"in.b", b"4") + b"PING\r\n"),
+        ),
+        profile="acc_mappings",
+        expect=(b"MSG out.a 1 1",),
+    )
+    yield one(
+        "mappings_literal_partition",
+        QUIET_CONNECT + b"SUB > 1\r\n" + _pub(b"lpart", b"1") + _pub(b"lpart", b"2") + b"PING\r\n",
+        profile="map_lpart",
+    )
+
+
 CASES = list(_cases())
 
 
@@ -1170,6 +1254,51 @@ authorization {
     ),
     "stale": Profile(config='ping_interval: "100ms"\nping_max: 1\n'),
     "maxconn": Profile(config="max_connections: 1\n"),
+    "mappings": Profile(
+        config="""
+mappings {
+  lit.a: lit.b
+  "wc.*.*": "wc.out.$2.$1"
+  "fn.*": "fn.out.{{wildcard(1)}}"
+  "part.*.*": "part.{{partition(10,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
+  "partall.*": "partall.{{partition(7)}}"
+  "sfl.*": "sfl.{{splitFromLeft(1,2)}}"
+  "sfr.*": "sfr.{{SplitFromRight(1,2)}}"
+  "slfl.*": "slfl.{{sliceFromLeft(1,3)}}"
+  "slfr.*": "slfr.{{SliceFromRight(1,3)}}"
+  "split.*": "split.{{split(1,-)}}"
+  "fwc.>": "fwc.out.>"
+  tograr: "_GR_.x.y"
+  tonrg: "$NRG.x"
+  drop: [{destination: drop, weight: 0}]
+  perm.x: perm.denied
+}
+no_auth_user: c
+authorization {
+  users = [
+    {user: a, password: b, permissions: {publish: {deny: ["perm.denied"]}}}
+    {user: c, password: d}
+  ]
+}
+"""
+    ),
+    "acc_mappings": Profile(
+        config="""
+accounts {
+  A {
+    users = [{user: a, password: p}]
+    mappings { "in.*": "out.$1", lit.a: lit.b }
+    imports [{service: {account: B, subject: "svc.*"}}]
+  }
+  B {
+    users = [{user: b, password: p}]
+    mappings { "svc.*": "svc.mapped.$1", "in.*": "b.out.$1" }
+    exports [{service: "svc.*"}]
+  }
+}
+"""
+    ),
+    "map_lpart": Profile(config='mappings { lpart: "lpart.{{partition(5)}}" }\n'),
     "sysacc": Profile(
         config="""
 accounts {

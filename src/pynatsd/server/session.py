@@ -29,6 +29,7 @@ from pynatsd.protocol.events import (
     Pub,
     Sub,
     Unsub,
+    make_pub,
 )
 from pynatsd.protocol.frames import (
     OK_FRAME,
@@ -56,6 +57,7 @@ from pynatsd.subjects import is_valid_literal_subject_bytes
 from pynatsd.sublist import InvalidSubjectError
 
 if TYPE_CHECKING:
+    from pynatsd.mappings import SubjectMappings
     from pynatsd.options import User
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
@@ -485,6 +487,11 @@ class ClientSession:
             self._trace_pub(ev)
         if self.pedantic and not is_valid_literal_subject_bytes(ev.subject):
             self.send_err(errors.INVALID_PUBLISH_SUBJECT)
+        mappings = self.account.mappings
+        if mappings is not None:
+            # The subject mapping hook: from here on `ev` is the message under its mapped
+            # subject (message tracing reports the change as its subject-mapping event).
+            ev = self._map_subject(ev, mappings)
         subject = ev.subject
         if is_gateway_routed(subject):
             self._publish_violation(subject)
@@ -518,6 +525,27 @@ class ClientSession:
                 if sub.client is self:
                     self.outbound.push(no_responders_frame(reply, sub.sid, subject))
                     break
+
+    def _map_subject(self, ev: Pub, mappings: SubjectMappings) -> Pub:
+        """The account's subject mappings (nats-server's selectMappedSubject, applied before
+        processInboundClientMsg): `ev` under the subject it maps to, or `ev` itself. A mapping
+        that may choose differently next time (weights, `random`) clears the PUB line, so no
+        delivery plan remembers the choice."""
+        subject = ev.subject
+        selected = mappings.select(subject.decode("utf-8", "surrogateescape"))
+        if selected is None:
+            return ev
+        text, fixed = selected
+        mapped = text.encode("utf-8", "surrogateescape")
+        if self.trace:
+            log.log(
+                TRACE,
+                "%s - <<- [MAPPING %s -> %s]",
+                self.label,
+                subject.decode(errors="replace"),
+                text,
+            )
+        return make_pub((mapped, ev[1], ev[2], ev[3], ev[4] if fixed else b"", ev[5], ev[6]))
 
     def _publish_violation(self, subject: bytes) -> None:
         text = subject.decode("utf-8", "surrogateescape")
