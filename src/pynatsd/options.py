@@ -268,8 +268,9 @@ class Options:
 
     # Accounts (`accounts {}`); users of an account are in `users` with `User.account` set.
     accounts: dict[str, AccountConfig] = field(default_factory=dict)
-    # The top-level `mappings {}`: subject mappings of the global account ($G).
-    mappings: list[SubjectMapping] = field(default_factory=list)
+    # The top-level `mappings {}`: subject mappings of the global account ($G); None when the
+    # file has no such block (a reload then leaves $G's mappings as they are, as nats-server).
+    mappings: list[SubjectMapping] | None = None
 
     # Operator (decentralized JWT) mode: operator JWTs (raw, verified when loaded), the keys
     # they trust, the account resolver and its preloaded account JWTs (public key -> JWT).

@@ -105,7 +105,10 @@ def install_mappings(server: Server) -> None:
     the global account's, an account's own block (or JWT) its."""
     for account in server.accounts.values():
         if account is server.global_account:
-            account.set_mappings(server.options.mappings)
+            # nats-server updates $G only from a configuration that has a `mappings` block:
+            # a reload that drops the block keeps the mappings in force.
+            if server.options.mappings is not None:
+                account.set_mappings(server.options.mappings)
         else:
             account.set_mappings(account.config.mappings if account.config is not None else ())
 
