@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from support.jwts import Key, account_jwt, account_key, make_operator, user_jwt, user_key
 from support.natsserver import nats_server_binary
 from support.ports import LOOPBACK, free_port
 from support.processes import ServerProcess, start_server
@@ -78,11 +79,18 @@ def _env() -> dict[str, str]:
 
 
 class Client:
-    def __init__(self, port: int, **connect: object) -> None:
+    def __init__(
+        self, port: int, jwt_user: tuple[str, Key] | None = None, **connect: object
+    ) -> None:
+        """A client subscribed to `>`; `jwt_user`: a user JWT and its key, for operator mode."""
         self.sock = socket.create_connection((LOOPBACK, port), timeout=10)
         self.buf = b""
-        assert self._line().startswith(b"INFO ")
+        info = self._line()
+        assert info.startswith(b"INFO ")
         opts = {"verbose": False, "pedantic": False, "headers": True, **connect}
+        if jwt_user is not None:
+            nonce = json.loads(info[5:])["nonce"]
+            opts.update(jwt=jwt_user[0], sig=jwt_user[1].sign_nonce(nonce))
         self.sock.sendall(f"CONNECT {json.dumps(opts)}\r\nSUB > 1\r\nPING\r\n".encode())
         assert self.until_pong() == Counter()
 
@@ -129,7 +137,7 @@ def test_weighted_mappings_split_alike(tmp_path: Path) -> None:
     with servers(WEIGHTED, tmp_path) as started:
         for name, server in started.items():
             c = Client(server.port)
-            a = Client(server.port, user="a", **{"pass": "p"})
+            a = Client(server.port, **{"user": "a", "pass": "p"})
             observed[name] = {
                 "w": _shares(c.publish(["w"] * N), N),
                 "random": _shares(c.publish(["r.k"] * N), N),
@@ -231,3 +239,28 @@ def test_reload_removing_every_mapping(tmp_path: Path) -> None:
     # (The last also holds the message the second client published before.)
     assert [c["before.x"] for c in seen["nats-server"][:3]] == [1, 1, 1]
     assert seen["nats-server"][3]["m.x"] == 1
+
+
+def test_account_jwt_mappings(tmp_path: Path) -> None:
+    """Operator mode: the mappings of an account JWT apply as configured ones do."""
+    operator, account, user = make_operator(), account_key(), user_key()
+    claims = {
+        "fixed": [{"subject": "fixed.mapped"}],
+        "w.*": [{"subject": "w.a.$1", "weight": 50}, {"subject": "w.b.$1", "weight": 50}],
+    }
+    preload = {
+        account.public: account_jwt(operator.signing, account, mappings=claims),
+        operator.system.public: operator.system_jwt,
+    }
+    conf = f"operator: {operator.jwt}\nresolver: MEMORY\nresolver_preload {{\n"
+    conf += "\n".join(f"  {k}: {v}" for k, v in preload.items()) + "\n}\n"
+    token = user_jwt(account, user)
+    seen: dict[str, list[dict[str, float]]] = {}
+    with servers(conf, tmp_path) as started:
+        for name, server in started.items():
+            c = Client(server.port, jwt_user=(token, user))
+            seen[name] = [_shares(c.publish(["fixed"]), 1), _shares(c.publish(["w.x"] * N), N)]
+            c.close()
+    assert seen["nats-server"][0] == seen["pynatsd"][0] == {"fixed.mapped": 1.0}
+    for name in seen:
+        assert _close_enough(seen[name][1], {"w.a.x": 0.5, "w.b.x": 0.5}, 0.05), seen
