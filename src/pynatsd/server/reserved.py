@@ -21,6 +21,11 @@ SERVICE_REPLY_PREFIX = b"_R_."  # replyPrefix
 JS_ACK_PREFIX = b"$JS.ACK."  # jsAckPre
 NRG_PREFIX = b"$NRG."  # clientNRGPrefix
 
+# Cheap first tests on the publish path, before the exact ones below: the first byte of a
+# reserved subject, the prefixes of a reserved reply.
+RESERVED_FIRST_BYTES = frozenset(b"_$")
+RESERVED_REPLY_PREFIXES = (SERVICE_REPLY_PREFIX, JS_ACK_PREFIX, GATEWAY_REPLY_PREFIX)
+
 
 def is_gateway_routed(subject: bytes) -> bool:
     """hasGWRoutedReplyPrefix: `_GR_.` and at least one more byte."""

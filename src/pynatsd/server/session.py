@@ -51,7 +51,13 @@ from pynatsd.server.events import client_connected
 from pynatsd.server.limits import connection_limits
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import PlanCache
-from pynatsd.server.reserved import NRG_PREFIX, is_gateway_routed, is_reserved_reply
+from pynatsd.server.reserved import (
+    NRG_PREFIX,
+    RESERVED_FIRST_BYTES,
+    RESERVED_REPLY_PREFIXES,
+    is_gateway_routed,
+    is_reserved_reply,
+)
 from pynatsd.server.subscription import Subscription
 from pynatsd.subjects import is_valid_literal_subject_bytes
 from pynatsd.sublist import InvalidSubjectError
@@ -493,8 +499,10 @@ class ClientSession:
             # subject (message tracing reports the change as its subject-mapping event).
             ev = self._map_subject(ev, mappings)
         subject = ev.subject
-        if is_gateway_routed(subject):
-            self._publish_violation(subject)
+        # The reserved subject spaces (server/reserved.py) by their first byte first: this
+        # runs for every unplanned publish. (Only a mapping makes a subject empty.)
+        # nats-server tests `$NRG.` after the permissions; the refusal reads the same.
+        if subject and subject[0] in RESERVED_FIRST_BYTES and self._reserved_subject(subject):
             return
         perms = self.perms
         if perms.publish_restricted and not perms.can_publish(
@@ -502,11 +510,8 @@ class ClientSession:
         ):
             self._publish_violation(subject)
             return
-        if subject.startswith(NRG_PREFIX) and self.account is not self.server.system_account:
-            self._publish_violation(subject)
-            return
         reply = ev.reply
-        if reply and is_reserved_reply(reply):
+        if reply and reply.startswith(RESERVED_REPLY_PREFIXES) and is_reserved_reply(reply):
             text = reply.decode("utf-8", "surrogateescape")
             log.error('%s - Publish Violation - Reply "%s"', self.label, text)
             self.send_err(errors.permissions_publish_reply(text))
@@ -546,6 +551,15 @@ class ClientSession:
                 text,
             )
         return make_pub((mapped, ev[1], ev[2], ev[3], ev[4] if fixed else b"", ev[5], ev[6]))
+
+    def _reserved_subject(self, subject: bytes) -> bool:
+        """Refuse a `_GR_.` subject, or a `$NRG.` one outside the system account."""
+        if is_gateway_routed(subject) or (
+            subject.startswith(NRG_PREFIX) and self.account is not self.server.system_account
+        ):
+            self._publish_violation(subject)
+            return True
+        return False
 
     def _publish_violation(self, subject: bytes) -> None:
         text = subject.decode("utf-8", "surrogateescape")
