@@ -498,6 +498,8 @@ class ClientSession:
             # The subject mapping hook: from here on `ev` is the message under its mapped
             # subject (message tracing reports the change as its subject-mapping event).
             ev = self._map_subject(ev, mappings)
+        if self.trace:
+            self._trace_payload(ev)
         subject = ev.subject
         # The reserved subject spaces (server/reserved.py) by their first byte first: this
         # runs for every unplanned publish. (Only a mapping makes a subject empty.)
@@ -590,6 +592,8 @@ class ClientSession:
             reply.decode(errors="replace"),
             sizes,
         )
+
+    def _trace_payload(self, ev: Pub) -> None:
         limit = self.server.options.max_traced_msg_len
         data = ev.payload if limit <= 0 else ev.payload[:limit]
         log.log(TRACE, "%s - <<- MSG_PAYLOAD: [%r]", self.label, data.decode(errors="replace"))
