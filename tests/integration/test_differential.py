@@ -1159,6 +1159,8 @@ MAPPED_PUBS = (
     + _pub(b"tonrg", b"17")
     + _pub(b"drop", b"18", b"_INBOX.d")  # a weight-0 mapping of its own source: dropped
     + _pub(b"perm.x", b"19")
+    + _pub(b"pinned", b"20")  # scoped to a cluster this server is not in: unmapped
+    + _pub(b"pinned2", b"21")  # (or mapped by the unscoped destinations)
     + b"PING\r\n"
 )
 
@@ -1272,6 +1274,8 @@ mappings {
   tonrg: "$NRG.x"
   drop: [{destination: drop, weight: 0}]
   perm.x: perm.denied
+  pinned: [{destination: pinned.east, weight: 100, cluster: east}]
+  pinned2: [{destination: p.east, weight: 100, cluster: east}, {destination: p.any, weight: 100}]
 }
 no_auth_user: c
 authorization {
