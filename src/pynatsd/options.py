@@ -156,6 +156,24 @@ class JetStreamAccountLimits:
     max_bytes_required: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class MapDest:
+    """One destination of a subject mapping (nats-server's `MapDest`): `weight` in percent,
+    as written; `cluster` scopes it to one cluster (a server outside a cluster ignores it)."""
+
+    subject: str
+    weight: int = 100
+    cluster: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectMapping:
+    """One entry of a `mappings {}` block: the source subject and where it goes."""
+
+    source: str
+    destinations: tuple[MapDest, ...]
+
+
 @dataclass(slots=True)
 class AccountConfig:
     """One account of the `accounts {}` block. Its users are in `Options.users` with
@@ -170,6 +188,7 @@ class AccountConfig:
     limits: AccountLimits = field(default_factory=AccountLimits)
     jetstream: JetStreamAccountLimits | None = None  # None: JetStream disabled for the account
     default_permissions: Permissions | None = None
+    mappings: list[SubjectMapping] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -249,6 +268,9 @@ class Options:
 
     # Accounts (`accounts {}`); users of an account are in `users` with `User.account` set.
     accounts: dict[str, AccountConfig] = field(default_factory=dict)
+    # The top-level `mappings {}`: subject mappings of the global account ($G); None when the
+    # file has no such block (a reload then leaves $G's mappings as they are, as nats-server).
+    mappings: list[SubjectMapping] | None = None
 
     # Operator (decentralized JWT) mode: operator JWTs (raw, verified when loaded), the keys
     # they trust, the account resolver and its preloaded account JWTs (public key -> JWT).

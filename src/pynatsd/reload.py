@@ -63,8 +63,9 @@ AUTH_FIELDS = (
 LOGGING_FIELDS = frozenset(
     {"debug", "trace", "trace_verbose", "logtime", "logtime_utc", "log_file"}
 )
-# Fields that are bookkeeping rather than configuration.
-IGNORED = ("config_file",)
+# Fields that are bookkeeping rather than configuration, and the top-level `mappings`, which
+# nats-server keeps as the global account's and reloads (and logs) with the accounts.
+IGNORED = ("config_file", "mappings")
 
 
 def _go_value(value: Any) -> str:

@@ -363,8 +363,6 @@ def test_warnings(text: str, warning: str) -> None:
         "mqtt { port: 1883 }",
         # tls, accounts, operator and resolver are supported now (tests/config/test_security*).
         "ocsp: false",
-        "accounts { A: { mappings { a: b } } }",
-        "mappings { a: b }",
         "resolver_tls { cert_file: x }",
         "https: 8443",
         "prof_port: 6060",

@@ -994,6 +994,8 @@ def _cases() -> Iterator[Case]:
     )
     # --- JetStream deliveries: the MSG/HMSG frames a pull request gets, byte for byte ----------
     yield from _jetstream_cases()
+    yield from _reserved_cases()
+    yield from _mapping_cases()
 
 
 def _pub(subject: bytes, payload: bytes, reply: bytes = b"") -> bytes:
@@ -1058,6 +1060,169 @@ def _jetstream_cases() -> Iterator[Case]:
         )
 
 
+VERBOSE_CONNECT = b'CONNECT {"verbose":true,"pedantic":true,"headers":true}\r\n'
+# Reserved subjects and replies nats-server refuses (and look-alikes it lets through).
+RESERVED_PUBS = (
+    _pub(b"_GR_.x.y", b"1")  # gateway-routed reply prefix: refused before the permission check
+    + _pub(b"_GR_.", b"2")  # the bare prefix is not reserved
+    + _pub(b"$NRG.x", b"3")  # RAFT subjects: refused outside the system account
+    + _pub(b"$NRG.", b"4")  # (a prefix test: the bare prefix too)
+    + _pub(b"$NRGX", b"5")
+    + _pub(b"foo", b"6", b"_R_.abc")  # a service import reply
+    + _pub(b"foo", b"7", b"_R_.")  # (the bare prefix too)
+    + _pub(b"foo", b"8", b"_R_")
+    + _pub(b"foo", b"9", b"$JS.ACK.s.c.1.2.3.4.5")  # a forged JetStream ack
+    + _pub(b"foo", b"10", b"$JS.ACK.")  # (not the bare prefix)
+    + _pub(b"foo", b"11", b"_GR_.abc.def.x")
+    + _pub(b"foo", b"12", b"_GR_.")
+    + b"HPUB foo _R_.h 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    + b"HPUB _GR_.h 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    + b"PING\r\n"
+)
+# Not `>`: a system account user would get the server's advisories too.
+RESERVED_SUBS = b"SUB foo 1\r\nSUB _GR_.> 2\r\nSUB $NRG.> 3\r\nSUB $NRGX 4\r\n"
+
+
+def _reserved_cases() -> Iterator[Case]:
+    """Issue 13, item 1: what nats-server's processInboundClientMsg refuses (-ERR, no +OK,
+    message dropped, connection kept), quiet, verbose and pedantic, by account."""
+    violations = (
+        b"-ERR 'Permissions Violation for Publish to \"_GR_.x.y\"'",
+        b"-ERR 'Permissions Violation for Publish to \"$NRG.x\"'",
+        b"-ERR 'Permissions Violation for Publish with Reply of \"_R_.abc\"'",
+        b"-ERR 'Permissions Violation for Publish with Reply of \"$JS.ACK.s.c.1.2.3.4.5\"'",
+        b"-ERR 'Permissions Violation for Publish with Reply of \"_GR_.abc.def.x\"'",
+    )
+    for name, connect in (("quiet", HDR_CONNECT), ("verbose", VERBOSE_CONNECT)):
+        yield one(f"reserved_{name}", connect + RESERVED_SUBS + RESERVED_PUBS, expect=violations)
+    # Pedantic: the wildcard error first (at the PUB line), then the refusal.
+    yield one(
+        "reserved_pedantic_wildcard",
+        VERBOSE_CONNECT
+        + RESERVED_SUBS
+        + _pub(b"_GR_.*", b"x")
+        + _pub(b"$NRG.>", b"y")
+        + _pub(b"foo.*", b"z", b"_R_.1")
+        + b"PING\r\n",
+        expect=(b"-ERR 'Invalid Publish Subject'\r\n-ERR 'Permissions Violation",),
+    )
+    # No responders: a refused request gets no 503 either.
+    yield one(
+        "reserved_reply_no_responders",
+        HDR_CONNECT + b"SUB _R_.x 1\r\n" + _pub(b"nobody", b"x", b"_R_.x") + b"PING\r\n",
+        expect=(b'Reply of "_R_.x"',),
+    )
+    # A user with publish permissions: the permission check comes between the two subject
+    # checks, so `_GR_.` is refused as reserved and `$NRG.` by the permissions (one -ERR each).
+    yield one(
+        "reserved_with_permissions",
+        PERMS_CONNECT
+        + b"SUB _INBOX.> 1\r\n"
+        + _pub(b"_GR_.a", b"1")
+        + _pub(b"$NRG.a", b"2")
+        + _pub(b"foo", b"3", b"_R_.a")
+        + _pub(b"_INBOX.a", b"4", b"$JS.ACK.a.b")
+        + b"PING\r\n",
+        profile="perms",
+        expect=(b'Reply of "_R_.a"',),
+    )
+    # The system account may publish on $NRG.; the reserved replies stay refused.
+    for user in (b"sys", b"a"):
+        yield one(
+            f"reserved_account_{user.decode()}",
+            b'CONNECT {"verbose":true,"headers":true,"user":"%s","pass":"p"}\r\n' % user
+            + RESERVED_SUBS
+            + RESERVED_PUBS,
+            profile="sysacc",
+            expect=(b'Reply of "_R_.abc"',),
+        )
+
+
+# Published to the "mappings" profile, one of each kind of mapping (see its configuration).
+MAPPED_PUBS = (
+    _pub(b"lit.a", b"1")
+    + _pub(b"wc.x.y", b"2", b"_INBOX.r")
+    + _pub(b"fn.q", b"3")
+    + _pub(b"part.ab.cd", b"4")
+    + _pub(b"partall.xyz", b"5")
+    + _pub(b"sfl.abcde", b"6")
+    + _pub(b"sfr.abcde", b"7")
+    + _pub(b"slfl.abcdefgh", b"8")
+    + _pub(b"slfr.abcdefgh", b"9")
+    + _pub(b"split.-a--b-c-", b"10")
+    + _pub(b"fwc.1.2.3", b"11")
+    + _pub(b"sfl.\xc3\xa9t\xc3\xa9", b"12")  # cut on bytes, as Go does
+    + _pub(b"unmapped", b"13")
+    + _hpub(b"wc.h.1", HEADERS, b"14")
+    + _pub(b"wc.*.y", b"15")  # a wildcard publish (accepted without pedantic) maps too
+    + _pub(b"tograr", b"16")  # mapped onto a reserved subject: refused as such
+    + _pub(b"tonrg", b"17")
+    + _pub(b"drop", b"18", b"_INBOX.d")  # a weight-0 mapping of its own source: dropped
+    + _pub(b"perm.x", b"19")
+    + _pub(b"pinned", b"20")  # scoped to a cluster this server is not in: unmapped
+    + _pub(b"pinned2", b"21")  # (or mapped by the unscoped destinations)
+    + b"PING\r\n"
+)
+
+
+def _mapping_cases() -> Iterator[Case]:
+    """Issue 13, item 7: subject mappings applied to client publishes, before permissions and
+    the reserved-subject checks; plans must not remember a weighted choice."""
+    sub_all = b"SUB > 1\r\nSUB _INBOX.> 2\r\n"
+    yield one(
+        "mappings_quiet",
+        HDR_CONNECT + sub_all + MAPPED_PUBS,
+        profile="mappings",
+        expect=(b"MSG wc.out.y.x 1 _INBOX.r 1", b"MSG fwc.out.1.2.3 1 2"),
+    )
+    yield one(
+        "mappings_verbose_pedantic",
+        VERBOSE_CONNECT + sub_all + MAPPED_PUBS,
+        profile="mappings",
+        expect=(b"Invalid Publish Subject",),
+    )
+    # The same PUB lines again and again: delivery plans must keep the mapped subject.
+    repeated = _pub(b"lit.a", b"x") * 3 + _pub(b"wc.x.y", b"y") * 3 + b"PING\r\n"
+    yield one(
+        "mappings_planned",
+        QUIET_CONNECT + sub_all + repeated + repeated,
+        profile="mappings",
+        expect=(b"MSG lit.b 1 1\r\nx",),
+    )
+    # Permissions apply to the mapped subject.
+    yield one(
+        "mappings_then_permissions",
+        b'CONNECT {"verbose":false,"headers":true,"user":"a","pass":"b"}\r\n'
+        + sub_all
+        + MAPPED_PUBS,
+        profile="mappings",
+        expect=(b'Publish to "perm.denied"',),
+    )
+    # An account's own mappings, and the exporter's mappings on a service import. (nats-server
+    # decides whether to map once per read, from the account the connection had when the read
+    # began: publishes in the read of the CONNECT that binds an account go unmapped. The
+    # CONNECT goes in a read of its own here; pynatsd maps from the CONNECT on.)
+    yield Case(
+        "mappings_accounts",
+        (
+            s("b", b'CONNECT {"verbose":false,"user":"b","pass":"p"}\r\nSUB > 1\r\n'),
+            s("a", b'CONNECT {"verbose":false,"user":"a","pass":"p"}\r\nSUB > 1\r\n'),
+            s(
+                "a",
+                _pub(b"in.a", b"1") + _pub(b"svc.q", b"2") + _pub(b"lit.a", b"3") + b"PING\r\n",
+            ),
+            s("b", _pub(b"in.b", b"4") + b"PING\r\n"),
+        ),
+        profile="acc_mappings",
+        expect=(b"MSG out.a 1 1",),
+    )
+    yield one(
+        "mappings_literal_partition",
+        QUIET_CONNECT + b"SUB > 1\r\n" + _pub(b"lpart", b"1") + _pub(b"lpart", b"2") + b"PING\r\n",
+        profile="map_lpart",
+    )
+
+
 CASES = list(_cases())
 
 
@@ -1091,6 +1256,62 @@ authorization {
     ),
     "stale": Profile(config='ping_interval: "100ms"\nping_max: 1\n'),
     "maxconn": Profile(config="max_connections: 1\n"),
+    "mappings": Profile(
+        config="""
+mappings {
+  lit.a: lit.b
+  "wc.*.*": "wc.out.$2.$1"
+  "fn.*": "fn.out.{{wildcard(1)}}"
+  "part.*.*": "part.{{partition(10,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
+  "partall.*": "partall.{{partition(7)}}"
+  "sfl.*": "sfl.{{splitFromLeft(1,2)}}"
+  "sfr.*": "sfr.{{SplitFromRight(1,2)}}"
+  "slfl.*": "slfl.{{sliceFromLeft(1,3)}}"
+  "slfr.*": "slfr.{{SliceFromRight(1,3)}}"
+  "split.*": "split.{{split(1,-)}}"
+  "fwc.>": "fwc.out.>"
+  tograr: "_GR_.x.y"
+  tonrg: "$NRG.x"
+  drop: [{destination: drop, weight: 0}]
+  perm.x: perm.denied
+  pinned: [{destination: pinned.east, weight: 100, cluster: east}]
+  pinned2: [{destination: p.east, weight: 100, cluster: east}, {destination: p.any, weight: 100}]
+}
+no_auth_user: c
+authorization {
+  users = [
+    {user: a, password: b, permissions: {publish: {deny: ["perm.denied"]}}}
+    {user: c, password: d}
+  ]
+}
+"""
+    ),
+    "acc_mappings": Profile(
+        config="""
+accounts {
+  A {
+    users = [{user: a, password: p}]
+    mappings { "in.*": "out.$1", lit.a: lit.b }
+    imports [{service: {account: B, subject: "svc.*"}}]
+  }
+  B {
+    users = [{user: b, password: p}]
+    mappings { "svc.*": "svc.mapped.$1", "in.*": "b.out.$1" }
+    exports [{service: "svc.*"}]
+  }
+}
+"""
+    ),
+    "map_lpart": Profile(config='mappings { lpart: "lpart.{{partition(5)}}" }\n'),
+    "sysacc": Profile(
+        config="""
+accounts {
+  SYS { users = [{user: sys, password: p}] }
+  A { users = [{user: a, password: p}] }
+}
+system_account: SYS
+"""
+    ),
     # {store} becomes a directory of each server's own.
     "js": Profile(args=("-js", "-sd", "{store}")),
 }

@@ -23,17 +23,20 @@ from pynatsd.auth.keys import (
     is_valid_public_key,
     verify_signature,
 )
+from pynatsd.mappings import MappingError, build_mapping
 from pynatsd.options import (
     NO_LIMIT,
     AccountConfig,
     AccountLimits,
     JetStreamAccountLimits,
+    MapDest,
     Permissions,
     ResponsePermission,
     ServiceExport,
     ServiceImport,
     StreamExport,
     StreamImport,
+    SubjectMapping,
     SubjectPermission,
 )
 
@@ -210,7 +213,27 @@ class AccountClaims:
             _add_export(config, _dict(export))
         for imp in nats.get("imports") or []:
             _add_import(config, _dict(imp))
+        config.mappings = _mappings(_dict(nats.get("mappings")))
         return config
+
+
+def _mappings(claim: dict[str, Any]) -> list[SubjectMapping]:
+    """The claim's `mappings` (source -> [{subject, weight, cluster}]); nats-server adds each
+    with AddWeightedMappings and ignores the ones it refuses. A weight of 0 (or none) is 100."""
+    out = []
+    for source, dests in claim.items():
+        if not isinstance(dests, list):
+            continue
+        parsed = tuple(
+            MapDest(_str(d.get("subject")), _int(d.get("weight")) or 100, _str(d.get("cluster")))
+            for d in map(_dict, dests)
+        )
+        try:
+            build_mapping(source, parsed)
+        except MappingError:
+            continue
+        out.append(SubjectMapping(source, parsed))
+    return out
 
 
 def _add_export(config: AccountConfig, export: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from pynatsd.config.exports_imports import (
     parse_exports,
     parse_imports,
 )
+from pynatsd.config.mappings import parse_mappings
 from pynatsd.config.parser import ConfigError, Node, to_plain
 from pynatsd.config.registry import (
     Abort,
@@ -35,7 +36,6 @@ SYSTEM_ACCOUNT = "$SYS"
 
 setters(((("no_system_account", "no_system", "no_sys_acc"), "no_system_account", "boolean"),))
 
-unsupported("subject mappings", "mappings", "maps")
 unsupported("accounts", "default_js_domain")
 
 
@@ -121,7 +121,7 @@ def _parse_account(
             elif lowered == "default_permissions":
                 account.default_permissions = parse_permissions(loader, entry)
             elif lowered in ("mappings", "maps"):
-                loader.ignore(f"accounts.{account.name}.{key}", entry, "subject mappings")
+                account.mappings = parse_mappings(loader, entry)
             elif lowered == "limits":
                 _parse_account_limits(loader, account, entry)
             elif lowered in ("msg_trace", "trace_dest"):

@@ -2,11 +2,11 @@
 
 This is the entry point: it dispatches every top-level key of a file through the key table of
 `registry`, which each section module fills in when it is imported (one module per section:
-`listen`, `authorization`, `operator`, `accounts`, `tls`, `jetstream`, `websocket`, `cluster`,
-`gateway`, `leafnodes`, `mqtt`). Shared value readers live in `values` and `registry`.
+`listen`, `authorization`, `operator`, `accounts`, `mappings`, `tls`, `jetstream`, `websocket`,
+`cluster`, `gateway`, `leafnodes`, `mqtt`). Shared value readers live in `values` and `registry`.
 
 Top-level keys are matched case-insensitively, with the real server's names and aliases. Keys that
-nats-server knows but pynatsd does not implement yet (cluster, gateway, leafnodes, mappings, ...)
+nats-server knows but pynatsd does not implement yet (cluster, gateway, leafnodes, ...)
 are accepted and ignored with a logged warning, so existing files still load. Anything else
 that is unknown, of the wrong type or out of range is an error that names `file:line:col`.
 
@@ -32,6 +32,7 @@ from pynatsd.config import (
     jetstream,  # noqa: F401
     leafnodes,  # noqa: F401
     listen,
+    mappings,  # noqa: F401
     mqtt,  # noqa: F401
     operator,
     websocket,  # noqa: F401

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream.gostruct import encode
 from pynatsd.jetstream.store.base import StoredMsg
-from pynatsd.jetstream.transform import SubjectTransform
 from pynatsd.jetstream.util import now_ns, parse_go_time
 from pynatsd.logger import log
 from pynatsd.protocol.headers import append_headers, header_value
+from pynatsd.transform import SubjectTransform
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.stream import Stream

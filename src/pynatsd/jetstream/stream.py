@@ -20,7 +20,6 @@ from pynatsd.jetstream import errors
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.sourcing import Source
 from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
-from pynatsd.jetstream.transform import SubjectTransform
 from pynatsd.jetstream.util import (
     go_duration,
     go_hash,
@@ -34,6 +33,7 @@ from pynatsd.protocol.events import Pub
 from pynatsd.protocol.headers import append_headers, header_value
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import match_literal
+from pynatsd.transform import SubjectTransform
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer

@@ -24,8 +24,8 @@ from pynatsd.jetstream.config import (
 from pynatsd.jetstream.errors import js_error
 from pynatsd.jetstream.gostruct import is_zero
 from pynatsd.jetstream.stream_config import StreamConfig, StreamSource
-from pynatsd.jetstream.transform import TransformError, validate_mapping
 from pynatsd.subjects import is_valid_subject, subjects_collide
+from pynatsd.transform import TransformError, validate_mapping
 
 
 def check_stream_config(

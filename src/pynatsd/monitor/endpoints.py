@@ -515,6 +515,7 @@ def accountz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, A
         "leafnode_connections": 0,
         "client_connections": sum(1 for c in server.clients.values() if c.account is account),
         "subscriptions": st.num_subs,
+        **({"mappings": account.mappings.describe()} if account.mappings is not None else {}),
         "name_tag": name,
         "sublist_stats": {
             "num_subscriptions": st.num_subs,

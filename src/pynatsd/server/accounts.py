@@ -18,10 +18,19 @@ import secrets
 from typing import TYPE_CHECKING
 
 from pynatsd.logger import log
+from pynatsd.mappings import MappingError, SubjectMappings
 from pynatsd.sublist import SubList
 
 if TYPE_CHECKING:
-    from pynatsd.options import AccountConfig, ServiceExport, ServiceImport, StreamImport
+    from collections.abc import Sequence
+
+    from pynatsd.options import (
+        AccountConfig,
+        ServiceExport,
+        ServiceImport,
+        StreamImport,
+        SubjectMapping,
+    )
     from pynatsd.protocol.events import Pub
     from pynatsd.server.client import Client
     from pynatsd.server.server import Server
@@ -34,7 +43,7 @@ RESPONSE_TTL = 120.0
 
 
 class Account:
-    __slots__ = ("config", "import_subs", "name", "num_clients", "sublist")
+    __slots__ = ("config", "import_subs", "mappings", "name", "num_clients", "sublist")
 
     def __init__(self, name: str, cache: bool = True) -> None:
         self.name = name
@@ -42,6 +51,22 @@ class Account:
         self.config: AccountConfig | None = None
         self.num_clients = 0
         self.import_subs: list[InternalSubscription] = []
+        # Subject mappings applied to what clients publish here; None (the usual case, one
+        # cheap test per publish) when the account has none.
+        self.mappings: SubjectMappings | None = None
+
+    def set_mappings(self, config: Sequence[SubjectMapping]) -> None:
+        """Install the account's mappings (at start and on every reload). A change bumps the
+        SubList generation: delivery plans made under the old mappings are dropped."""
+        current = self.mappings.config if self.mappings is not None else ()
+        if tuple(config) == current:
+            return
+        try:
+            self.mappings = SubjectMappings(config) if config else None
+        except MappingError as e:  # checked when the configuration was read
+            log.error("Account %s: subject mappings not installed: %s", self.name, e)
+            self.mappings = None
+        self.sublist.genid += 1
 
     @property
     def max_connections(self) -> int:
@@ -73,6 +98,19 @@ def _is_subset(subject: str, pattern: str) -> bool:
         if tok != "*" and tok != a[i]:
             return False
     return len(a) == len(b)
+
+
+def install_mappings(server: Server) -> None:
+    """Every account's subject mappings from the configuration: the top-level `mappings` are
+    the global account's, an account's own block (or JWT) its."""
+    for account in server.accounts.values():
+        if account is server.global_account:
+            # nats-server updates $G only from a configuration that has a `mappings` block:
+            # a reload that drops the block keeps the mappings in force.
+            if server.options.mappings is not None:
+                account.set_mappings(server.options.mappings)
+        else:
+            account.set_mappings(account.config.mappings if account.config is not None else ())
 
 
 def wire_imports(server: Server) -> None:
@@ -161,6 +199,9 @@ def _wire_service_import(
         hs = ev.header_size
         header = ev.payload[:hs] if hs > 0 else b""
         data = ev.payload[hs:] if hs > 0 else ev.payload
+        if exporter.mappings is not None:
+            # nats-server applies the exporter's mappings to a service import's subject.
+            remote = exporter.mappings.map_subject(remote)
         reply = ev.reply.decode("utf-8", "surrogateescape")
         mapped = ""
         if reply:

@@ -26,7 +26,13 @@ from pynatsd.options import Options
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import info_frame
-from pynatsd.server.accounts import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, Account, wire_imports
+from pynatsd.server.accounts import (
+    GLOBAL_ACCOUNT,
+    SYSTEM_ACCOUNT,
+    Account,
+    install_mappings,
+    wire_imports,
+)
 from pynatsd.server.client import Client
 from pynatsd.server.delivery import Stats, deliver_stored, fan_out
 from pynatsd.server.outbound import Outbound, Producer
@@ -129,6 +135,7 @@ class Server:
         system_name = self.options.system_account
         if system_name and system_name in self.accounts:
             self.system_account = self.accounts[system_name]
+        install_mappings(self)
         wire_imports(self)
 
     def get_account(self, name: str) -> Account:
@@ -139,6 +146,8 @@ class Server:
                 name, cache=not self.options.disable_sublist_cache
             )
             account.config = self.authenticator.lookup_account(name)
+            if account.config is not None:
+                account.set_mappings(account.config.mappings)
             wire_imports(self)
         return account
 

@@ -29,6 +29,7 @@ from pynatsd.protocol.events import (
     Pub,
     Sub,
     Unsub,
+    make_pub,
 )
 from pynatsd.protocol.frames import (
     OK_FRAME,
@@ -50,11 +51,19 @@ from pynatsd.server.events import client_connected
 from pynatsd.server.limits import connection_limits
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import PlanCache
+from pynatsd.server.reserved import (
+    NRG_PREFIX,
+    RESERVED_FIRST_BYTES,
+    RESERVED_REPLY_PREFIXES,
+    is_gateway_routed,
+    is_reserved_reply,
+)
 from pynatsd.server.subscription import Subscription
 from pynatsd.subjects import is_valid_literal_subject_bytes
 from pynatsd.sublist import InvalidSubjectError
 
 if TYPE_CHECKING:
+    from pynatsd.mappings import SubjectMappings
     from pynatsd.options import User
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
@@ -482,23 +491,39 @@ class ClientSession:
         self._process_pub_slow(ev)
 
     def _process_pub_slow(self, ev: Pub) -> None:
-        subject = ev.subject
         if self.trace:
             self._trace_pub(ev)
-        if self.pedantic and not is_valid_literal_subject_bytes(subject):
+        if self.pedantic and not is_valid_literal_subject_bytes(ev.subject):
             self.send_err(errors.INVALID_PUBLISH_SUBJECT)
+        mappings = self.account.mappings
+        if mappings is not None:
+            # The subject mapping hook: from here on `ev` is the message under its mapped
+            # subject (message tracing reports the change as its subject-mapping event).
+            ev = self._map_subject(ev, mappings)
+        if self.trace:
+            self._trace_payload(ev)
+        subject = ev.subject
+        # The reserved subject spaces (server/reserved.py) by their first byte first: this
+        # runs for every unplanned publish. (Only a mapping makes a subject empty.)
+        # nats-server tests `$NRG.` after the permissions; the refusal reads the same.
+        if subject and subject[0] in RESERVED_FIRST_BYTES and self._reserved_subject(subject):
+            return
         perms = self.perms
-        if perms.publish_restricted:
-            text = subject.decode("utf-8", "surrogateescape")
-            if not perms.can_publish(text):
-                log.error('%s - Publish Violation - Subject "%s"', self.label, text)
-                self.send_err(errors.permissions_publish(text))
-                return
+        if perms.publish_restricted and not perms.can_publish(
+            subject.decode("utf-8", "surrogateescape")
+        ):
+            self._publish_violation(subject)
+            return
+        reply = ev.reply
+        if reply and reply.startswith(RESERVED_REPLY_PREFIXES) and is_reserved_reply(reply):
+            text = reply.decode("utf-8", "surrogateescape")
+            log.error('%s - Publish Violation - Reply "%s"', self.label, text)
+            self.send_err(errors.permissions_publish_reply(text))
+            return
         if self.verbose:
             self.outbound.push(OK_FRAME)
         sublist = self.account.sublist
         result = sublist.match_bytes(subject)
-        reply = ev.reply
         if result.psubs or result.qsubs:
             if ev.line and not self._careful_pub and self._may_plan(subject):
                 self.plans.remember(self, ev, result, sublist.genid)
@@ -509,6 +534,41 @@ class ClientSession:
                 if sub.client is self:
                     self.outbound.push(no_responders_frame(reply, sub.sid, subject))
                     break
+
+    def _map_subject(self, ev: Pub, mappings: SubjectMappings) -> Pub:
+        """The account's subject mappings (nats-server's selectMappedSubject, applied before
+        processInboundClientMsg): `ev` under the subject it maps to, or `ev` itself. A mapping
+        that may choose differently next time (weights, `random`) clears the PUB line, so no
+        delivery plan remembers the choice."""
+        subject = ev.subject
+        selected = mappings.select(subject.decode("utf-8", "surrogateescape"))
+        if selected is None:
+            return ev
+        text, fixed = selected
+        mapped = text.encode("utf-8", "surrogateescape")
+        if self.trace:
+            log.log(
+                TRACE,
+                "%s - <<- [MAPPING %s -> %s]",
+                self.label,
+                subject.decode(errors="replace"),
+                text,
+            )
+        return make_pub((mapped, ev[1], ev[2], ev[3], ev[4] if fixed else b"", ev[5], ev[6]))
+
+    def _reserved_subject(self, subject: bytes) -> bool:
+        """Refuse a `_GR_.` subject, or a `$NRG.` one outside the system account."""
+        if is_gateway_routed(subject) or (
+            subject.startswith(NRG_PREFIX) and self.account is not self.server.system_account
+        ):
+            self._publish_violation(subject)
+            return True
+        return False
+
+    def _publish_violation(self, subject: bytes) -> None:
+        text = subject.decode("utf-8", "surrogateescape")
+        log.error('%s - Publish Violation - Subject "%s"', self.label, text)
+        self.send_err(errors.permissions_publish(text))
 
     def _may_plan(self, subject: bytes) -> bool:
         """A publisher with permissions gets a plan only for subjects its allow/deny lists
@@ -534,6 +594,8 @@ class ClientSession:
             reply.decode(errors="replace"),
             sizes,
         )
+
+    def _trace_payload(self, ev: Pub) -> None:
         limit = self.server.options.max_traced_msg_len
         data = ev.payload if limit <= 0 else ev.payload[:limit]
         log.log(TRACE, "%s - <<- MSG_PAYLOAD: [%r]", self.label, data.decode(errors="replace"))
