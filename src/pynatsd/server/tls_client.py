@@ -1,0 +1,179 @@
+"""A client connection on a TLS port: the handshake, its timeout, and records around the protocol.
+
+Corresponds to the TLS steps of nats-server's `createClient` (`server/server.go`): INFO in plain
+text and then the server-side handshake (`doTLSServerHandshake`), or with `handshake_first` the
+handshake and then INFO, or with a `handshake_first` fallback delay INFO in plain text to a
+client that stays silent that long; `tlsTimeout`; and `matchesPinnedCert` (`server/auth.go`).
+
+Every byte the client sends goes through the connection's own `TLSSession` from the first one
+(server/tls_session.py), so a ClientHello that arrives early is TLS input like any other: there
+is no moment at which the event loop hands TLS bytes to the NATS parser or plain text to TLS.
+The authentication and first PING timers start once the handshake is done, as in nats-server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from typing import TYPE_CHECKING, cast
+
+from pynatsd.logger import log
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.frames import info_frame
+from pynatsd.server.client import Client
+from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
+from pynatsd.tls import CIPHER_SUITES, pinned_cert_ok
+
+if TYPE_CHECKING:
+    from pynatsd.server.server import Server
+
+# OpenSSL's TLS 1.2 suite names -> Go's, for the debug line after the handshake (TLS 1.3 suites
+# have the same name in both).
+_GO_CIPHER_NAMES = {openssl: go for go, openssl in CIPHER_SUITES.items()}
+_GO_TLS_VERSIONS = {"TLSv1.2": "1.2", "TLSv1.3": "1.3"}
+
+
+class TLSClient(Client):
+    """A client connection whose bytes are TLS records (the client port with `tls {}`)."""
+
+    __slots__ = ("_fallback_timer", "_handshake_timer", "_info_after_handshake", "_tls")
+
+    _tls: TLSTransport  # set in connection_made
+
+    def __init__(self, server: Server) -> None:
+        super().__init__(server)
+        self._handshake_timer: asyncio.TimerHandle | None = None
+        self._fallback_timer: asyncio.TimerHandle | None = None
+        self._info_after_handshake = False
+
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        raw = cast(asyncio.Transport, base)
+        context = self.server.tls_context
+        assert context is not None
+        tls = self._tls = TLSTransport(raw, TLSSession(context))
+        if not self.admit(raw):  # refusals go out in plain text, as nats-server's do
+            return
+        self.transport = tls
+        self.outbound.transport = tls
+        opts = self.server.options
+        if not opts.tls_handshake_first:
+            raw.write(info_frame(self.server.client_info(self)))
+            self._start_handshake()
+            return
+        self._info_after_handshake = True
+        if opts.tls_handshake_first_fallback > 0:
+            # Wait that long for the client to speak first (a ClientHello); silence means a
+            # client that expects INFO first.
+            self._fallback_timer = self.server.loop.call_later(
+                opts.tls_handshake_first_fallback, self._fall_back_to_info_first
+            )
+        else:
+            self._start_handshake()
+
+    def _start_handshake(self) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s - Starting TLS client connection handshake", self.label)
+        self._handshake_timer = self.server.loop.call_later(
+            self.server.options.tls_timeout, self._handshake_timed_out
+        )
+
+    def _fall_back_to_info_first(self) -> None:
+        self._fallback_timer = None
+        if self.closed:
+            return
+        self._info_after_handshake = False
+        self._tls.raw.write(info_frame(self.server.client_info(self)))
+        self._start_handshake()
+
+    # -- bytes from the client -------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        tls = self._tls
+        session = tls.session
+        if session.established:
+            try:
+                plain = tls.receive(data)
+            except ssl.SSLError as e:  # a broken record: a read error, as in crypto/tls
+                log.error("%s - Error reading from client: %s", self.label, e.reason or e)
+                self.close(CloseReason.READ_ERROR)
+                return
+        else:
+            if self._fallback_timer is not None:  # the client spoke first: handshake first
+                self._fallback_timer.cancel()
+                self._fallback_timer = None
+                self._start_handshake()
+            try:
+                plain = tls.receive(data)
+            except NotTLS as e:
+                # Go logs a non-TLS client (a probe, a load balancer) at debug level only.
+                log.debug("%s - TLS handshake error: %s", self.label, e)
+                self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+                return
+            except ssl.SSLError as e:
+                log.error("%s - TLS handshake error: %s", self.label, e.reason or e)
+                self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+                return
+            if session.established and not self._handshake_done():
+                return
+        if plain:
+            Client.data_received(self, plain)
+        if session.peer_closed and not self.closed:
+            self.close(CloseReason.CLIENT_CLOSED)
+
+    def _handshake_done(self) -> bool:
+        """The handshake just completed: check a pinned certificate, keep the client's
+        certificate for authentication, send a delayed INFO, start the timers. False when the
+        connection was closed instead."""
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+        session = self._tls.session
+        peer_cert = session.peer_cert()
+        opts = self.server.options
+        if opts.tls_pinned_certs and not pinned_cert_ok(opts, peer_cert):
+            log.error("%s - TLS handshake error: certificate not pinned", self.label)
+            self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+            return False
+        self.peer_cert = peer_cert
+        if self._info_after_handshake:
+            self._tls.write(info_frame(self.server.client_info(self)))
+        self.start_timers()
+        if log.isEnabledFor(logging.DEBUG):
+            ssl_object = session.ssl_object
+            cipher = ssl_object.cipher()
+            name = cipher[0] if cipher else ""
+            version = ssl_object.version() or ""
+            log.debug("%s - TLS handshake complete", self.label)
+            log.debug(
+                "%s - TLS version %s, cipher suite %s",
+                self.label,
+                _GO_TLS_VERSIONS.get(version, version),
+                _GO_CIPHER_NAMES.get(name, name),
+            )
+        return True
+
+    def _handshake_timed_out(self) -> None:
+        self._handshake_timer = None
+        if self.closed or self._tls.session.established:
+            return
+        # What the client sees is the close: nats-server's "-ERR 'Secure Connection - TLS
+        # Required'" goes to the TLS connection that never came up, so it never leaves.
+        log.debug("%s - TLS handshake timeout", self.label)
+        self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed and not self._tls.session.established:
+            log.error("%s - TLS handshake error: EOF", self.label)
+            self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+            return
+        super().connection_lost(exc)
+
+    def close(self, reason: str = CloseReason.SERVER_SHUTDOWN, abort: bool = False) -> None:
+        for timer in (self._handshake_timer, self._fallback_timer):
+            if timer is not None:
+                timer.cancel()
+        self._handshake_timer = self._fallback_timer = None
+        super().close(reason, abort)
