@@ -5,14 +5,15 @@ Each server runs twice, once with the INFO-first upgrade (INFO in plain text, th
 starts TLS) and once with `tls { handshake_first: true }` (TLS from the first byte, INFO after).
 Clients connect in waves: every connect of a wave runs at once, the next wave starts when the
 previous one is done, and every connection stays open until the last wave, so the server holds
-them all. A connect is complete when the client, over TLS, got INFO, sent `CONNECT {}` and
-`PING`, and read `PONG`; its latency runs from the TCP connect to that `PONG`.
+them all. In the INFO-first runs every other client sends its ClientHello before INFO has
+arrived. A connect is complete when the client, over TLS, got INFO, sent `CONNECT` and `PING`,
+and read `PONG`; its latency runs from the start of the TCP connect to that `PONG`.
 
     python bench/bench_tls.py                          # 600 + 600 per server, waves of 20
     python bench/bench_tls.py --clients 300 --wave 50 --json /tmp/tls.json
 
-The clients run in this process on uvloop when it is installed (as the servers do); the
-certificates are made for the run (tests/support/certs.py).
+The clients (tests/support/tlsclient.py) run in this process on uvloop when it is installed,
+as the servers do; the certificates are made for the run (tests/support/certs.py).
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ sys.path.insert(0, str(REPO / "tests"))
 from cryptography.x509.oid import NameOID  # noqa: E402
 
 from support.certs import make_ca, make_cert  # noqa: E402
+from support.tlsclient import Start, TLSClient, connect_and_ping  # noqa: E402
 
 HOST = "127.0.0.1"
 SERVERS = ("pynatsd", "nats-server")
 MODES = ("info-first", "handshake-first")
-CONNECT_PING = b'CONNECT {"verbose":false,"pedantic":false,"tls_required":true}\r\nPING\r\n'
 
 
 @dataclass
@@ -145,34 +146,21 @@ class Server:
 # -- clients ------------------------------------------------------------------------------------
 
 
-async def _read_line(reader: asyncio.StreamReader, prefix: bytes) -> None:
-    line = await reader.readline()
-    if not line.startswith(prefix):
-        raise ConnectionError(f"expected {prefix!r}, got {line[:60]!r}")
+# In an INFO-first run every other client is eager: it sends its ClientHello before INFO has
+# arrived (what a server slow to start TLS sees from every client).
+STARTS: dict[str, tuple[Start, ...]] = {
+    "info-first": ("info-first", "eager"),
+    "handshake-first": ("handshake-first",),
+}
 
 
 async def connect_once(
-    port: int, mode: str, ctx: ssl.SSLContext, timeout: float
-) -> tuple[float, asyncio.StreamWriter]:
+    port: int, start: Start, ctx: ssl.SSLContext, timeout: float
+) -> tuple[float, TLSClient]:
     """One complete TLS connect; returns its latency (ms) and the open connection."""
-    start = time.perf_counter()
-
-    async def run() -> asyncio.StreamWriter:
-        if mode == "handshake-first":
-            reader, writer = await asyncio.open_connection(
-                HOST, port, ssl=ctx, server_hostname="localhost"
-            )
-            await _read_line(reader, b"INFO ")
-        else:
-            reader, writer = await asyncio.open_connection(HOST, port)
-            await _read_line(reader, b"INFO ")
-            await writer.start_tls(ctx, server_hostname="localhost")
-        writer.write(CONNECT_PING)
-        await _read_line(reader, b"PONG")
-        return writer
-
-    writer = await asyncio.wait_for(run(), timeout)
-    return (time.perf_counter() - start) * 1000, writer
+    began = time.perf_counter()
+    client = await asyncio.wait_for(connect_and_ping(HOST, port, ctx, start), timeout)
+    return (time.perf_counter() - began) * 1000, client
 
 
 def _error_kind(e: BaseException) -> str:
@@ -187,12 +175,16 @@ async def run_waves(
 ) -> Result:
     result = Result(server.kind, server.mode, clients)
     errors: collections.Counter[str] = collections.Counter()
-    open_writers: list[asyncio.StreamWriter] = []
+    opened: list[TLSClient] = []
+    starts = STARTS[server.mode]
     started = time.perf_counter()
     for first in range(0, clients, wave):
         size = min(wave, clients - first)
         outcomes = await asyncio.gather(
-            *(connect_once(server.port, server.mode, ctx, timeout) for _ in range(size)),
+            *(
+                connect_once(server.port, starts[(first + i) % len(starts)], ctx, timeout)
+                for i in range(size)
+            ),
             return_exceptions=True,
         )
         for outcome in outcomes:
@@ -200,17 +192,14 @@ async def run_waves(
                 result.failed += 1
                 errors[_error_kind(outcome)] += 1
             else:
-                latency, writer = outcome
+                latency, client = outcome
                 result.completed += 1
                 result.latencies_ms.append(latency)
-                open_writers.append(writer)
+                opened.append(client)
     result.seconds = round(time.perf_counter() - started, 2)
     result.errors = dict(errors.most_common(5))
-    for writer in open_writers:
-        writer.close()
-    for writer in open_writers:
-        with contextlib.suppress(Exception):
-            await writer.wait_closed()
+    for client in opened:
+        client.close()
     return result
 
 
