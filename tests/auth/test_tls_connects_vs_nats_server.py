@@ -222,6 +222,21 @@ async def test_handshake_first_fallback(
     assert seen["pynatsd"] == seen["nats-server"] == (True, True, b"PONG\r\n")
 
 
+@pytest.mark.parametrize("first", ["false", "true"])
+async def test_refused_connection_is_told_in_plain_text(
+    run: Callable[..., int], certs: Certs, first: str
+) -> None:
+    """Maximum connections: the refusal comes before any TLS (after INFO unless
+    handshake_first, where no INFO goes out in plain text)."""
+    seen = {}
+    for kind in SERVERS:
+        port = run(kind, _tls_block(certs, f"handshake_first: {first}"), "max_connections: -1")
+        info, rest, _ = await _raw_exchange(port, b"", expect_info=first == "false")
+        seen[kind] = (info[:5], rest)
+    assert seen["pynatsd"] == seen["nats-server"]
+    assert seen["pynatsd"][1] == b"-ERR 'maximum connections exceeded'\r\n"
+
+
 # -- certificates ---------------------------------------------------------------------------------
 
 

@@ -63,8 +63,12 @@ class Client(ClientSession, asyncio.Protocol):
         # uvloop's transports do not subclass asyncio.Transport; they implement its methods.
         transport = cast(asyncio.Transport, base)
         if self.admit(transport):
-            transport.write(info_frame(self.server.client_info(self)))
+            transport.write(self.greeting())
             self.start_timers()
+
+    def greeting(self) -> bytes:
+        """What a new connection gets first, in plain text: the INFO."""
+        return info_frame(self.server.client_info(self))
 
     def admit(self, transport: asyncio.Transport) -> bool:
         """Take the connection on, or refuse it (lame duck, maximum connections): nats-server's
@@ -83,8 +87,7 @@ class Client(ClientSession, asyncio.Protocol):
         max_conns = server.options.max_connections
         if max_conns < 0 or len(server.clients) >= max_conns:
             # nats-server sends the INFO first, then the error (createClient/maxConnExceeded).
-            transport.write(info_frame(server.client_info(self)))
-            transport.write(err_frame(errors.MAXIMUM_CONNECTIONS_EXCEEDED))
+            transport.write(self.greeting() + err_frame(errors.MAXIMUM_CONNECTIONS_EXCEEDED))
             transport.close()
             self.closed = True
             self.close_reason = CloseReason.MAX_CONNECTIONS_EXCEEDED

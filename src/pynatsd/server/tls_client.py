@@ -58,7 +58,7 @@ class TLSClient(Client):
         self.outbound.transport = tls
         opts = self.server.options
         if not opts.tls_handshake_first:
-            raw.write(info_frame(self.server.client_info(self)))
+            raw.write(self.greeting())
             self._start_handshake()
             return
         self._info_after_handshake = True
@@ -70,6 +70,13 @@ class TLSClient(Client):
             )
         else:
             self._start_handshake()
+
+    def greeting(self) -> bytes:
+        # With handshake_first nothing leaves in plain text before the handshake (a refusal's
+        # -ERR aside); the INFO follows it.
+        if self.server.options.tls_handshake_first:
+            return b""
+        return super().greeting()
 
     def _start_handshake(self) -> None:
         if log.isEnabledFor(logging.DEBUG):
