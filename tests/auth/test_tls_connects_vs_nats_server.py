@@ -237,6 +237,48 @@ async def test_refused_connection_is_told_in_plain_text(
     assert seen["pynatsd"][1] == b"-ERR 'maximum connections exceeded'\r\n"
 
 
+async def _plain_connect(port: int, wait: float) -> bytes:
+    """A client without TLS: INFO, `wait` seconds of silence, CONNECT+PING; the reply line."""
+    reader, writer = await asyncio.open_connection(LOOPBACK, port)
+    try:
+        await asyncio.wait_for(reader.readline(), 5)
+        await asyncio.sleep(wait)
+        writer.write(b'CONNECT {"verbose":false}\r\nPING\r\n')
+        return await asyncio.wait_for(reader.readline(), 5)
+    except (ConnectionError, TimeoutError) as e:
+        return type(e).__name__.encode()
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("first", ["false", f'"{int(FALLBACK * 1000)}ms"'])
+async def test_allow_non_tls(
+    run: Callable[..., int], certs: Certs, tmp_path: Path, first: str
+) -> None:
+    """allow_non_tls: the client's first byte chooses TLS or plain text; a client silent for
+    the TLS timeout is taken as plain text. (With a handshake_first fallback, after the INFO
+    the silence brings.) The INFO's TLS fields are item 6's and not compared here."""
+    ctx = certs.client_context(tmp_path)
+    seen = {}
+    for kind in SERVERS:
+        block = _tls_block(certs, f"timeout: {TLS_TIMEOUT}, handshake_first: {first}")
+        port = run(kind, block, "allow_non_tls: true")
+        outcomes = []
+        # With the fallback, a client that speaks first gets the handshake first.
+        starts: tuple[Start, Start] = (
+            ("info-first", "eager") if first == "false" else ("info-first", "handshake-first")
+        )
+        for start in starts:
+            client = await connect_and_ping(LOOPBACK, port, ctx, start)
+            client.close()
+            outcomes.append(f"{start}: PONG")
+        outcomes.append((await _plain_connect(port, 0)).decode())
+        outcomes.append((await _plain_connect(port, TLS_TIMEOUT * 1.5)).decode())
+        seen[kind] = outcomes
+    assert seen["pynatsd"] == seen["nats-server"]
+    assert seen["pynatsd"][2:] == ["PONG\r\n", "PONG\r\n"]
+
+
 # -- certificates ---------------------------------------------------------------------------------
 
 

@@ -3,7 +3,8 @@
 Corresponds to the TLS steps of nats-server's `createClient` (`server/server.go`): INFO in plain
 text and then the server-side handshake (`doTLSServerHandshake`), or with `handshake_first` the
 handshake and then INFO, or with a `handshake_first` fallback delay INFO in plain text to a
-client that stays silent that long; `tlsTimeout`; and `matchesPinnedCert` (`server/auth.go`).
+client that stays silent that long; with `allow_non_tls`, TLS or plain text as the client's
+first byte says (`sniffTLS`); `tlsTimeout`; and `matchesPinnedCert` (`server/auth.go`).
 
 Every byte the client sends goes through the connection's own `TLSSession` from the first one
 (server/tls_session.py), so a ClientHello that arrives early is TLS input like any other: there
@@ -14,6 +15,7 @@ The authentication and first PING timers start once the handshake is done, as in
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import ssl
 from typing import TYPE_CHECKING, cast
@@ -34,18 +36,35 @@ _GO_CIPHER_NAMES = {openssl: go for go, openssl in CIPHER_SUITES.items()}
 _GO_TLS_VERSIONS = {"TLSv1.2": "1.2", "TLSv1.3": "1.3"}
 
 
-class TLSClient(Client):
-    """A client connection whose bytes are TLS records (the client port with `tls {}`)."""
+class Stage(enum.Enum):
+    """Where a TLS port's connection is before its bytes are protocol."""
 
-    __slots__ = ("_fallback_timer", "_handshake_timer", "_info_after_handshake", "_tls")
+    WAIT_FOR_CLIENT = enum.auto()  # handshake_first with a fallback: does the client speak?
+    SNIFF = enum.auto()  # allow_non_tls: is the client's first byte a TLS record?
+    HANDSHAKE = enum.auto()
+    TLS = enum.auto()  # the handshake is done: records in, records out
+    PLAIN = enum.auto()  # allow_non_tls and the client chose plain text
+
+
+_TLS_STAGE = Stage.TLS  # read on every read of a TLS connection
+# nats-server reads this much, or waits the TLS timeout, to tell TLS from plain text.
+_SNIFF_BYTES = 6
+_TLS_HANDSHAKE_RECORD = 0x16
+
+
+class TLSClient(Client):
+    """A client connection on the client port with `tls {}`."""
+
+    __slots__ = ("_info_after_handshake", "_sniffed", "_stage", "_timer", "_tls")
 
     _tls: TLSTransport  # set in connection_made
 
     def __init__(self, server: Server) -> None:
         super().__init__(server)
-        self._handshake_timer: asyncio.TimerHandle | None = None
-        self._fallback_timer: asyncio.TimerHandle | None = None
+        self._stage = Stage.HANDSHAKE
+        self._timer: asyncio.TimerHandle | None = None  # the stage's deadline
         self._info_after_handshake = False
+        self._sniffed = b""  # allow_non_tls: the first bytes, until TLS or plain is decided
 
     def connection_made(self, base: asyncio.BaseTransport) -> None:
         raw = cast(asyncio.Transport, base)
@@ -59,15 +78,13 @@ class TLSClient(Client):
         opts = self.server.options
         if not opts.tls_handshake_first:
             raw.write(self.greeting())
-            self._start_handshake()
+            self._after_plain_info()
             return
         self._info_after_handshake = True
         if opts.tls_handshake_first_fallback > 0:
             # Wait that long for the client to speak first (a ClientHello); silence means a
             # client that expects INFO first.
-            self._fallback_timer = self.server.loop.call_later(
-                opts.tls_handshake_first_fallback, self._fall_back_to_info_first
-            )
+            self._enter(Stage.WAIT_FOR_CLIENT, opts.tls_handshake_first_fallback)
         else:
             self._start_handshake()
 
@@ -78,65 +95,115 @@ class TLSClient(Client):
             return b""
         return super().greeting()
 
+    def _enter(self, stage: Stage, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._stage = stage
+        self._timer = self.server.loop.call_later(deadline, self._deadline)
+
+    def _after_plain_info(self) -> None:
+        if self.server.options.allow_non_tls:
+            self._enter(Stage.SNIFF, self.server.options.tls_timeout)
+        else:
+            self._start_handshake()
+
     def _start_handshake(self) -> None:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Starting TLS client connection handshake", self.label)
-        self._handshake_timer = self.server.loop.call_later(
-            self.server.options.tls_timeout, self._handshake_timed_out
-        )
+        self._enter(Stage.HANDSHAKE, self.server.options.tls_timeout)
 
-    def _fall_back_to_info_first(self) -> None:
-        self._fallback_timer = None
+    def _deadline(self) -> None:
+        self._timer = None
         if self.closed:
             return
-        self._info_after_handshake = False
-        self._tls.raw.write(info_frame(self.server.client_info(self)))
-        self._start_handshake()
+        stage = self._stage
+        if stage is Stage.HANDSHAKE:
+            # What the client sees is the close: nats-server's "-ERR 'Secure Connection - TLS
+            # Required'" goes to the TLS connection that never came up, so it never leaves.
+            log.debug("%s - TLS handshake timeout", self.label)
+            self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+        elif stage is Stage.WAIT_FOR_CLIENT:
+            self._info_after_handshake = False
+            self._tls.raw.write(info_frame(self.server.client_info(self)))
+            self._after_plain_info()
+        elif stage is Stage.SNIFF:
+            self._sniff_decided()
 
     # -- bytes from the client -------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        tls = self._tls
-        session = tls.session
-        if session.established:
+        stage = self._stage
+        if stage is _TLS_STAGE:
+            tls = self._tls
             try:
                 plain = tls.receive(data)
             except ssl.SSLError as e:  # a broken record: a read error, as in crypto/tls
                 log.error("%s - Error reading from client: %s", self.label, e.reason or e)
                 self.close(CloseReason.READ_ERROR)
                 return
+            if plain:
+                Client.data_received(self, plain)
+            if tls.session.peer_closed and not self.closed:
+                self.close(CloseReason.CLIENT_CLOSED)
+        elif stage is Stage.PLAIN:
+            Client.data_received(self, data)
+        elif stage is Stage.HANDSHAKE:
+            self._handshake_data(data)
+        elif stage is Stage.WAIT_FOR_CLIENT:  # the client spoke first: handshake first
+            self._start_handshake()
+            self._handshake_data(data)
         else:
-            if self._fallback_timer is not None:  # the client spoke first: handshake first
-                self._fallback_timer.cancel()
-                self._fallback_timer = None
-                self._start_handshake()
-            try:
-                plain = tls.receive(data)
-            except NotTLS as e:
-                # Go logs a non-TLS client (a probe, a load balancer) at debug level only.
-                log.debug("%s - TLS handshake error: %s", self.label, e)
-                self.close(CloseReason.TLS_HANDSHAKE_ERROR)
-                return
-            except ssl.SSLError as e:
-                log.error("%s - TLS handshake error: %s", self.label, e.reason or e)
-                self.close(CloseReason.TLS_HANDSHAKE_ERROR)
-                return
-            if session.established and not self._handshake_done():
-                return
+            self._sniffed += data
+            if len(self._sniffed) >= _SNIFF_BYTES:
+                self._sniff_decided()
+
+    def _handshake_data(self, data: bytes) -> None:
+        tls = self._tls
+        try:
+            plain = tls.receive(data)
+        except NotTLS as e:
+            # Go logs a non-TLS client (a probe, a load balancer) at debug level only.
+            log.debug("%s - TLS handshake error: %s", self.label, e)
+            self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+            return
+        except ssl.SSLError as e:
+            log.error("%s - TLS handshake error: %s", self.label, e.reason or e)
+            self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+            return
+        if not tls.session.established or not self._handshake_done():
+            return
         if plain:
             Client.data_received(self, plain)
-        if session.peer_closed and not self.closed:
+        if tls.session.peer_closed and not self.closed:
             self.close(CloseReason.CLIENT_CLOSED)
+
+    def _sniff_decided(self) -> None:
+        """allow_non_tls: a first byte that opens a TLS handshake record means TLS; anything
+        else, or silence for the TLS timeout, means plain text (nats-server's sniffTLS)."""
+        sniffed, self._sniffed = self._sniffed, b""
+        if sniffed[:1] == bytes([_TLS_HANDSHAKE_RECORD]):
+            self._start_handshake()
+            self._handshake_data(sniffed)
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._stage = Stage.PLAIN
+        self.transport = self.outbound.transport = self._tls.raw
+        self.start_timers()
+        if sniffed:
+            Client.data_received(self, sniffed)
 
     def _handshake_done(self) -> bool:
         """The handshake just completed: check a pinned certificate, keep the client's
         certificate for authentication, send a delayed INFO, start the timers. False when the
         connection was closed instead."""
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
-            self._handshake_timer = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._stage = Stage.TLS
         session = self._tls.session
         peer_cert = session.peer_cert()
         opts = self.server.options
@@ -162,25 +229,15 @@ class TLSClient(Client):
             )
         return True
 
-    def _handshake_timed_out(self) -> None:
-        self._handshake_timer = None
-        if self.closed or self._tls.session.established:
-            return
-        # What the client sees is the close: nats-server's "-ERR 'Secure Connection - TLS
-        # Required'" goes to the TLS connection that never came up, so it never leaves.
-        log.debug("%s - TLS handshake timeout", self.label)
-        self.close(CloseReason.TLS_HANDSHAKE_ERROR)
-
     def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed and not self._tls.session.established:
+        if not self.closed and self._stage in (Stage.HANDSHAKE, Stage.WAIT_FOR_CLIENT):
             log.error("%s - TLS handshake error: EOF", self.label)
             self.close(CloseReason.TLS_HANDSHAKE_ERROR)
             return
         super().connection_lost(exc)
 
     def close(self, reason: str = CloseReason.SERVER_SHUTDOWN, abort: bool = False) -> None:
-        for timer in (self._handshake_timer, self._fallback_timer):
-            if timer is not None:
-                timer.cancel()
-        self._handshake_timer = self._fallback_timer = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         super().close(reason, abort)
