@@ -279,6 +279,39 @@ async def test_allow_non_tls(
     assert seen["pynatsd"][2:] == ["PONG\r\n", "PONG\r\n"]
 
 
+async def _connect_outcome(port: int, ctx: ssl.SSLContext, start: Start) -> str:
+    try:
+        client = await asyncio.wait_for(connect_and_ping(LOOPBACK, port, ctx, start), 5)
+    except ConnectionError as e:
+        return str(e)
+    except ssl.SSLError as e:
+        return f"TLS error: {e.reason}"
+    client.close()
+    return "PONG"
+
+
+@pytest.mark.parametrize("start", ["info-first", "handshake-first"])
+async def test_connection_rate_limit(
+    run: Callable[..., int], certs: Certs, tmp_path: Path, start: Start
+) -> None:
+    """connection_rate_limit: 3 per second; the others are told in plain text before TLS."""
+    ctx = certs.client_context(tmp_path)
+    first = "true" if start == "handshake-first" else "false"
+    seen = {}
+    for kind in SERVERS:
+        port = run(kind, _tls_block(certs, f"connection_rate_limit: 3, handshake_first: {first}"))
+        await asyncio.sleep(1.1)  # the readiness probe's connection counted in its own second
+        outcomes = [await _connect_outcome(port, ctx, start) for _ in range(4)]
+        # What the refused see, read in plain text.
+        _, refusal, _ = await _raw_exchange(port, b"", expect_info=start == "info-first")
+        seen[kind] = (collections.Counter(outcomes), refusal)
+    assert seen["pynatsd"] == seen["nats-server"]
+    assert seen["pynatsd"][0]["PONG"] == 3
+    assert (
+        seen["pynatsd"][1] == b"-ERR 'Connection throttling is active. Please try again later.'\r\n"
+    )
+
+
 # -- certificates ---------------------------------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ from pynatsd.server.client import Client
 from pynatsd.server.delivery import Stats, deliver_stored, fan_out
 from pynatsd.server.outbound import Outbound, Producer
 from pynatsd.server.session import ClientSession
-from pynatsd.server.tls_client import TLSClient
+from pynatsd.server.tls_client import ConnectionRate, TLSClient
 from pynatsd.tls import server_context
 from pynatsd.version import COMPAT_VERSION, JS_API_LEVEL, PROTO_VERSION, __version__
 
@@ -110,6 +110,8 @@ class Server:
         self.http_req_stats: dict[str, int] = {}
         self.config_digest = ""
         self.tls_context = server_context(self.options)
+        limit = self.options.tls_rate_limit
+        self.tls_rate = ConnectionRate(limit) if self.tls_context and limit > 0 else None
         self._info_base: dict[str, Any] = {}
 
     # -- configuration-derived state -------------------------------------------------------------

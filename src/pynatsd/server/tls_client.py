@@ -4,7 +4,8 @@ Corresponds to the TLS steps of nats-server's `createClient` (`server/server.go`
 text and then the server-side handshake (`doTLSServerHandshake`), or with `handshake_first` the
 handshake and then INFO, or with a `handshake_first` fallback delay INFO in plain text to a
 client that stays silent that long; with `allow_non_tls`, TLS or plain text as the client's
-first byte says (`sniffTLS`); `tlsTimeout`; and `matchesPinnedCert` (`server/auth.go`).
+first byte says (`sniffTLS`); `tlsTimeout`; `connection_rate_limit` (`rate_counter.go`); and
+`matchesPinnedCert` (`server/auth.go`).
 
 Every byte the client sends goes through the connection's own `TLSSession` from the first one
 (server/tls_session.py), so a ClientHello that arrives early is TLS input like any other: there
@@ -18,11 +19,13 @@ import asyncio
 import enum
 import logging
 import ssl
+import time
 from typing import TYPE_CHECKING, cast
 
 from pynatsd.logger import log
+from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.frames import info_frame
+from pynatsd.protocol.frames import err_frame, info_frame
 from pynatsd.server.client import Client
 from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
 from pynatsd.tls import CIPHER_SUITES, pinned_cert_ok
@@ -50,6 +53,36 @@ _TLS_STAGE = Stage.TLS  # read on every read of a TLS connection
 # nats-server reads this much, or waits the TLS timeout, to tell TLS from plain text.
 _SNIFF_BYTES = 6
 _TLS_HANDSHAKE_RECORD = 0x16
+
+
+class ConnectionRate:
+    """`tls { connection_rate_limit }`: at most `limit` TLS handshakes started per second, as
+    nats-server's rateCounter (a window that opens with the first connection after the last
+    one closed); refused connections are logged once a second."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._count = 0
+        self._window_end = 0.0
+        self._blocked = 0
+
+    def allow(self, loop: asyncio.AbstractEventLoop) -> bool:
+        now = time.monotonic()
+        if now > self._window_end:
+            self._count = 0
+            self._window_end = now + 1.0
+        else:
+            self._count += 1
+        if self._count < self.limit:
+            return True
+        if self._blocked == 0:
+            loop.call_later(1.0, self._report)
+        self._blocked += 1
+        return False
+
+    def _report(self) -> None:
+        blocked, self._blocked = self._blocked, 0
+        log.warning("Rejected %d connections due to TLS rate limiting", blocked)
 
 
 class TLSClient(Client):
@@ -107,10 +140,19 @@ class TLSClient(Client):
         else:
             self._start_handshake()
 
-    def _start_handshake(self) -> None:
+    def _start_handshake(self) -> bool:
+        """The handshake starts (its timeout runs), unless the TLS connection rate is over its
+        limit: then the client is told in plain text and the connection closes (False)."""
+        server = self.server
+        rate = server.tls_rate
+        if rate is not None and not rate.allow(server.loop):
+            self._tls.raw.write(err_frame(errors.CONNECTION_THROTTLING))
+            self.close(CloseReason.MAX_CONNECTIONS_EXCEEDED)
+            return False
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Starting TLS client connection handshake", self.label)
-        self._enter(Stage.HANDSHAKE, self.server.options.tls_timeout)
+        self._enter(Stage.HANDSHAKE, server.options.tls_timeout)
+        return True
 
     def _deadline(self) -> None:
         self._timer = None
@@ -152,8 +194,8 @@ class TLSClient(Client):
         elif stage is Stage.HANDSHAKE:
             self._handshake_data(data)
         elif stage is Stage.WAIT_FOR_CLIENT:  # the client spoke first: handshake first
-            self._start_handshake()
-            self._handshake_data(data)
+            if self._start_handshake():
+                self._handshake_data(data)
         else:
             self._sniffed += data
             if len(self._sniffed) >= _SNIFF_BYTES:
@@ -184,8 +226,8 @@ class TLSClient(Client):
         else, or silence for the TLS timeout, means plain text (nats-server's sniffTLS)."""
         sniffed, self._sniffed = self._sniffed, b""
         if sniffed[:1] == bytes([_TLS_HANDSHAKE_RECORD]):
-            self._start_handshake()
-            self._handshake_data(sniffed)
+            if self._start_handshake():
+                self._handshake_data(sniffed)
             return
         if self._timer is not None:
             self._timer.cancel()
