@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, cast
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.frames import err_frame, info_frame
+from pynatsd.protocol.frames import err_frame
 from pynatsd.server.client import Client
 from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
 from pynatsd.tls import CIPHER_SUITES, pinned_cert_ok
@@ -57,8 +57,8 @@ _TLS_HANDSHAKE_RECORD = 0x16
 
 class ConnectionRate:
     """`tls { connection_rate_limit }`: at most `limit` TLS handshakes started per second, as
-    nats-server's rateCounter (a window that opens with the first connection after the last
-    one closed); refused connections are logged once a second."""
+    nats-server's rateCounter (a one-second window opens with the first connection after the
+    previous window ended; refused ones count too); refusals are logged once a second."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -166,7 +166,7 @@ class TLSClient(Client):
             self.close(CloseReason.TLS_HANDSHAKE_ERROR)
         elif stage is Stage.WAIT_FOR_CLIENT:
             self._info_after_handshake = False
-            self._tls.raw.write(info_frame(self.server.client_info(self)))
+            self._tls.raw.write(Client.greeting(self))
             self._after_plain_info()
         elif stage is Stage.SNIFF:
             self._sniff_decided()
@@ -255,7 +255,7 @@ class TLSClient(Client):
             return False
         self.peer_cert = peer_cert
         if self._info_after_handshake:
-            self._tls.write(info_frame(self.server.client_info(self)))
+            self._tls.write(Client.greeting(self))
         self.start_timers()
         if log.isEnabledFor(logging.DEBUG):
             ssl_object = session.ssl_object
