@@ -165,7 +165,7 @@ async def _raw_exchange(port: int, send: bytes, expect_info: bool) -> tuple[byte
 
 
 def _when(elapsed: float, timeout: float) -> str:
-    if elapsed < timeout * 0.6:
+    if elapsed < timeout * 0.9:
         return "at once"
     return "after the TLS timeout" if elapsed < timeout + 1.0 else "late"
 
