@@ -3,8 +3,8 @@
 Options come from `--tls`, `--tlscert`, `--tlskey`, `--tlscacert`, `--tlsverify` or the `tls {}`
 block (`cert_file`, `key_file`, `ca_file`, `verify`, `verify_and_map`, `timeout`,
 `handshake_first`, `min_version`, `cipher_suites`, `pinned_certs`). The handshake itself, its
-timeout and `handshake_first` belong to the listener; this module only builds the context and
-checks pinned certificates.
+timeout and `handshake_first` belong to each connection (`server/tls_client.py`); this module
+only builds the context and checks pinned certificates.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from cryptography.x509.oid import NameOID
 
 import pynatsd
 from support.certs import make_ca, make_cert
+from support.tlsclient import connect_and_ping
 
 
 def _certs(tmp_path: Path) -> tuple[str, str, str, str, str]:
@@ -46,8 +47,10 @@ async def test_plain_client_refused(tmp_path: Path) -> None:
         assert info["tls_required"] is True
         writer.write(b"CONNECT {}\r\nPING\r\n")
         await writer.drain()
+        # As nats-server: the plain text is not TLS, so the connection closes with nothing more
+        # (tests/auth/test_tls_connects_vs_nats_server.py compares the two).
         rest = await asyncio.wait_for(reader.read(), 5)
-        assert rest == b"-ERR 'Secure Connection - TLS Required'\r\n"
+        assert rest == b""
         writer.close()
 
 
@@ -81,3 +84,42 @@ async def test_handshake_first(tmp_path: Path) -> None:
         nc = await nats.connect(f"tls://127.0.0.1:{server.port}", tls=ctx, tls_handshake_first=True)
         assert nc.is_connected
         await nc.close()
+
+
+async def test_large_messages_over_tls(tmp_path: Path) -> None:
+    """Payloads of many TLS records each way, read and written in pieces of any size."""
+    ca, cert, key, _, _ = _certs(tmp_path)
+    async with pynatsd.Server(port=0, tls=True, tls_cert=cert, tls_key=key) as server:
+        ctx = ssl.create_default_context(cafile=ca)
+        nc = await nats.connect(f"tls://127.0.0.1:{server.port}", tls=ctx)
+        sub = await nc.subscribe("big")
+        payloads = [bytes([i]) * (1_000_000 - i * 7919) for i in range(8)]
+        for payload in payloads:
+            await nc.publish("big", payload)
+        for payload in payloads:
+            assert (await sub.next_msg(timeout=5)).data == payload
+        await nc.close()
+
+
+async def test_slow_consumer_over_tls(tmp_path: Path) -> None:
+    """Encrypted bytes waiting for a subscriber that does not read count as pending: it is
+    closed as a slow consumer and the publisher goes on."""
+    ca, cert, key, _, _ = _certs(tmp_path)
+    async with pynatsd.Server(
+        port=0, tls=True, tls_cert=cert, tls_key=key, max_pending=256 * 1024
+    ) as server:
+        ctx = ssl.create_default_context(cafile=ca)
+        slow = await connect_and_ping("127.0.0.1", server.port, ctx, "info-first")
+        slow.send(b"SUB firehose 1\r\nPING\r\n")
+        assert await slow.read_line() == b"PONG\r\n"
+        (slow_cid,) = server.clients
+        publisher = await nats.connect(f"tls://127.0.0.1:{server.port}", tls=ctx)
+        payload = b"x" * 1024
+        for _ in range(30_000):
+            await publisher.publish("firehose", payload)
+        await asyncio.wait_for(publisher.flush(), 30)
+        assert server.slow_consumers == 1
+        assert slow_cid not in server.clients
+        assert publisher.is_connected
+        slow.close()
+        await publisher.close()

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -43,6 +43,7 @@ class ServerProcess:
         host: str = LOOPBACK,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
+        ready: Callable[[str, int], bool] | None = None,
     ) -> None:
         self.argv = list(argv)
         self.port = port
@@ -51,6 +52,9 @@ class ServerProcess:
         self.url = f"nats://{host}:{port}"
         self._cwd = cwd
         self._env = env
+        # How to tell it is up; by default, a connection gets an INFO line (a server with
+        # `tls { handshake_first }` sends none in plain text: pass a TLS probe).
+        self._ready = ready
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -79,9 +83,13 @@ class ServerProcess:
                 raise ServerStartError(
                     f"{self.argv} exited with {self._proc.returncode}:\n{text[-2000:]}"
                 )
-            line = _read_info_line(self.host, self.port, timeout=1.0)
-            if line is not None and line.startswith(b"INFO "):
-                return
+            if self._ready is not None:
+                if self._ready(self.host, self.port):
+                    return
+            else:
+                line = _read_info_line(self.host, self.port, timeout=1.0)
+                if line is not None and line.startswith(b"INFO "):
+                    return
             time.sleep(0.05)
         text = self.log_text()
         self.stop()
@@ -136,12 +144,13 @@ def start_server(
     startup_timeout: float = STARTUP_TIMEOUT,
     cwd: str | None = None,
     env: dict[str, str] | None = None,
+    ready: Callable[[str, int], bool] | None = None,
 ) -> ServerProcess:
     """Start `cmd -p PORT -a HOST *extra_args` (a free port unless one is given) and wait until
     it sends an INFO line."""
     port = free_port(host) if port is None else port
     argv = [*cmd, "-p", str(port), "-a", host, *extra_args]
-    server = ServerProcess(argv, port, store, host=host, cwd=cwd, env=env)
+    server = ServerProcess(argv, port, store, host=host, cwd=cwd, env=env, ready=ready)
     try:
         server.start(startup_timeout)
     except ServerStartError:

@@ -15,6 +15,7 @@ STALE_CONNECTION = "Stale Connection"
 INVALID_CLIENT_PROTOCOL = "invalid client protocol"
 NO_RESPONDERS_REQUIRES_HEADERS = "no responders requires headers support"
 SECURE_CONNECTION_TLS_REQUIRED = "Secure Connection - TLS Required"
+CONNECTION_THROTTLING = "Connection throttling is active. Please try again later."
 INVALID_SUBJECT = "Invalid Subject"
 INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
 

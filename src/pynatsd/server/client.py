@@ -1,7 +1,8 @@
 """One client connection: the thin asyncio layer around the protocol session.
 
 Corresponds to the connection half of nats-server's `server/client.go` (`createClient`,
-`readLoop`, `closeConnection`, the ping and auth timers) and the TLS upgrade of `server.go`.
+`readLoop`, `closeConnection`, the ping and auth timers); a connection on a TLS port is a
+`TLSClient` (server/tls_client.py).
 Bytes from the socket go to the sans-IO parser and its events to `ClientSession`; frames leave
 through the session's `Outbound` queue, written once per read (`Server.flush_dirty`).
 """
@@ -9,11 +10,8 @@ through the session's `Outbound` queue, written once per read (`Server.flush_dir
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import random
-import ssl
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,7 +40,6 @@ class Client(ClientSession, asyncio.Protocol):
         "_expiry_timer",
         "_ping_timer",
         "_stall_timer",
-        "_tls_task",
         "last_activity",
         "last_in",
         "transport",
@@ -58,14 +55,24 @@ class Client(ClientSession, asyncio.Protocol):
         self._auth_timer: asyncio.TimerHandle | None = None
         self._stall_timer: asyncio.TimerHandle | None = None
         self._expiry_timer: asyncio.TimerHandle | None = None
-        self._tls_task: asyncio.Task[None] | None = None
-        self.websocket = False  # set by the WebSocket listener: TLS is the WebSocket's own
+        self.websocket = False  # set by the WebSocket listener
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, base: asyncio.BaseTransport) -> None:
         # uvloop's transports do not subclass asyncio.Transport; they implement its methods.
         transport = cast(asyncio.Transport, base)
+        if self.admit(transport):
+            transport.write(self.greeting())
+            self.start_timers()
+
+    def greeting(self) -> bytes:
+        """What a new connection gets first, in plain text: the INFO."""
+        return info_frame(self.server.client_info(self))
+
+    def admit(self, transport: asyncio.Transport) -> bool:
+        """Take the connection on, or refuse it (lame duck, maximum connections): nats-server's
+        `createClient` up to the INFO. True when the connection is registered."""
         self.transport = transport
         self.outbound.attach(transport)
         peer = transport.get_extra_info("peername")
@@ -73,85 +80,35 @@ class Client(ClientSession, asyncio.Protocol):
             self.host, self.port = str(peer[0]), int(peer[1])
         self.label = f"{self.host}:{self.port} - cid:{self.cid}"
         server = self.server
-        opts = server.options
         if server.lame_duck or not server.accepting:
             transport.close()
             self.closed = True
-            return
-        max_conns = opts.max_connections
+            return False
+        max_conns = server.options.max_connections
         if max_conns < 0 or len(server.clients) >= max_conns:
             # nats-server sends the INFO first, then the error (createClient/maxConnExceeded).
-            transport.write(info_frame(server.client_info(self)))
-            transport.write(err_frame(errors.MAXIMUM_CONNECTIONS_EXCEEDED))
+            transport.write(self.greeting() + err_frame(errors.MAXIMUM_CONNECTIONS_EXCEEDED))
             transport.close()
             self.closed = True
             self.close_reason = CloseReason.MAX_CONNECTIONS_EXCEEDED
             log.error("%s - maximum connections exceeded", self.label)
-            return
+            return False
         server.add_client(self)
         self.account.num_clients += 1
         if server.authenticator.nonce_required:
             self.nonce = new_nonce()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Client connection created", self.label)
-        transport.write(info_frame(server.client_info(self)))
-        loop = server.loop
-        if server.tls_context is not None and not self.websocket and not opts.tls_handshake_first:
-            # INFO said tls_required: the client now starts the TLS handshake. Nothing is
-            # read in plain text meanwhile.
-            transport.pause_reading()
-            self._tls_task = loop.create_task(self._upgrade_to_tls())
-        elif server.tls_context is not None and not self.websocket:
-            self._remember_peer_cert()
+        return True
+
+    def start_timers(self) -> None:
+        """The authentication timeout and the first PING; with TLS, once the handshake is done
+        (nats-server starts them after it, so the timer never writes into a handshake)."""
         if self.parser.expect_connect:
-            self._auth_timer = loop.call_later(opts.auth_timeout, self._auth_timeout)
-        self._set_first_ping_timer()
-
-    async def _upgrade_to_tls(self) -> None:
-        server = self.server
-        raw = self.transport
-        assert raw is not None and server.tls_context is not None
-        # A plain-text client makes the handshake fail, and the TLS layer closes the socket
-        # with it; a duplicate of the descriptor lets us still tell the client why.
-        spare_fd = -1
-        sock = raw.get_extra_info("socket")
-        if sock is not None:
-            try:
-                spare_fd = os.dup(sock.fileno())
-            except OSError:
-                spare_fd = -1
-        try:
-            tls = await server.loop.start_tls(
-                raw,
-                self,
-                server.tls_context,
-                server_side=True,
-                ssl_handshake_timeout=server.options.tls_timeout,
+            self._auth_timer = self.server.loop.call_later(
+                self.server.options.auth_timeout, self._auth_timeout
             )
-        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as e:
-            log.error("%s - TLS handshake error: %s", self.label, e)
-            if spare_fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.write(spare_fd, err_frame(errors.SECURE_CONNECTION_TLS_REQUIRED))
-                os.close(spare_fd)
-            self.close(CloseReason.TLS_HANDSHAKE_ERROR)
-            return
-        if spare_fd >= 0:
-            os.close(spare_fd)
-        if tls is None:
-            return
-        if self.closed:
-            tls.close()
-            return
-        self.transport = tls
-        self.outbound.transport = tls
-        self._remember_peer_cert()
-
-    def _remember_peer_cert(self) -> None:
-        assert self.transport is not None
-        ssl_object = self.transport.get_extra_info("ssl_object")
-        if ssl_object is not None:
-            self.peer_cert = ssl_object.getpeercert(binary_form=True)
+        self._set_first_ping_timer()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:

@@ -37,6 +37,7 @@ from pynatsd.server.client import Client
 from pynatsd.server.delivery import Stats, deliver_stored, fan_out
 from pynatsd.server.outbound import Outbound, Producer
 from pynatsd.server.session import ClientSession
+from pynatsd.server.tls_client import ConnectionRate, TLSClient
 from pynatsd.tls import server_context
 from pynatsd.version import COMPAT_VERSION, JS_API_LEVEL, PROTO_VERSION, __version__
 
@@ -115,6 +116,8 @@ class Server:
         self.http_req_stats: dict[str, int] = {}
         self.config_digest = ""
         self.tls_context = server_context(self.options)
+        limit = self.options.tls_rate_limit
+        self.tls_rate = ConnectionRate(limit) if self.tls_context and limit > 0 else None
         self._info_base: dict[str, Any] = {}
 
     # -- configuration-derived state -------------------------------------------------------------
@@ -289,17 +292,14 @@ class Server:
         self._shutdown_done = asyncio.Event()
         opts = self.options
         port = 0 if opts.port == -1 else opts.port
-        # handshake_first: TLS from the first byte, INFO afterwards (nats-server's
-        # `handshake_first`); otherwise INFO in plain text and the client starts TLS.
-        first_ssl = self.tls_context if opts.tls_handshake_first else None
+        # With TLS every connection drives its own handshake (INFO first or handshake_first).
+        client_class = Client if self.tls_context is None else TLSClient
         self._listener = await self.loop.create_server(
-            lambda: Client(self),
+            lambda: client_class(self),
             opts.host,
             port,
             reuse_address=True,
             backlog=1024,
-            ssl=first_ssl,
-            ssl_handshake_timeout=opts.tls_timeout if first_ssl is not None else None,
         )
         sockets = self._listener.sockets
         if sockets:
