@@ -170,6 +170,10 @@ class AccountConfig:
     limits: AccountLimits = field(default_factory=AccountLimits)
     jetstream: JetStreamAccountLimits | None = None  # None: JetStream disabled for the account
     default_permissions: Permissions | None = None
+    # Where traces of messages with a sampled `traceparent` go (`msg_trace`), and the
+    # percentage of them traced.
+    trace_dest: str = ""
+    trace_sampling: int = 0
 
 
 @dataclass(slots=True)

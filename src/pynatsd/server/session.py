@@ -39,6 +39,7 @@ from pynatsd.protocol.frames import (
     no_responders_frame,
 )
 from pynatsd.protocol.parser import Parser
+from pynatsd.server import msgtrace
 from pynatsd.server.connect import (
     PRE_CONNECT_OPTIONS,
     connection_label,
@@ -57,6 +58,7 @@ from pynatsd.sublist import InvalidSubjectError
 if TYPE_CHECKING:
     from pynatsd.options import User
     from pynatsd.server.accounts import Account
+    from pynatsd.server.msgtrace import MsgTrace
     from pynatsd.server.server import Server
 
 
@@ -479,18 +481,34 @@ class ClientSession:
                 return
         self._process_pub_slow(ev)
 
-    def _process_pub_slow(self, ev: Pub) -> None:
+    def _process_pub_slow(self, ev: Pub, trace: MsgTrace | None = None) -> None:
+        if trace is None and ev.header_size > 0 and msgtrace.requested(ev, self.account):
+            # Message tracing (server/msgtrace.py): the message is processed with a trace
+            # that its deliveries report into, then the trace is published; or dropped.
+            traced, trace = msgtrace.begin(self, ev)
+            if traced is None:
+                self.stats.received(-1, -len(ev.payload))  # nats-server never counts it
+                return
+            if trace is not None:
+                self._process_pub_slow(traced, trace)
+                trace.send(self)
+                return
+            ev = traced
         subject = ev.subject
         if self.trace:
             self._trace_pub(ev)
         if self.pedantic and not is_valid_literal_subject_bytes(subject):
             self.send_err(errors.INVALID_PUBLISH_SUBJECT)
+        if trace is not None:
+            trace.subject_mapped(subject)  # after any subject mapping: reported if it changed
         perms = self.perms
         if perms.publish_restricted:
             text = subject.decode("utf-8", "surrogateescape")
             if not perms.can_publish(text):
                 log.error('%s - Publish Violation - Subject "%s"', self.label, text)
                 self.send_err(errors.permissions_publish(text))
+                if trace is not None:
+                    trace.ingress_error(errors.permissions_publish(text))
                 return
         if self.verbose:
             self.outbound.push(OK_FRAME)
@@ -500,7 +518,7 @@ class ClientSession:
         if result.psubs or result.qsubs:
             if ev.line and not self._careful_pub and self._may_plan(subject):
                 self.plans.remember(self, ev, result, sublist.genid)
-            if fan_out(self, result, ev):
+            if fan_out(self, result, ev, trace):
                 return
         if reply and self.no_responders:
             for sub in sublist.match_bytes(reply).psubs:
