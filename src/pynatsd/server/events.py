@@ -29,8 +29,8 @@ FEATURE_FLAGS = {
     "js_raft_delete_range": True,
     "js_snapshot_sources": False,
 }
-# ServerCapability bits: JetStream enabled, binary stream snapshots.
-_JETSTREAM_FLAGS = 1 | 2
+# ServerCapability bits: JetStream enabled, binary stream snapshots, account NRG.
+_JETSTREAM_FLAGS = 1 | 2 | 4
 
 
 def server_info(server: Server) -> dict[str, Any]:
