@@ -194,7 +194,8 @@ async def _no_interest_and_refusals(run: Run) -> list[Any]:
         ("foo", [*trace_to(), ("Nats-Trace-Only", "on"), ("Nats-Trace-Origin-Account", "X")], ""),
         ("foo", trace_to("trace disabled"), ""),
         ("foo", [("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")], ""),
-        ("foo", [*trace_to(), *trace_to("other"), ("B", "x"), ("A", "y"), ("Nats-Trace-Only", "TRUE")], ""),
+        ("foo", [*trace_to(), *trace_to("x"), ("B", "x"), ("A", ""), ("Nats-Trace-Only", "0")], ""),
+        ("foo", [*trace_to(), ("Nats-Trace-Only", "TRUE")], ""),
         ("foo", [("Nats-Trace-Dest ", TRACE), ("nats-trace-dest", TRACE)], ""),
     ]
     seen: list[Any] = []
