@@ -190,6 +190,18 @@ def _key_index(block: bytes, key: bytes) -> int:
         return index
 
 
+def disable_trace(ev: Pub) -> Pub:
+    """The message with its trace destination switched off, for what goes on untraced."""
+    if ev.header_size <= 0:
+        return ev
+    return _replace_header_at_end(ev, TRACE_DEST, TRACE_DEST_DISABLED)
+
+
+def redirect_trace(ev: Pub, dest: str) -> Pub:
+    """The message with its trace destination changed (through a service import)."""
+    return _replace_header_at_end(ev, TRACE_DEST, dest)
+
+
 def _replace_header_at_end(ev: Pub, key: str, value: str) -> Pub:
     """The message with every `key` header removed and `key: value` appended (the client's
     setHeader in nats-server, used to switch tracing off for what is delivered)."""
@@ -338,7 +350,7 @@ def traced_delivery(
         receiver.deliver(sub, msg, publisher)
         return True
     traced: TracedCallback | None = getattr(sub, "traced", None)
-    if traced is not None:
+    if traced is not None and trace.followed:
         if not trace.only:
             receiver.stats.sent(1, len(msg.payload))
         traced(sub, publisher, msg, trace)
@@ -352,7 +364,17 @@ def traced_delivery(
 class MsgTrace:
     """The trace of one message: the event being built and where it goes (msgTrace)."""
 
-    __slots__ = ("account", "compression", "dest", "event", "events", "ingress", "js", "only")
+    __slots__ = (
+        "account",
+        "compression",
+        "dest",
+        "event",
+        "events",
+        "export",
+        "ingress",
+        "js",
+        "only",
+    )
 
     def __init__(
         self,
@@ -385,6 +407,25 @@ class MsgTrace:
             request["msgsize"] = size
         self.event: dict[str, Any] = {"server": None, "request": request, "events": self.events}
         self.js: dict[str, Any] | None = None
+        # While a stream import carries the message into another account: that account, the
+        # subject there, whether the import lets the trace follow (allow_trace), and how a
+        # subscription there is named on the exporter's side (nats-server reports the
+        # "shadow" subscription it made in the exporting account).
+        self.export: tuple[str, str, bool, Callable[[str], str]] | None = None
+
+    @property
+    def followed(self) -> bool:
+        """False while the message crosses a stream import that does not allow tracing."""
+        return self.export is None or self.export[2]
+
+    def through_import(
+        self, account: str, to: str, allowed: bool, shadow: Callable[[str], str]
+    ) -> None:
+        """A stream import carries the message into `account` as `to` (until `imported`)."""
+        self.export = (account, to, allowed, shadow)
+
+    def imported(self) -> None:
+        self.export = None
 
     # -- what happened to the message, in order --------------------------------------------------
 
@@ -400,7 +441,16 @@ class MsgTrace:
             self.events.append({"type": SUBJECT_MAPPING, "ts": _now(), "to": to})
 
     def egress(self, receiver: Receiver, sub: Subscription, error: str = "") -> None:
-        """One client subscription the message went to (or did not, and why)."""
+        """One client subscription the message went to (or did not, and why). Through a stream
+        import, nats-server reports the import first, and the client only if the import
+        allows tracing."""
+        subject = sub.subject
+        if self.export is not None:
+            account, to, allowed, shadow = self.export
+            self.stream_export(account, to)
+            if not allowed:
+                return
+            subject = shadow(subject)
         event: dict[str, Any] = {"type": EGRESS, "ts": _now(), "kind": KIND_CLIENT}
         event["cid"] = receiver.cid
         name = getattr(receiver, "name", "")
@@ -409,7 +459,7 @@ class MsgTrace:
         acc = receiver.account.name
         if acc != self.ingress["acc"]:
             event["acc"] = acc
-        event["sub"] = sub.subject
+        event["sub"] = subject
         if sub.queue:
             event["queue"] = sub.queue
         if error:
