@@ -245,6 +245,41 @@ async def _permissions(run: Run) -> list[Any]:
     return seen
 
 
+MAX_PAYLOAD_CONF = """
+max_payload: 1024
+accounts {
+  A {
+    users: [
+      {user: tracer, password: pwd}
+      {user: pub, password: pwd, permissions: {publish: ["foo"]}}
+    ]
+  }
+}
+"""
+
+
+async def _max_payload(run: Run) -> list[Any]:
+    """An HPUB over the maximum payload whose header asks for a trace: the trace shows the
+    error (the connection is closed); not when the header is only in the payload, nor to a
+    destination the publisher may not publish to."""
+    tracer = await run.connect("tracer", user="tracer", **{"pass": "pwd"})
+    await tracer.send(f"SUB {TRACE} 1\r\nSUB foo 2\r\n".encode())
+    await tracer.frames()
+    seen: list[Any] = []
+    for user, header in (
+        ("tracer", f"NATS/1.0\r\nNats-Trace-Dest:{TRACE}\r\nNats-Trace-Only:true\r\n\r\n"),
+        ("tracer", f"NATS/1.0\r\nNats-Trace-Dest:{TRACE}\r\n\r\n"),
+        ("tracer", f"NATS/1.0\r\n\r\nAA\r\nNats-Trace-Dest:{TRACE}\r\n"),
+        ("pub", f"NATS/1.0\r\nNats-Trace-Dest:{TRACE}\r\n\r\n"),
+    ):
+        pub = await run.connect("pub", user=user, **{"pass": "pwd"})
+        size = len("NATS/1.0\r\n\r\n") if "AA" in header else len(header)
+        await pub.send(f"HPUB foo {size} 2048\r\n{header}AAAAAAAAAA".encode())
+        data, closed = await pub.raw.read_all()
+        seen.append((data, closed, await tracer.frames()))
+    return seen
+
+
 TRACEPARENT_CONF = """
 accounts {
   A {
@@ -398,6 +433,7 @@ async def _jetstream(run: Run) -> list[Any]:
         ("", _fan_out),
         ("", _no_interest_and_refusals),
         (PERMISSIONS_CONF, _permissions),
+        (MAX_PAYLOAD_CONF, _max_payload),
         (TRACEPARENT_CONF, _traceparent),
         (IMPORTS_CONF, _imports),
         (JETSTREAM_CONF, _jetstream),
@@ -406,6 +442,7 @@ async def _jetstream(run: Run) -> list[Any]:
         "fan-out",
         "no-interest-and-refusals",
         "permissions",
+        "max-payload",
         "traceparent",
         "imports",
         "jetstream",

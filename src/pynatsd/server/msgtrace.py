@@ -285,6 +285,18 @@ def begin(session: ClientSession, ev: Pub) -> tuple[Pub | None, MsgTrace | None]
     return ev, trace
 
 
+def trace_refused_payload(session: ClientSession, ev: Pub) -> None:
+    """An HPUB over the maximum payload, with as much of its header block as arrived: if that
+    asks for a trace, the trace (ingress only, with the error) is sent before the connection
+    is closed (sendMsgTraceIngressErrEvent)."""
+    _, trace = begin(session, ev)
+    if trace is None:
+        return
+    trace.ingress_error(ERR_MAX_PAYLOAD)
+    trace.event["request"]["msgsize"] = int(ev.size_text)
+    trace.send(session)
+
+
 def _may_publish_trace(session: ClientSession, dest: str) -> bool:
     """allowedToPublishOnMsgTraceDest: never the gateway reply prefix, $NRG. only from the
     system account, and the client's publish allow/deny lists (no allow_responses)."""

@@ -241,6 +241,8 @@ class ClientSession:
             log.error("%s - Client parser ERROR: %s", self.label, ev.detail)
         else:
             log.error("%s - %s", self.label, ev.reply)
+        if ev.pub is not None:
+            msgtrace.trace_refused_payload(self, ev.pub)
         if ev.reply is not None:
             self.outbound.push(err_frame(ev.reply))
         self.close(ev.close_reason)
