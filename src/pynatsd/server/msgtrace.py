@@ -75,7 +75,7 @@ ERR_MAX_PAYLOAD = "maximum payload exceeded"
 _HEADER_LINE = b"NATS/1.0\r\n"
 _DEST_KEY = TRACE_DEST.encode()
 # Where a Nats-Trace-Dest key may start: after the header line or another header's CRLF.
-_DEST_NEEDLE = b"\n" + _DEST_KEY + b":"
+TRACE_DEST_NEEDLE = b"\n" + _DEST_KEY + b":"
 _PARENT_NEEDLE = re.compile(rb"\ntraceparent:", re.IGNORECASE)
 _HEX = re.compile(rb"[+-]?[0-9a-fA-F]+")
 _GW_REPLY_PREFIX = "_GR_."
@@ -85,15 +85,14 @@ _NRG_PREFIX = "$NRG."
 def requested(ev: Pub, account: Account) -> bool:
     """Whether the header block of an HPUB may ask for a trace: a cheap scan that `begin`
     confirms. Only called for messages with headers."""
-    payload = ev.payload
-    hs = ev.header_size
-    if payload.find(_DEST_NEEDLE, 0, hs) >= 0:
+    # Fields by tuple index (ev[2] payload, ev[3] header size): every HPUB comes here.
+    if ev[2].find(TRACE_DEST_NEEDLE, 0, ev[3]) >= 0:
         return True
     config = account.config
     return (
         config is not None
         and bool(config.trace_dest)
-        and _PARENT_NEEDLE.search(payload, 0, hs) is not None
+        and _PARENT_NEEDLE.search(ev[2], 0, ev[3]) is not None
     )
 
 

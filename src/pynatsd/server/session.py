@@ -49,6 +49,7 @@ from pynatsd.server.connect import (
 from pynatsd.server.delivery import Receiver, Stats, fan_out, queue_rr
 from pynatsd.server.events import client_connected
 from pynatsd.server.limits import connection_limits
+from pynatsd.server.msgtrace import TRACE_DEST_NEEDLE
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import PlanCache
 from pynatsd.server.subscription import Subscription
@@ -71,6 +72,7 @@ class ClientSession:
         "_auth_waiting",
         "_careful_pub",
         "_stashed",
+        "_trace_parent",
         "account",
         "auth_user",
         "cid",
@@ -158,6 +160,9 @@ class ClientSession:
         self.plans = PlanCache()
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
         self._careful_pub = True
+        # The account traces messages with a sampled W3C traceparent (msg_trace): every
+        # HPUB's header is then looked at, not only those naming a Nats-Trace-Dest.
+        self._trace_parent = False
 
     # -- the receiver side (server.delivery.Receiver) --------------------------------------------
 
@@ -357,6 +362,7 @@ class ClientSession:
             self.account.num_clients -= 1
             account.num_clients += 1
             self.account = account
+        self._trace_parent = account.config is not None and bool(account.config.trace_dest)
         perms = result.permissions
         if perms is None and account.config is not None:
             perms = account.config.default_permissions
@@ -484,7 +490,12 @@ class ClientSession:
         self._process_pub_slow(ev)
 
     def _process_pub_slow(self, ev: Pub, trace: MsgTrace | None = None) -> None:
-        if trace is None and ev.header_size > 0 and msgtrace.requested(ev, self.account):
+        if (
+            trace is None
+            and ev[3] > 0
+            and (ev[2].find(TRACE_DEST_NEEDLE, 0, ev[3]) >= 0 or self._trace_parent)
+            and msgtrace.requested(ev, self.account)
+        ):
             # Message tracing (server/msgtrace.py): the message is processed with a trace
             # that its deliveries report into, then the trace is published; or dropped.
             traced, trace = msgtrace.begin(self, ev)
