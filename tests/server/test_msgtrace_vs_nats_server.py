@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from support.jwts import Key, account_jwt, account_key, make_operator, user_jwt, user_key
 from support.natsserver import nats_server_binary
 from support.normalise import split_frames
 from support.processes import PYNATSD, start_server
@@ -74,11 +75,17 @@ class Run:
         self.port = port
         self.names: dict[int, str] = {}
 
-    async def connect(self, name: str, **options: Any) -> Conn:
+    async def connect(
+        self, name: str, creds: tuple[str, Key] | None = None, **options: Any
+    ) -> Conn:
+        """A client named `name` (CONNECT `options`); `creds` is a user JWT and its key."""
         raw = await RawClient.connect(self.port)
-        cid = json.loads(raw.info[5:])["client_id"]
+        info = json.loads(raw.info[5:])
+        cid = info["client_id"]
         connect = {"verbose": False, "pedantic": False, "headers": True, "protocol": 1}
         connect.update(options)
+        if creds is not None:
+            connect.update(jwt=creds[0], sig=creds[1].sign_nonce(info["nonce"]))
         if name:
             connect["name"] = name
         await raw.send(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
@@ -310,6 +317,33 @@ async def _traceparent(run: Run) -> list[Any]:
     return seen
 
 
+OPERATOR = make_operator()
+TRACED_ACCOUNT = account_key()
+JWT_CONF = (
+    f"operator: {OPERATOR.jwt}\nresolver: MEMORY\nresolver_preload {{\n"
+    f"  {OPERATOR.system.public}: {OPERATOR.system_jwt}\n"
+    f"  {TRACED_ACCOUNT.public}: "
+    f"{account_jwt(OPERATOR.signing, TRACED_ACCOUNT, trace={'dest': 'acc.trace'})}\n}}\n"
+)
+
+
+async def _jwt_account(run: Run) -> list[Any]:
+    """An account JWT's trace claim gives the account its trace destination."""
+    key = user_key()
+    user = (user_jwt(TRACED_ACCOUNT, key), key)
+    tracer = await run.connect("tracer", user)
+    await tracer.send(b"SUB acc.trace 1\r\nSUB foo 2\r\n")
+    pub = await run.connect("pub", user)
+    await tracer.frames()
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
+    seen: list[Any] = []
+    for flags in ("01", "00"):
+        await pub.hpub("foo", [("traceparent", f"{parent}-{flags}")])
+        seen.append(await tracer.frames())
+    assert any(isinstance(frame, dict) for frame in seen[0])  # a trace event came
+    return seen
+
+
 IMPORTS_CONF = """
 accounts {
   A {
@@ -435,6 +469,7 @@ async def _jetstream(run: Run) -> list[Any]:
         (PERMISSIONS_CONF, _permissions),
         (MAX_PAYLOAD_CONF, _max_payload),
         (TRACEPARENT_CONF, _traceparent),
+        (JWT_CONF, _jwt_account),
         (IMPORTS_CONF, _imports),
         (JETSTREAM_CONF, _jetstream),
     ],
@@ -444,6 +479,7 @@ async def _jetstream(run: Run) -> list[Any]:
         "permissions",
         "max-payload",
         "traceparent",
+        "jwt-account",
         "imports",
         "jetstream",
     ],
