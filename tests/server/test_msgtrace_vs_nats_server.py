@@ -212,6 +212,19 @@ async def _no_interest_and_refusals(run: Run) -> list[Any]:
     return seen
 
 
+async def _deliver_and_trace_only(run: Run) -> list[Any]:
+    """One traced message delivered, one trace only (for configurations that change both)."""
+    tracer = await run.connect("tracer")
+    await tracer.send(f"SUB {TRACE} 1\r\nSUB foo 2\r\n".encode())
+    pub = await run.connect("pub")
+    await tracer.frames()
+    seen: list[Any] = []
+    for only in (False, True):
+        await pub.hpub("foo", trace_to(only=only))
+        seen.append(await tracer.frames())
+    return seen
+
+
 PERMISSIONS_CONF = """
 accounts {
   A {
@@ -466,6 +479,7 @@ async def _jetstream(run: Run) -> list[Any]:
     [
         ("", _fan_out),
         ("", _no_interest_and_refusals),
+        ("no_system_account: true", _deliver_and_trace_only),
         (PERMISSIONS_CONF, _permissions),
         (MAX_PAYLOAD_CONF, _max_payload),
         (TRACEPARENT_CONF, _traceparent),
@@ -476,6 +490,7 @@ async def _jetstream(run: Run) -> list[Any]:
     ids=[
         "fan-out",
         "no-interest-and-refusals",
+        "no-system-account",
         "permissions",
         "max-payload",
         "traceparent",

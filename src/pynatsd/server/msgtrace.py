@@ -509,8 +509,12 @@ class MsgTrace:
     # -- the end ---------------------------------------------------------------------------------
 
     def send(self, session: ClientSession) -> None:
-        """Publish the event to the trace destination, in the publisher's account."""
+        """Publish the event to the trace destination, in the publisher's account. Without a
+        system account nats-server sends no event (its internal send loop is not running),
+        though a trace-only message is still not delivered."""
         server = session.server
+        if server.options.no_system_account:
+            return
         self.event["server"] = server_info(server)
         body = go_json(self.event)
         header = b""
