@@ -225,10 +225,23 @@ def _replace_header_at_end(ev: Pub, key: str, value: str) -> Pub:
     return Pub(ev.subject, ev.reply, header + payload[hs:], len(header), ev.line)
 
 
+# The current second as Go writes it, and its zone (`Z` or `+hh:mm`): an event stamps each
+# step, and the date and zone change once a second at most.
+_clock: dict[int, tuple[str, str]] = {}
+
+
 def _now() -> str:
-    """time.Now() as Go's JSON writes it: local time with its UTC offset (Z in UTC)."""
-    ns = time.time_ns()
-    return format_go_time(ns, time.localtime(ns // 1_000_000_000).tm_gmtoff)
+    """time.Now() as Go's JSON writes it: local time with its UTC offset (Z in UTC), the
+    fraction of the second without trailing zeros."""
+    secs, fraction = divmod(time.time_ns(), 1_000_000_000)
+    second = _clock.get(secs)
+    if second is None:
+        text = format_go_time(secs * 1_000_000_000, time.localtime(secs).tm_gmtoff)
+        _clock.clear()
+        second = _clock[secs] = (text[:19], text[19:])
+    if not fraction:
+        return second[0] + second[1]
+    return second[0] + f".{fraction:09d}".rstrip("0") + second[1]
 
 
 def begin(session: ClientSession, ev: Pub) -> tuple[Pub | None, MsgTrace | None]:
