@@ -144,3 +144,17 @@ def test_snappy_framing_of_uncompressed_chunks() -> None:
         out += chunk
         pos += 4 + length
     assert out == data
+
+
+def test_an_hpub_never_takes_a_delivery_plan() -> None:
+    """Plans are keyed by the PUB line; the parser gives an HPUB none, so every HPUB reaches
+    the session's slow path, where the trace header is looked for."""
+    from pynatsd.protocol.events import Pub
+    from pynatsd.protocol.parser import Parser
+
+    parser = Parser(headers=True)
+    block = b"NATS/1.0\r\nNats-Trace-Dest: t\r\n\r\n"
+    frame = b"HPUB foo %d %d\r\n%shi\r\n" % (len(block), len(block) + 2, block)
+    events = parser.feed(b"PUB foo 2\r\nhi\r\n" + frame * 2)
+    pubs = [ev for ev in events if isinstance(ev, Pub)]
+    assert [bool(ev.line) for ev in pubs] == [True, False, False]
