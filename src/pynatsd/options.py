@@ -189,6 +189,10 @@ class AccountConfig:
     jetstream: JetStreamAccountLimits | None = None  # None: JetStream disabled for the account
     default_permissions: Permissions | None = None
     mappings: list[SubjectMapping] = field(default_factory=list)
+    # Where traces of messages with a sampled `traceparent` go (`msg_trace`), and the
+    # percentage of them traced.
+    trace_dest: str = ""
+    trace_sampling: int = 0
 
 
 @dataclass(slots=True)

@@ -191,6 +191,20 @@ CASES = [
     Case(
         "error in included file", "include inc.conf", "error", files={"inc.conf": "\n  port: x\n"}
     ),
+    Case(
+        "account msg_trace",
+        'accounts { A { msg_trace: {dest: "a.trace", sampling: "25%"} }, B { trace_dest: b.t } }',
+        "ok",
+    ),
+    Case("account msg_trace bad dest", 'accounts { A { msg_trace: "a.*" } }', "error"),
+    Case(
+        "account msg_trace sampling",
+        "accounts { A { msg_trace: {dest: a, sampling: 0} } }",
+        "error",
+    ),
+    Case("account msg_trace sampling text", "accounts { A { msg_trace: {sampling: x} } }", "error"),
+    Case("account msg_trace unknown", "accounts { A { msg_trace: {dest: a, x: 1} } }", "error"),
+    Case("account msg_trace type", "accounts { A { msg_trace: 1 } }", "error"),
 ]
 
 _POSITION = re.compile(r"([\w.-]+\.conf):(\d+):(\d+):")

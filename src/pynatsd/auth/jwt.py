@@ -39,6 +39,7 @@ from pynatsd.options import (
     SubjectMapping,
     SubjectPermission,
 )
+from pynatsd.subjects import is_valid_publish_subject
 
 __all__ = [
     "MAX_TOKEN_SIZE",
@@ -209,6 +210,13 @@ class AccountClaims:
                 max_bytes_required=limits.get("max_bytes_required") is True,
             )
         config.default_permissions = permissions_from_jwt(_dict(nats.get("default_permissions")))
+        trace = _dict(nats.get("trace"))
+        trace_dest = _str(trace.get("dest"))
+        if trace_dest and is_valid_publish_subject(trace_dest):
+            # Where traces of messages with a sampled traceparent go (server/msgtrace.py).
+            sampling = _int(trace.get("sampling"))
+            config.trace_dest = trace_dest
+            config.trace_sampling = sampling if 0 < sampling <= 100 else 100
         for export in nats.get("exports") or []:
             _add_export(config, _dict(export))
         for imp in nats.get("imports") or []:

@@ -30,6 +30,7 @@ from pynatsd.config.registry import (
 from pynatsd.config.users import parse_permissions, parse_users
 from pynatsd.config.values import go_quote, go_type
 from pynatsd.options import AccountConfig, JetStreamAccountLimits, Options, User
+from pynatsd.subjects import is_valid_publish_subject
 
 GLOBAL_ACCOUNT = "$G"
 SYSTEM_ACCOUNT = "$SYS"
@@ -125,7 +126,7 @@ def _parse_account(
             elif lowered == "limits":
                 _parse_account_limits(loader, account, entry)
             elif lowered in ("msg_trace", "trace_dest"):
-                loader.ignore(f"accounts.{account.name}.{key}", entry, "message tracing")
+                _parse_account_msg_trace(loader, account, key, entry)
             else:
                 loader.unknown(key, entry)
         except Abort:
@@ -133,6 +134,75 @@ def _parse_account(
     if users or nkeys:
         assert users_node is not None
         _add_account_users(loader, account, users_node, users, nkeys, known)
+
+
+def _parse_account_msg_trace(loader: Loader, account: AccountConfig, key: str, entry: Node) -> None:
+    """`msg_trace: "subject"` or `msg_trace { dest: subject, sampling: 50% }`: where the traces
+    of messages with a sampled `traceparent` header go (nats-server's parseAccountMsgTrace)."""
+    value = entry.value
+    if isinstance(value, str):
+        _set_trace_dest(loader, account, key, entry)
+    elif isinstance(value, dict):
+        for field_name, node in value.items():
+            lowered = field_name.lower()
+            if lowered == "dest":
+                _set_trace_dest(loader, account, field_name, node)
+            elif lowered == "sampling":
+                account.trace_sampling = _trace_sampling(loader, field_name, node)
+            elif not node.used_variable:
+                raise loader.abort(
+                    node,
+                    f"Unknown field {go_quote(field_name)} parsing account message trace "
+                    f"map/struct {go_quote(key)}",
+                )
+    else:
+        raise loader.abort(
+            entry,
+            f"Expected account message trace {go_quote(key)} to be a string or a "
+            f"map/struct, got {go_type(to_plain(value))}",
+        )
+    if account.trace_dest and account.trace_sampling == 0:
+        account.trace_sampling = 100
+    elif account.trace_sampling > 0 and not account.trace_dest:
+        loader.warnings.append(
+            f"{entry.where}: Trace destination sampling ignored since no destination was set"
+        )
+        account.trace_sampling = 0
+
+
+def _set_trace_dest(loader: Loader, account: AccountConfig, key: str, node: Node) -> None:
+    dest = node.value
+    if not isinstance(dest, str):
+        raise loader.abort(
+            node, f"Field {go_quote(key)} should be a string, got {go_type(to_plain(dest))}"
+        )
+    if not is_valid_publish_subject(dest):
+        raise loader.abort(node, f"Trace destination {go_quote(dest)} is not valid")
+    account.trace_dest = dest
+
+
+def _trace_sampling(loader: Loader, key: str, node: Node) -> int:
+    value = node.value
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise loader.abort(
+            node,
+            f"Trace destination sampling field {go_quote(key)} should be an integer or a "
+            f"percentage, got {go_type(to_plain(value))}",
+        )
+    if isinstance(value, str):
+        text = value.removesuffix("%")
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise loader.abort(
+                node, f"Invalid trace destination sampling value {go_quote(node.value)}"
+            ) from None
+    if value <= 0 or value > 100:
+        # Spelled as nats-server spells it.
+        raise loader.abort(
+            node, f"Ttrace destination sampling value {value} is invalid, needs to be [1..100]"
+        )
+    return value
 
 
 def _parse_account_nkey(loader: Loader, account: AccountConfig, entry: Node) -> None:

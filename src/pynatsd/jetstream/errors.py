@@ -483,6 +483,13 @@ class ApiError(Exception):
         self.code = code
         self.err_code = err_code
         self.description = description
+        # The error a stream reports to a message trace where nats-server's differs from
+        # this one's Go form, "description (err_code)" (see jetstream/stream.py).
+        self.trace_text = ""
+
+    def traced_as(self, text: str) -> ApiError:
+        self.trace_text = text
+        return self
 
     def to_json(self) -> dict[str, Any]:
         return {"code": self.code, "err_code": self.err_code, "description": self.description}

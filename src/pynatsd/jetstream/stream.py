@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import json
 from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from pynatsd.jetstream.util import (
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.headers import append_headers, header_value
+from pynatsd.server.msgtrace import TRACE_DEST, TRACE_DEST_DISABLED, set_header
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import match_literal
 from pynatsd.transform import SubjectTransform
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.jetstream.stream_config import StreamConfig
     from pynatsd.server.client import Client
+    from pynatsd.server.delivery import Receiver
+    from pynatsd.server.msgtrace import MsgTrace
+    from pynatsd.server.subscription import Subscription
 
 NS = 1_000_000_000
 _MAX_HEADER = 65535
@@ -183,6 +188,7 @@ class Stream:
         sublist = self.ajs.account.sublist
         for subject in self.config.subjects:
             sub = InternalSubscription(self._owner, subject, self._on_message)
+            sub.traced = self._on_traced_message
             sublist.insert(sub)
             self._subs.append(sub)
         if self.config.allow_direct:
@@ -347,7 +353,29 @@ class Stream:
 
     # -- publishing ------------------------------------------------------------------------------
 
-    def _on_message(self, sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
+    def _on_traced_message(
+        self, sub: Subscription, publisher: Receiver | None, ev: Pub, trace: MsgTrace
+    ) -> None:
+        """A traced message (server/msgtrace.py): the stream says in the trace whether it
+        stored it or why not. Trace only, it makes every check and stores nothing; otherwise
+        it stores the message with its trace destination switched off, so that consumers do
+        not trace it again (processInboundJetStreamMsg)."""
+        if self.closed:
+            return
+        trace.jetstream(self.name)
+        if not trace.only:
+            hs = ev.header_size
+            header = set_header(ev.payload[:hs], TRACE_DEST, TRACE_DEST_DISABLED)
+            ev = Pub(ev.subject, ev.reply, header + ev.payload[hs:], len(header))
+        self._on_message(sub, publisher, ev, trace)  # type: ignore[arg-type]
+
+    def _on_message(
+        self,
+        sub: InternalSubscription,
+        publisher: Client | None,
+        ev: Pub,
+        trace: MsgTrace | None = None,
+    ) -> None:
         if self.closed:
             return
         hs = ev.header_size
@@ -360,8 +388,10 @@ class Stream:
             subject = self._transform.apply(subject) or subject
         can_respond = bool(reply) and not self.config.no_ack
         try:
-            seq, duplicate = self.process_message(subject, header, data)
+            seq, duplicate = self.process_message(subject, header, data, trace=trace)
         except ApiError as e:
+            if trace is not None:
+                trace.jetstream_failed(e.trace_text or f"{e.description} ({e.err_code})")
             if can_respond:
                 body = {"error": e.to_json(), "stream": self.name, "seq": 0}
                 self.ajs.reply(reply, go_json(body))
@@ -376,6 +406,8 @@ class Stream:
             self._ack_prefix = prefix = prefix + b'"seq":'
         ack = prefix + b"%d" % seq
         if duplicate:
+            if trace is not None:
+                trace.jetstream_failed("msgid is duplicate")
             # nats-server writes this one by hand, with the space.
             self.ajs.reply(reply, ack + b',"duplicate": true}')
             return
@@ -396,10 +428,17 @@ class Stream:
             reply(subject, ack)
 
     def process_message(
-        self, subject: str, header: bytes, data: bytes, sourced: bool = False
+        self,
+        subject: str,
+        header: bytes,
+        data: bytes,
+        sourced: bool = False,
+        trace: MsgTrace | None = None,
     ) -> tuple[int, bool]:
         """Store one message; returns (seq, duplicate). Raises ApiError for a rejected one.
-        `sourced` is for messages the server itself places (sources, mirrors, markers)."""
+        `sourced` is for messages the server itself places (sources, mirrors, markers). A
+        traced message is reported once it passed every check; trace only, it stops there
+        (seq 0: no ack)."""
         cfg = self.config
         if cfg.sealed:
             raise errors.stream_sealed()
@@ -432,23 +471,28 @@ class Stream:
             if b"\r\nNats-Expected-Last-Msg-Id:" in header:
                 expected_id = header_value(header, "Nats-Expected-Last-Msg-Id")
                 if expected_id and not sourced and expected_id != self.last_msg_id:
-                    raise errors.wrong_last_msg_id(self.last_msg_id)
+                    raise errors.wrong_last_msg_id(self.last_msg_id).traced_as(
+                        f"last msgid mismatch: {_quote(expected_id)} vs {_quote(self.last_msg_id)}"
+                    )
             if b"\r\nNats-Rollup:" in header:
                 rollup = header_value(header, "Nats-Rollup") or ""
                 if rollup:
                     if not sourced and not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
-                        raise errors.rollup_failed("rollup not permitted")
+                        raise errors.rollup_failed("rollup not permitted").traced_as(
+                            "rollup not permitted"
+                        )
                     if rollup not in ("sub", "all"):
-                        raise errors.rollup_failed(f'rollup value invalid: "{rollup}"')
+                        invalid = f"rollup value invalid: {_quote(rollup)}"
+                        raise errors.rollup_failed(invalid).traced_as(invalid)
         hlen = len(header)
         max_payload = self._max_payload
         if hlen > max_payload or len(data) > max_payload - hlen:
-            raise errors.message_size_exceeds()
+            raise errors.message_size_exceeds().traced_as(_MAX_PAYLOAD_TEXT)
         max_size = cfg.max_msg_size
         if max_size >= 0 and (hlen > max_size or len(data) > max_size - hlen):
-            raise errors.message_size_exceeds()
+            raise errors.message_size_exceeds().traced_as(_MAX_PAYLOAD_TEXT)
         if hlen > _MAX_HEADER:
-            raise js_error("StreamHeaderExceedsMaximum")
+            raise js_error("StreamHeaderExceedsMaximum").traced_as(_MAX_PAYLOAD_TEXT)
         if self.ajs.storage_limited:
             self.ajs.check_resources(self)
         ttl = 0
@@ -461,6 +505,13 @@ class Stream:
                     # Subject delete markers: a message lives at least as long as a marker.
                     ttl = marker_ttl
                     header = _replace_header(header, "Nats-TTL", str(ttl))
+        if trace is not None:
+            no_interest = cfg.retention == "interest" and not any(
+                c.wants(subject) for c in self.consumers.values()
+            )
+            trace.jetstream_reached(subject, no_interest)
+            if trace.only:
+                return 0, False
         if cfg.retention == "interest" and not any(
             c.wants(subject) for c in self.consumers.values()
         ):
@@ -516,9 +567,9 @@ class Stream:
             raise js_error("MessageIncrDisabled")
         expected_stream = header_value(header, "Nats-Expected-Stream")
         if expected_stream and expected_stream != self.name:
-            raise errors.stream_not_match()
+            raise errors.stream_not_match().traced_as("expected stream does not match")
         if b"\r\nNats-TTL:" in header and _ttl_or_zero(header) != 0 and not cfg.allow_msg_ttl:
-            raise js_error("MessageTTLDisabled")
+            raise js_error("MessageTTLDisabled").traced_as("message TTL disabled")
         if b"\r\nNats-Expected-Last-" not in header:
             subject_seq = for_subject = expected_last = None
         else:
@@ -529,13 +580,17 @@ class Stream:
             last_msg = self.store.load_last_msg(for_subject or subject)
             last = last_msg.seq if last_msg is not None else 0
             if _as_int(subject_seq) != last:
-                raise errors.wrong_last_sequence(last)
+                raise errors.wrong_last_sequence(last).traced_as(
+                    f"last sequence by subject mismatch: {_as_int(subject_seq)} vs {last}"
+                )
         elif for_subject:
             raise js_error("StreamExpectedLastSeqPerSubjectInvalid")
         if expected_last is not None:
             last = self.store.state().last_seq
             if _as_int(expected_last) != last:
-                raise errors.wrong_last_sequence(last)
+                raise errors.wrong_last_sequence(last).traced_as(
+                    f"last sequence mismatch: {_as_int(expected_last)} vs {last}"
+                )
         if b"\r\nNats-Schedule:" in header and not cfg.allow_msg_schedules:
             raise js_error("MessageSchedulesDisabled")
 
@@ -744,6 +799,15 @@ def _replace_header(header: bytes, key: str, value: str) -> bytes:
     prefix = key.encode() + b":"
     kept = [ln for ln in lines[1:] if ln and not ln.startswith(prefix)]
     return b"\r\n".join([lines[0], *kept, prefix + b" " + value.encode(), b"", b""])
+
+
+# The error a message trace shows for a message over a size limit (Go's ErrMaxPayload).
+_MAX_PAYLOAD_TEXT = "maximum payload exceeded"
+
+
+def _quote(text: str) -> str:
+    """Go's %q of a header value."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _as_int(text: str) -> int:

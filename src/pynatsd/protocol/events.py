@@ -124,14 +124,21 @@ class Err(Event):
 
 class ProtocolError(Event):
     """The stream cannot be parsed further. `reply` is the -ERR text to send, or None for the
-    silent close nats-server does on argument errors. Always the last event of a feed."""
+    silent close nats-server does on argument errors. Always the last event of a feed.
 
-    __slots__ = ("close_reason", "detail", "reply")
+    `pub` is set for an HPUB over the maximum payload: its subject, the part of its header
+    block that came with the control line, and its sizes as written (nats-server traces such
+    a message if that header asks for it)."""
 
-    def __init__(self, reply: str | None, close_reason: str, detail: str) -> None:
+    __slots__ = ("close_reason", "detail", "pub", "reply")
+
+    def __init__(
+        self, reply: str | None, close_reason: str, detail: str, pub: Pub | None = None
+    ) -> None:
         self.reply = reply
         self.close_reason = close_reason
         self.detail = detail
+        self.pub = pub
 
 
 PING = Ping()

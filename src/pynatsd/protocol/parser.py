@@ -236,18 +236,24 @@ class Parser:
     # -- the main loop ---------------------------------------------------------------------------
 
     def _fail(
-        self, events: list[Event | Pub], reply: str | None, detail: str, reason: str = ""
+        self,
+        events: list[Event | Pub],
+        reply: str | None,
+        detail: str,
+        reason: str = "",
+        pub: Pub | None = None,
     ) -> None:
         # nats-server closes a connection it cannot parse as a "Protocol Violation".
-        events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail))
+        events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail, pub))
         self._dead = True
 
-    def _fail_max_payload(self, events: list[Event | Pub]) -> None:
+    def _fail_max_payload(self, events: list[Event | Pub], pub: Pub | None = None) -> None:
         self._fail(
             events,
             errors.MAXIMUM_PAYLOAD_VIOLATION,
             "max payload",
             CloseReason.MAX_PAYLOAD_EXCEEDED,
+            pub,
         )
 
     def _fail_control_line(self, events: list[Event | Pub]) -> None:
@@ -561,7 +567,12 @@ class Parser:
                 return -1
             subject, reply, size, size_text = parsed
         if size > self._max_payload:
-            self._fail_max_payload(events)
+            pub = None
+            if header_size > 0 and nl + 1 < len(buf):
+                # What of the header block came in this read (message tracing).
+                block = buf[nl + 1 : nl + 1 + header_size]
+                pub = Pub(subject, reply, block, header_size, b"", size_text, header_text)
+            self._fail_max_payload(events, pub)
             return -1
         start = nl + 1
         end = start + size

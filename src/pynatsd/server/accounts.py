@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from pynatsd.logger import log
 from pynatsd.mappings import MappingError, SubjectMappings
+from pynatsd.server.msgtrace import disable_trace, redirect_trace
+from pynatsd.subjects import is_literal
 from pynatsd.sublist import SubList
 
 if TYPE_CHECKING:
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
     )
     from pynatsd.protocol.events import Pub
     from pynatsd.server.client import Client
+    from pynatsd.server.delivery import Receiver
+    from pynatsd.server.msgtrace import MsgTrace
     from pynatsd.server.server import Server
     from pynatsd.server.subscription import InternalSubscription, Subscription
 
@@ -147,7 +151,9 @@ def _wire_stream_import(
         log.warning("stream import of %q from %q is not exported", imp.subject, imp.account)
         return
 
-    def forward(sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
+    def forward(
+        sub: Subscription, publisher: Receiver | None, ev: Pub, trace: MsgTrace | None = None
+    ) -> None:
         subject = ev.subject.decode("utf-8", "surrogateescape")
         if imp.prefix:
             subject = f"{imp.prefix}.{subject}"
@@ -156,12 +162,33 @@ def _wire_stream_import(
         hs = ev.header_size
         header = ev.payload[:hs] if hs > 0 else b""
         data = ev.payload[hs:] if hs > 0 else ev.payload
-        server.publish_internal(
-            importer, subject, ev.reply.decode("utf-8", "surrogateescape"), header, data
-        )
+        reply = ev.reply.decode("utf-8", "surrogateescape")
+        if trace is None:
+            server.publish_internal(importer, subject, reply, header, data)
+            return
+        # A traced message: each receiver in the importing account is reported behind the
+        # import; the receivers themselves only if the import allows tracing.
+        trace.through_import(importer.name, subject, imp.allow_trace, shadow)
+        try:
+            server.publish_internal(importer, subject, reply, header, data, trace)
+        finally:
+            trace.imported()
+
+    def shadow(subscribed: str) -> str:
+        """A subscription in the importing account as the exporter sees it (nats-server's
+        shadow subscription): the import's subject if that is literal, else the subscribed
+        subject with the import's prefix or mapping undone."""
+        if is_literal(imp.subject):
+            return imp.subject
+        if imp.prefix:
+            return subscribed.removeprefix(imp.prefix + ".")
+        if imp.to:
+            return _map_subject(subscribed, imp.to, imp.subject)
+        return subscribed
 
     owner = owner_cls(exporter, f"import:{importer.name}")
     sub = InternalSubscription(owner, imp.subject, forward)
+    sub.traced = forward
     exporter.sublist.insert(sub)
     importer.import_subs.append(sub)
 
@@ -193,9 +220,25 @@ def _wire_service_import(
     singleton = export.response_type.lower() == "singleton"
     responder_owner = owner_cls(exporter, f"responses:{importer.name}")
 
-    def request(sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
+    def request(
+        sub: Subscription, publisher: Receiver | None, ev: Pub, trace: MsgTrace | None = None
+    ) -> None:
         subject = ev.subject.decode("utf-8", "surrogateescape")
         remote = _map_subject(subject, local, imp.subject) if local != imp.subject else subject
+        if trace is not None:
+            trace.service_import(exporter.name, subject, remote)
+            if not export.allow_trace:
+                # The trace stops at the import: trace only, the request goes no further;
+                # otherwise it goes on untraced, with its trace destination switched off.
+                if trace.only:
+                    return
+                ev = disable_trace(ev)
+                trace = None
+            else:
+                # nats-server points the destination the exporter sees at a response import
+                # back to the tracer, for servers further on; with no server further on, it
+                # is removed at once, so the name alone is left.
+                ev = redirect_trace(ev, _response_subject())
         hs = ev.header_size
         header = ev.payload[:hs] if hs > 0 else b""
         data = ev.payload[hs:] if hs > 0 else ev.payload
@@ -205,14 +248,14 @@ def _wire_service_import(
         reply = ev.reply.decode("utf-8", "surrogateescape")
         mapped = ""
         if reply:
-            mapped = f"_R_.{secrets.token_hex(6)}.{secrets.token_hex(4)}"
+            mapped = _response_subject()
             route = InternalSubscription(responder_owner, mapped, _respond)
             route_target[id(route)] = reply
             exporter.sublist.insert(route)
             ttl = None if singleton else RESPONSE_TTL
             if ttl is not None:
                 server.loop.call_later(ttl, _drop, route)
-        server.publish_internal(exporter, remote, mapped, header, data)
+        server.publish_internal(exporter, remote, mapped, header, data, trace)
 
     route_target: dict[int, str] = {}
 
@@ -235,8 +278,14 @@ def _wire_service_import(
 
     owner = owner_cls(importer, f"service:{imp.account}")
     sub = InternalSubscription(owner, local, request)
+    sub.traced = request
     importer.sublist.insert(sub)
     importer.import_subs.append(sub)
+
+
+def _response_subject() -> str:
+    """A reply subject of a service import (`_R_.` is reserved for them)."""
+    return f"_R_.{secrets.token_hex(6)}.{secrets.token_hex(4)}"
 
 
 def _map_subject(subject: str, src: str, dst: str) -> str:

@@ -23,10 +23,17 @@ from typing import TYPE_CHECKING, Protocol
 
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import stored_msg_frame
+from pynatsd.server.msgtrace import (
+    ERR_AUTO_UNSUB_EXCEEDED,
+    ERR_SUB_DENY,
+    trace_refusal,
+    traced_delivery,
+)
 
 if TYPE_CHECKING:
     from pynatsd.auth import PermissionChecker
     from pynatsd.server.accounts import Account
+    from pynatsd.server.msgtrace import MsgTrace
     from pynatsd.server.outbound import Outbound
     from pynatsd.server.subscription import Subscription
     from pynatsd.sublist import SubListResult
@@ -93,10 +100,15 @@ class Receiver(Protocol):
     def unsubscribe(self, sub: Subscription) -> None: ...
 
 
-def deliver(publisher: Receiver | None, sub: Subscription, msg: Pub) -> bool:
-    """Hand `msg` to `sub`'s receiver unless nats-server would not: True when it was delivered."""
+def deliver(
+    publisher: Receiver | None, sub: Subscription, msg: Pub, trace: MsgTrace | None = None
+) -> bool:
+    """Hand `msg` to `sub`'s receiver unless nats-server would not: True when it was delivered.
+    A traced message (`trace`, see server/msgtrace.py) reports each decision into it."""
     receiver = sub.client
     if sub.closed or receiver.closed or (receiver is publisher and not receiver.echo):
+        if trace is not None:
+            trace_refusal(trace, publisher, sub)
         return False
     perms = receiver.perms
     if perms.watching:
@@ -105,32 +117,47 @@ def deliver(publisher: Receiver | None, sub: Subscription, msg: Pub) -> bool:
         if perms.delivery_filter and perms.deny_delivery(
             msg.subject.decode("utf-8", "surrogateescape"), sub.queue
         ):
+            if trace is not None and receiver.outbound is not None:
+                trace.egress(receiver, sub, ERR_SUB_DENY)
             return False
+        if trace is not None and trace.only:
+            return traced_delivery(trace, publisher, sub, msg)
         if msg.reply:
             perms.track_request(msg.reply.decode("utf-8", "surrogateescape"))
+    elif trace is not None and trace.only:
+        return traced_delivery(trace, publisher, sub, msg)
     sub.delivered += 1
     if sub.max_msgs:
         if sub.delivered > sub.max_msgs:
             receiver.unsubscribe(sub)
+            if trace is not None and receiver.outbound is not None:
+                trace.egress(receiver, sub, ERR_AUTO_UNSUB_EXCEEDED)
             return False
         if sub.delivered == sub.max_msgs:
             receiver.unsubscribe(sub)
+    if trace is not None:
+        return traced_delivery(trace, publisher, sub, msg)
     receiver.deliver(sub, msg, publisher)
     return True
 
 
-def fan_out(publisher: Receiver | None, result: SubListResult[Subscription], msg: Pub) -> bool:
+def fan_out(
+    publisher: Receiver | None,
+    result: SubListResult[Subscription],
+    msg: Pub,
+    trace: MsgTrace | None = None,
+) -> bool:
     """Deliver to every plain subscription and to one member of each queue group (the next in
     turn that takes it): True when at least one subscription received the message."""
     delivered = False
     for sub in result.psubs:
-        if deliver(publisher, sub, msg):
+        if deliver(publisher, sub, msg, trace):
             delivered = True
     for group in result.qsubs:
         n = len(group)
         start = next(queue_rr) % n
         for i in range(n):
-            if deliver(publisher, group[(start + i) % n], msg):
+            if deliver(publisher, group[(start + i) % n], msg, trace):
                 delivered = True
                 break
     return delivered

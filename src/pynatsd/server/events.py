@@ -22,19 +22,35 @@ if TYPE_CHECKING:
 CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
 _seq = count(1)
+# nats-server's feature flags and their defaults (feature_flags.go), as /varz shows them too.
+FEATURE_FLAGS = {
+    "js_ack_fc_v2": False,
+    "js_api_reply_v2": False,
+    "js_raft_delete_range": True,
+    "js_snapshot_sources": False,
+}
+# ServerCapability bits: JetStream enabled, binary stream snapshots, account NRG.
+_JETSTREAM_FLAGS = 1 | 2 | 4
 
 
-def _server_info(server: Server) -> dict[str, Any]:
-    return {
+def server_info(server: Server) -> dict[str, Any]:
+    """The `server` block of every message the server publishes itself (Go's ServerInfo, as
+    its internal send loop fills it in): `seq` counts them all."""
+    jetstream = "jetstream" in server.parts
+    info: dict[str, Any] = {
         "name": server.server_name,
         "host": server.options.host,
         "id": server.server_id,
-        "ver": COMPAT_VERSION,
-        "jetstream": "jetstream" in server.parts,
-        "flags": 0,
-        "seq": next(_seq),
-        "time": rfc3339_ns(time.time_ns()),
     }
+    if jetstream and server.options.jetstream_domain:
+        info["domain"] = server.options.jetstream_domain
+    info["ver"] = COMPAT_VERSION
+    info["feature_flags"] = FEATURE_FLAGS
+    info["jetstream"] = jetstream
+    info["flags"] = _JETSTREAM_FLAGS if jetstream else 0
+    info["seq"] = next(_seq)
+    info["time"] = rfc3339_ns(time.time_ns())
+    return info
 
 
 def _client_info(client: ClientSession, stopped: bool) -> dict[str, Any]:
@@ -70,7 +86,7 @@ def client_connected(server: Server, client: ClientSession) -> None:
         return  # nobody listens: skip building the event
     body = {
         **_event(CONNECT_TYPE),
-        "server": _server_info(server),
+        "server": server_info(server),
         "client": _client_info(client, stopped=False),
     }
     subject = f"$SYS.ACCOUNT.{client.account.name}.CONNECT"
@@ -83,7 +99,7 @@ def client_disconnected(server: Server, client: ClientSession) -> None:
         return
     body = {
         **_event(DISCONNECT_TYPE),
-        "server": _server_info(server),
+        "server": server_info(server),
         "client": _client_info(client, stopped=True),
         "sent": {"msgs": client.stats.out_msgs, "bytes": client.stats.out_bytes},
         "received": {"msgs": client.stats.in_msgs, "bytes": client.stats.in_bytes},

@@ -44,6 +44,7 @@ from pynatsd.version import COMPAT_VERSION, JS_API_LEVEL, PROTO_VERSION, __versi
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pynatsd.server.msgtrace import MsgTrace
     from pynatsd.server.parts import ServerPart
 
 _PREFIX_CURVE = 23 << 3
@@ -235,12 +236,19 @@ class Server:
         reply: str = "",
         header: bytes = b"",
         data: bytes = b"",
+        trace: MsgTrace | None = None,
     ) -> bool:
-        """Publish as the server itself (API replies, acks, advisories); True if delivered.
-        The subject may come as the bytes it arrived in (a reply subject)."""
+        """Publish as the server itself (API replies, acks, advisories, imports); True if
+        delivered. The subject may come as the bytes it arrived in (a reply subject). An
+        import passes on a traced message's trace (server/msgtrace.py)."""
         subj = subject if isinstance(subject, bytes) else subject.encode()
         result = account.sublist.match_bytes(subj)
         psubs = result.psubs
+        if trace is not None:
+            ev = Pub(subj, reply.encode(), header + data, len(header) if header else -1)
+            delivered = bool(psubs or result.qsubs) and fan_out(None, result, ev, trace)
+            self.flush_soon()
+            return delivered
         if len(psubs) == 1 and not result.qsubs:
             # One receiver, an inbox most often (every reply and PubAck).
             delivered = deliver_stored(psubs[0], subj, reply.encode(), header, data)

@@ -40,6 +40,7 @@ from pynatsd.protocol.frames import (
     no_responders_frame,
 )
 from pynatsd.protocol.parser import Parser
+from pynatsd.server import msgtrace
 from pynatsd.server.connect import (
     PRE_CONNECT_OPTIONS,
     connection_label,
@@ -49,6 +50,7 @@ from pynatsd.server.connect import (
 from pynatsd.server.delivery import Receiver, Stats, fan_out, queue_rr
 from pynatsd.server.events import client_connected
 from pynatsd.server.limits import connection_limits
+from pynatsd.server.msgtrace import TRACE_DEST_NEEDLE
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import PlanCache
 from pynatsd.server.reserved import (
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from pynatsd.mappings import SubjectMappings
     from pynatsd.options import User
     from pynatsd.server.accounts import Account
+    from pynatsd.server.msgtrace import MsgTrace
     from pynatsd.server.server import Server
 
 
@@ -78,6 +81,7 @@ class ClientSession:
         "_auth_waiting",
         "_careful_pub",
         "_stashed",
+        "_trace_parent",
         "account",
         "auth_user",
         "cid",
@@ -169,6 +173,9 @@ class ClientSession:
         self.plans = PlanCache()
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
         self._careful_pub = True
+        # The account traces messages with a sampled W3C traceparent (msg_trace): every
+        # HPUB's header is then looked at, not only those naming a Nats-Trace-Dest.
+        self._trace_parent = False
 
     # -- the receiver side (server.delivery.Receiver) --------------------------------------------
 
@@ -249,6 +256,8 @@ class ClientSession:
             log.error("%s - Client parser ERROR: %s", self.label, ev.detail)
         else:
             log.error("%s - %s", self.label, ev.reply)
+        if ev.pub is not None:
+            msgtrace.trace_refused_payload(self, ev.pub)
         if ev.reply is not None:
             self.outbound.push(err_frame(ev.reply))
         self.close(ev.close_reason)
@@ -364,6 +373,7 @@ class ClientSession:
             account.num_clients += 1
             self.account = account
             self.sublist = account.sublist
+        self._trace_parent = account.config is not None and bool(account.config.trace_dest)
         perms = result.permissions
         if perms is None and account.config is not None:
             perms = account.config.default_permissions
@@ -490,7 +500,24 @@ class ClientSession:
                 return
         self._process_pub_slow(ev)
 
-    def _process_pub_slow(self, ev: Pub) -> None:
+    def _process_pub_slow(self, ev: Pub, trace: MsgTrace | None = None) -> None:
+        if (
+            trace is None
+            and ev[3] > 0
+            and (ev[2].find(TRACE_DEST_NEEDLE, 0, ev[3]) >= 0 or self._trace_parent)
+            and msgtrace.requested(ev, self.account)
+        ):
+            # Message tracing (server/msgtrace.py): the message is processed with a trace
+            # that its deliveries report into, then the trace is published; or dropped.
+            traced, trace = msgtrace.begin(self, ev)
+            if traced is None:
+                self.stats.received(-1, -len(ev.payload))  # nats-server never counts it
+                return
+            if trace is not None:
+                self._process_pub_slow(traced, trace)
+                trace.send(self)
+                return
+            ev = traced
         if self.trace:
             self._trace_pub(ev)
         if self.pedantic and not is_valid_literal_subject_bytes(ev.subject):
@@ -503,22 +530,30 @@ class ClientSession:
         if self.trace:
             self._trace_payload(ev)
         subject = ev.subject
+        if trace is not None:
+            trace.subject_mapped(subject)  # reported if the mapping changed the subject
         # The reserved subject spaces (server/reserved.py) by their first byte first: this
         # runs for every unplanned publish. (Only a mapping makes a subject empty.)
         # nats-server tests `$NRG.` after the permissions; the refusal reads the same.
-        if subject and subject[0] in RESERVED_FIRST_BYTES and self._reserved_subject(subject):
+        if (
+            subject
+            and subject[0] in RESERVED_FIRST_BYTES
+            and self._reserved_subject(subject, trace)
+        ):
             return
         perms = self.perms
         if perms.publish_restricted and not perms.can_publish(
             subject.decode("utf-8", "surrogateescape")
         ):
-            self._publish_violation(subject)
+            self._publish_violation(subject, trace)
             return
         reply = ev.reply
         if reply and reply.startswith(RESERVED_REPLY_PREFIXES) and is_reserved_reply(reply):
             text = reply.decode("utf-8", "surrogateescape")
             log.error('%s - Publish Violation - Reply "%s"', self.label, text)
             self.send_err(errors.permissions_publish_reply(text))
+            if trace is not None:
+                trace.ingress_error(errors.permissions_publish_reply(text))
             return
         if self.verbose:
             self.outbound.push(OK_FRAME)
@@ -527,7 +562,7 @@ class ClientSession:
         if result.psubs or result.qsubs:
             if ev.line and not self._careful_pub and self._may_plan(subject):
                 self.plans.remember(self, ev, result, sublist.genid)
-            if fan_out(self, result, ev):
+            if fan_out(self, result, ev, trace):
                 return
         if reply and self.no_responders:
             for sub in sublist.match_bytes(reply).psubs:
@@ -556,19 +591,21 @@ class ClientSession:
             )
         return make_pub((mapped, ev[1], ev[2], ev[3], ev[4] if fixed else b"", ev[5], ev[6]))
 
-    def _reserved_subject(self, subject: bytes) -> bool:
+    def _reserved_subject(self, subject: bytes, trace: MsgTrace | None) -> bool:
         """Refuse a `_GR_.` subject, or a `$NRG.` one outside the system account."""
         if is_gateway_routed(subject) or (
             subject.startswith(NRG_PREFIX) and self.account is not self.server.system_account
         ):
-            self._publish_violation(subject)
+            self._publish_violation(subject, trace)
             return True
         return False
 
-    def _publish_violation(self, subject: bytes) -> None:
+    def _publish_violation(self, subject: bytes, trace: MsgTrace | None) -> None:
         text = subject.decode("utf-8", "surrogateescape")
         log.error('%s - Publish Violation - Subject "%s"', self.label, text)
         self.send_err(errors.permissions_publish(text))
+        if trace is not None:
+            trace.ingress_error(errors.permissions_publish(text))
 
     def _may_plan(self, subject: bytes) -> bool:
         """A publisher with permissions gets a plan only for subjects its allow/deny lists

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pynatsd.protocol.events import Pub
     from pynatsd.server.client import Client
     from pynatsd.server.delivery import Receiver
+    from pynatsd.server.msgtrace import TracedCallback
 
 # callback(subscription, publishing client or None for the server itself, the message)
 InternalCallback = Callable[["InternalSubscription", "Client | None", "Pub"], None]
@@ -107,10 +108,13 @@ class InternalClient:
 
 
 class InternalSubscription(Subscription):
-    __slots__ = ()
+    # traced: the callback for a traced message (server/msgtrace.py), for the subscriptions
+    # that report into a trace (a stream capturing a subject); None: the plain callback.
+    __slots__ = ("traced",)
 
     def __init__(
         self, owner: InternalClient, subject: str, callback: InternalCallback, queue: str = ""
     ) -> None:
         super().__init__(owner, subject.encode(), queue.encode(), b"")
         self.callback = callback
+        self.traced: TracedCallback | None = None
