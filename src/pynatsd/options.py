@@ -154,6 +154,10 @@ class JetStreamAccountLimits:
     memory_max_stream_bytes: int = NO_LIMIT
     store_max_stream_bytes: int = NO_LIMIT
     max_bytes_required: bool = False
+    # Limits per replication tier ("R1", "R3"; an account JWT's `tiered_limits`). When set,
+    # the limits above are unused (nats-server shows them as zeros) and a stream draws on the
+    # tier of its replica count.
+    tiers: dict[str, JetStreamAccountLimits] | None = None
 
 
 @dataclass(slots=True)
@@ -170,6 +174,9 @@ class AccountConfig:
     limits: AccountLimits = field(default_factory=AccountLimits)
     jetstream: JetStreamAccountLimits | None = None  # None: JetStream disabled for the account
     default_permissions: Permissions | None = None
+    # An account JWT's `name` (nats-server's nameTag): shown beside the key in logs and in
+    # $SYS.REQ.USER.INFO.
+    name_tag: str = ""
 
 
 @dataclass(slots=True)

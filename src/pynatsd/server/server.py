@@ -69,6 +69,10 @@ class Server:
             GLOBAL_ACCOUNT: self.global_account,
             SYSTEM_ACCOUNT: self.system_account,
         }
+        # Called with each account made after start-up (operator mode makes an account as its
+        # first client connects): the parts that serve every account (JetStream, the system
+        # services) set it up.
+        self.account_added_hooks: list[Callable[[Account], None]] = []
         self.authenticator = Authenticator(self.options)
         self._configure_accounts()
         self.clients: dict[int, Client] = {}
@@ -129,6 +133,9 @@ class Server:
         system_name = self.options.system_account
         if system_name and system_name in self.accounts:
             self.system_account = self.accounts[system_name]
+        elif system_name and self.authenticator.lookup_account(system_name) is not None:
+            # Operator mode: the operator's system account, from its JWT.
+            self.system_account = self.get_account(system_name)
         wire_imports(self)
 
     def get_account(self, name: str) -> Account:
@@ -140,6 +147,8 @@ class Server:
             )
             account.config = self.authenticator.lookup_account(name)
             wire_imports(self)
+            for hook in self.account_added_hooks:
+                hook(account)
         return account
 
     def _build_info_base(self) -> None:
