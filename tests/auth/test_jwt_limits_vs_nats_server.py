@@ -46,7 +46,7 @@ R1 = {"mem_storage": 1 << 20, "disk_storage": -1, "streams": 2, "consumer": -1}
 def _accounts(now: int) -> dict[str, str]:
     tiered = {**NO_ACCOUNT_LIMITS, "tiered_limits": {"R1": R1, "R3": {"disk_storage": 1 << 30}}}
     return {
-        PLAIN.public: account_jwt(OP.signing, PLAIN, name="plain"),
+        PLAIN.public: account_jwt(OP.signing, PLAIN),
         EXPIRING.public: encode_jwt(
             OP.signing,
             EXPIRING.public,
@@ -186,7 +186,7 @@ def test_tiered_limits_enable_jetstream(servers: Servers) -> None:
         created = _request(
             conn, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s"], "storage": "memory"}
         )
-        conn.send("PUB s 5\r\nhello\r\n")
+        stored = _request(conn, "s", {"hello": 1})  # waits for the PubAck
         after = _request(conn, "$JS.API.INFO")
         conn.close()
         r3, answer = _login(port, R3_ONLY)
@@ -195,9 +195,9 @@ def test_tiered_limits_enable_jetstream(servers: Servers) -> None:
         r3.close()
         for reply in (before, after):
             reply["api"].pop("total", None)
-        seen[name] = [before, created.get("error", "ok"), after, refused]
+        seen[name] = [before, created.get("error", "ok"), stored, after, refused]
     assert seen["pynatsd"] == seen["nats-server"]
-    tiers = seen["nats-server"][2]["tiers"]
+    tiers = seen["nats-server"][3]["tiers"]
     assert tiers["R1"]["streams"] == 1 and tiers["R1"]["limits"]["max_streams"] == 2
 
 
@@ -229,3 +229,32 @@ def test_zero_subscriptions_ends_the_connection(
         conn.close()
         seen[name] = lines
     assert seen["pynatsd"] == seen["nats-server"] == ["-ERR 'maximum subscriptions exceeded'"]
+
+
+# -- $SYS.REQ.USER.INFO for a JWT user ----------------------------------------------------------
+
+
+def test_user_info_of_a_jwt_user(servers: Servers) -> None:
+    """The user's key and name, the account's key and name, the permissions the user JWT
+    gives, and the time left before the JWT expires (nanoseconds, whole seconds)."""
+    seen = {}
+    for name, (port, _) in servers.ports.items():
+        user = user_key()
+        exp = int(time.time()) + 120
+        claims = {"pub": {"allow": ["$SYS.REQ.USER.INFO"]}, "sub": {"deny": ["b"]}}
+        token = encode_jwt(PLAIN, user.public, "user", {**claims, "subs": -1}, name="bob", exp=exp)
+        conn = LineClient(port)
+        assert conn.connect(jwt=token, sig=user.sign_nonce(conn.info["nonce"])) == "PONG"
+        data = _request(conn, "$SYS.REQ.USER.INFO")["data"]
+        conn.close()
+        assert data.pop("user") == user.public
+        left = data.pop("expires")
+        assert left % 1_000_000_000 == 0 and 115e9 <= left <= 120e9, left
+        seen[name] = data
+    assert seen["pynatsd"] == seen["nats-server"]
+    assert seen["nats-server"] == {
+        "account": PLAIN.public,
+        "account_name": "account",  # the JWT name support.jwts gives accounts
+        "user_name": "bob",
+        "permissions": {"publish": {"allow": ["$SYS.REQ.USER.INFO"]}, "subscribe": {"deny": ["b"]}},
+    }

@@ -21,17 +21,32 @@ if TYPE_CHECKING:
 
 CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
+# nats-server 2.15.1's feature flags (getMergedFeatureFlags), as /varz and every system
+# message's `server` show them.
+FEATURE_FLAGS = {
+    "js_ack_fc_v2": False,
+    "js_api_reply_v2": False,
+    "js_raft_delete_range": True,
+    "js_snapshot_sources": False,
+}
+# ServerCapability flags: JetStreamEnabled | BinaryStreamSnapshot | AccountNRG, set together
+# when JetStream runs.
+_JETSTREAM_FLAGS = 1 | 2 | 4
 _seq = count(1)
 
 
-def _server_info(server: Server) -> dict[str, Any]:
+def server_info(server: Server) -> dict[str, Any]:
+    """The `server` object of every message the server sends in the system account (the
+    ServerInfo that nats-server's internalSendLoop fills in), with the next sequence."""
+    jetstream = "jetstream" in server.parts
     return {
         "name": server.server_name,
         "host": server.options.host,
         "id": server.server_id,
         "ver": COMPAT_VERSION,
-        "jetstream": "jetstream" in server.parts,
-        "flags": 0,
+        "feature_flags": dict(FEATURE_FLAGS),
+        "jetstream": jetstream,
+        "flags": _JETSTREAM_FLAGS if jetstream else 0,
         "seq": next(_seq),
         "time": rfc3339_ns(time.time_ns()),
     }
@@ -66,28 +81,28 @@ def _event(kind: str) -> dict[str, Any]:
 
 def client_connected(server: Server, client: ClientSession) -> None:
     system = server.system_account
-    if not system.sublist.count():
+    subject = f"$SYS.ACCOUNT.{client.account.name}.CONNECT"
+    if not system.sublist.has_interest(subject):
         return  # nobody listens: skip building the event
     body = {
         **_event(CONNECT_TYPE),
-        "server": _server_info(server),
+        "server": server_info(server),
         "client": _client_info(client, stopped=False),
     }
-    subject = f"$SYS.ACCOUNT.{client.account.name}.CONNECT"
     server.publish_internal(system, subject, "", b"", go_json(body))
 
 
 def client_disconnected(server: Server, client: ClientSession) -> None:
     system = server.system_account
-    if not system.sublist.count():
+    subject = f"$SYS.ACCOUNT.{client.account.name}.DISCONNECT"
+    if not system.sublist.has_interest(subject):
         return
     body = {
         **_event(DISCONNECT_TYPE),
-        "server": _server_info(server),
+        "server": server_info(server),
         "client": _client_info(client, stopped=True),
         "sent": {"msgs": client.stats.out_msgs, "bytes": client.stats.out_bytes},
         "received": {"msgs": client.stats.in_msgs, "bytes": client.stats.in_bytes},
         "reason": client.close_reason,
     }
-    subject = f"$SYS.ACCOUNT.{client.account.name}.DISCONNECT"
     server.publish_internal(system, subject, "", b"", go_json(body))

@@ -87,6 +87,7 @@ class ClientSession:
         "label_set",
         "log_user",
         "max_subs",
+        "name_tag",
         "no_responders",
         "nonce",
         "outbound",
@@ -159,6 +160,8 @@ class ClientSession:
         self.claim_expires = 0.0
         # The user as nats-server's log lines name it ("jwt:U...", "user:alice"), "" for none.
         self.log_user = ""
+        # A user JWT's `name` ($SYS.REQ.USER.INFO's user_name).
+        self.name_tag = ""
         self._auth_waiting = False
         self._stashed: list[Event | Pub] = []
         self.plans = PlanCache()
@@ -370,6 +373,7 @@ class ClientSession:
         self.config_user = result.user
         self.auth_user = result.user_label if result.method != "none" else ""
         self.log_user = result.log_label if result.method != "none" else ""
+        self.name_tag = result.name_tag
         limits = connection_limits(
             server.options, account.config, result.max_payload, result.max_subscriptions
         )
