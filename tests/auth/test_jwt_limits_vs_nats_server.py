@@ -258,3 +258,23 @@ def test_user_info_of_a_jwt_user(servers: Servers) -> None:
         "user_name": "bob",
         "permissions": {"publish": {"allow": ["$SYS.REQ.USER.INFO"]}, "subscribe": {"deny": ["b"]}},
     }
+
+
+def test_operator_system_account_serves_requests(servers: Servers) -> None:
+    """In operator mode the operator's system account is the one the server's services
+    (and events) live in: its users reach $SYS.REQ.SERVER.*; other accounts do not."""
+    seen = {}
+    for name, (port, _) in servers.ports.items():
+        system, answer = _login(port, OP.system)
+        assert answer == "PONG"
+        idz = _request(system, "$SYS.REQ.SERVER.PING.IDZ")
+        accountz = _request(system, "$SYS.REQ.SERVER.PING.ACCOUNTZ")["data"]
+        system.close()
+        other, _ = _login(port, PLAIN)
+        other.send("SUB _INBOX.r 1\r\nPUB $SYS.REQ.SERVER.PING.IDZ _INBOX.r 0\r\n\r\nPING\r\n")
+        lines = []
+        while (line := other.read_line()) != "PONG":
+            lines.append(line)
+        other.close()
+        seen[name] = (sorted(idz), accountz["system_account"], [x for x in lines if "MSG" in x])
+    assert seen["pynatsd"] == seen["nats-server"] == (["host", "id", "name"], OP.system.public, [])
