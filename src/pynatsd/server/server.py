@@ -124,10 +124,12 @@ class Server:
     def _configure_accounts(self) -> None:
         """Accounts from the configuration, then their imports (which need the exporters)."""
         cache = not self.options.disable_sublist_cache
+        added: list[Account] = []
         for name, config in self.options.accounts.items():
             account = self.accounts.get(name)
             if account is None:
                 account = self.accounts[name] = Account(name, cache=cache)
+                added.append(account)
             account.config = config
         # `system_account: NAME` makes a configured account the one events go to.
         system_name = self.options.system_account
@@ -137,6 +139,10 @@ class Server:
             # Operator mode: the operator's system account, from its JWT.
             self.system_account = self.get_account(system_name)
         wire_imports(self)
+        # An account a reload adds (the parts' hooks are empty before start).
+        for account in added:
+            for hook in self.account_added_hooks:
+                hook(account)
 
     def get_account(self, name: str) -> Account:
         """The account a client binds to; operator-mode accounts are made on first use."""
