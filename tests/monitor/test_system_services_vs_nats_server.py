@@ -75,6 +75,7 @@ SERVER_SERVICES = [
     "GATEWAYZ",
     "LEAFZ",
     "RAFTZ",
+    "PROFILEZ",
 ]
 ACCOUNT_SERVICES = ["SUBSZ", "CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS"]
 # Keys nats-server has that pynatsd leaves out, by request: /varz details of Go's runtime and
@@ -132,6 +133,9 @@ async def _exchange(port: int) -> dict[str, Any]:
         out[f"PING.{name}"] = await _request(system, f"$SYS.REQ.SERVER.PING.{name}")
         out[f"<id>.{name}"] = await _request(system, f"$SYS.REQ.SERVER.{idz['id']}.{name}")
     out["PING"] = await _request(system, "$SYS.REQ.SERVER.PING")
+    out["unknown profile"] = await _request(
+        system, "$SYS.REQ.SERVER.PING.PROFILEZ", b'{"name":"nothing"}'
+    )
     out["bad json"] = await _request(system, "$SYS.REQ.SERVER.PING.VARZ", b"{bad")
     out["truncated json"] = await _request(system, "$SYS.REQ.SERVER.PING.CONNZ", b'{"a":1')
     out["other server"] = await _request(
@@ -193,6 +197,8 @@ def test_envelopes_and_keys_agree(replies: dict[str, dict[str, Any]]) -> None:
         "truncated json",
         "PING.HEALTHZ",
         "PING.RAFTZ",
+        "PING.PROFILEZ",
+        "unknown profile",
         "PING.ROUTEZ",
         "PING.LEAFZ",
         "ACCOUNT.A.STATZ",

@@ -8,7 +8,7 @@ handlers call its HTTP endpoints' functions.
 
 - `$SYS.REQ.SERVER.PING.<NAME>` and `$SYS.REQ.SERVER.<server id>.<NAME>` in the system
   account: STATSZ, IDZ, VARZ, CONNZ, SUBSZ, JSZ, HEALTHZ, ACCOUNTZ, ROUTEZ, GATEWAYZ, LEAFZ,
-  IPQUEUESZ, RAFTZ; `$SYS.REQ.SERVER.PING` is STATSZ.
+  IPQUEUESZ, RAFTZ, PROFILEZ; `$SYS.REQ.SERVER.PING` is STATSZ.
 - `$SYS.REQ.ACCOUNT.<account>.<NAME>` in the system account: SUBSZ, CONNZ, LEAFZ, JSZ, INFO,
   STATZ, CONNS; `$SYS.REQ.ACCOUNT.PING.STATZ` for every account with connections.
 - In every other account (nats-server's service imports from the system account):
@@ -210,6 +210,7 @@ class SystemServices:
             # No internal queues and no RAFT groups on a single pynatsd server.
             "IPQUEUESZ": lambda opts: {},
             "RAFTZ": lambda opts: {},
+            "PROFILEZ": _profilez,
         }
 
     def _statsz(self) -> dict[str, Any]:
@@ -454,6 +455,14 @@ def public_permissions(perms: Permissions | None) -> dict[str, Any] | None:
             "ttl": int(perms.response.expires * 1_000_000_000),
         }
     return out
+
+
+def _profilez(opts: dict[str, Any]) -> dict[str, Any]:
+    """profilez: Go's runtime profiles by name; pynatsd has none of them."""
+    name = opts.get("name")
+    if not name:
+        return {"profile": None, "error": "Profile name not specified"}
+    return {"profile": None, "error": f"Profile {json.dumps(str(name))} not found"}
 
 
 def _key(name: str) -> str:
