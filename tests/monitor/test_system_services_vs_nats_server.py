@@ -27,7 +27,16 @@ CONF = """
 accounts {
   SYS: { users: [{user: sys, password: sys}] }
   A: {
-    users: [{user: a, password: a, permissions: {publish: {deny: "x.>"}, subscribe: {allow: ">"}}}]
+    users: [
+      {user: a, password: a, permissions: {publish: {deny: "x.>"}, subscribe: {allow: ">"}}}
+      {
+        user: r, password: r
+        permissions: {
+          publish: "$SYS.REQ.USER.INFO", subscribe: "_INBOX.>"
+          allow_responses: {max: 3, expires: "5s"}
+        }
+      }
+    ]
     jetstream: enabled
   }
 }
@@ -127,6 +136,9 @@ async def _exchange(port: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     out["user info (account)"] = await _request(user, "$SYS.REQ.USER.INFO")
     out["user info (system)"] = await _request(system, "$SYS.REQ.USER.INFO")
+    responder = await nats.connect(f"nats://r:r@127.0.0.1:{port}")
+    out["user info (allow_responses)"] = await _request(responder, "$SYS.REQ.USER.INFO")
+    await responder.close()
     idz = await _request(system, "$SYS.REQ.SERVER.PING.IDZ")
     out["IDZ"] = idz
     for name in SERVER_SERVICES:
@@ -193,6 +205,7 @@ def test_envelopes_and_keys_agree(replies: dict[str, dict[str, Any]]) -> None:
     [
         "user info (account)",
         "user info (system)",
+        "user info (allow_responses)",
         "bad json",
         "truncated json",
         "PING.HEALTHZ",

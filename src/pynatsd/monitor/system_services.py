@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pynatsd.options import Permissions, SubjectPermission
     from pynatsd.protocol.events import Pub
     from pynatsd.server.accounts import Account
+    from pynatsd.server.client import Client
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.server import Server
 
@@ -66,6 +67,9 @@ class SystemServices:
     def __init__(self, server: Server) -> None:
         self.server = server
         self._subs: list[InternalSubscription] = []
+        # The traffic of each account's closed connections (nats-server's account stats last
+        # the account's life; the open connections keep their own).
+        self._closed: dict[str, Stats] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -88,15 +92,24 @@ class SystemServices:
         for account in list(server.accounts.values()):
             self._import_into(account)
         server.account_added_hooks.append(self._import_into)
+        server.client_closed_hooks.append(self._client_closed)
 
     async def stop(self) -> None:
         if self._import_into in self.server.account_added_hooks:
             self.server.account_added_hooks.remove(self._import_into)
+        if self._client_closed in self.server.client_closed_hooks:
+            self.server.client_closed_hooks.remove(self._client_closed)
         for sub in self._subs:
             if not sub.closed:
                 sub.closed = True
                 sub.client.account.sublist.remove(sub)
         self._subs = []
+
+    def _client_closed(self, client: Client) -> None:
+        totals = self._closed.get(client.account.name)
+        if totals is None:
+            totals = self._closed[client.account.name] = Stats()
+        totals.add(client.stats)
 
     def _subscribe(self, owner: InternalClient, subject: str, callback: Any) -> None:
         sub = InternalSubscription(owner, subject, callback)
@@ -317,8 +330,11 @@ class SystemServices:
         }
 
     def _account_stat(self, account: Account) -> dict[str, Any]:
-        """Account.statz: the account's connections and traffic (of its open connections)."""
+        """Account.statz: the account's connections, and its traffic since it started."""
         totals = Stats()
+        closed = self._closed.get(account.name)
+        if closed is not None:
+            totals.add(closed)
         conns = 0
         for client in self.server.clients.values():
             if client.account is account and client.connected:
