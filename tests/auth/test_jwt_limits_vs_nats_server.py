@@ -39,7 +39,7 @@ OP = make_operator()
 PLAIN, EXPIRING, TIERED, R3_ONLY, NO_SUBS = (account_key() for _ in range(5))
 # The account JWT's lifetime, counted from when the servers are configured: long enough for
 # both servers to start and every client to connect first.
-ACCOUNT_LIFETIME = 8
+ACCOUNT_LIFETIME = 10
 R1 = {"mem_storage": 1 << 20, "disk_storage": -1, "streams": 2, "consumer": -1}
 
 
