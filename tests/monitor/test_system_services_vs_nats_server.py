@@ -18,6 +18,7 @@ from typing import Any
 import nats
 import pytest
 
+from support.lineclient import LineClient
 from support.natsserver import NATS_SERVER
 from support.processes import PYNATSD, ServerProcess, start_server
 
@@ -241,3 +242,56 @@ def test_user_info(replies: dict[str, dict[str, Any]]) -> None:
         "account_name": "A",
         "permissions": {"publish": {"deny": ["x.>"]}, "subscribe": {"allow": [">"]}},
     }
+
+
+async def _kick_and_ldm(port: int) -> dict[str, Any]:
+    """$SYS.REQ.SERVER.<id>.LDM and .KICK on a client found through CONNZ."""
+    system = await nats.connect(f"nats://sys:sys@127.0.0.1:{port}")
+    victim = await asyncio.to_thread(LineClient, port)
+    login = {"user": "a", "pass": "a", "name": "victim"}
+    assert await asyncio.to_thread(lambda: victim.connect(**login)) == "PONG"
+    server_id = (await _request(system, "$SYS.REQ.SERVER.PING.IDZ"))["id"]
+    connz = await _request(system, "$SYS.REQ.SERVER.PING.CONNZ")
+    cid = next(c["cid"] for c in connz["data"]["connections"] if c.get("name") == "victim")
+    out: dict[str, Any] = {}
+    for command in ("LDM", "KICK"):
+        subject = f"$SYS.REQ.SERVER.{server_id}.{command}"
+        out[f"{command} without body"] = await _request(system, subject)
+        out[f"{command} unknown"] = await _request(system, subject, b'{"cid": 999999}')
+        out[command] = await _request(system, subject, json.dumps({"cid": cid}).encode())
+        if command == "LDM":
+            # In accounts mode an INFO may come first (sent after CONNECT); the LDM one follows.
+            for _ in range(3):
+                info = json.loads((await asyncio.to_thread(victim.read_line))[5:])
+                if "ldm" in info:
+                    out["LDM info"] = list(info)
+                    break
+    # Lines after the LDM INFO: the INFO lines' keys (their values are the servers' own).
+    rest = await asyncio.to_thread(_read_rest, victim)
+    out["victim after KICK"] = [
+        sorted(json.loads(line[5:])) if line.startswith("INFO ") else line for line in rest
+    ]
+    closed = await _request(system, "$SYS.REQ.SERVER.PING.CONNZ", b'{"state": 1}')
+    out["closed reason"] = [
+        c["reason"] for c in closed["data"]["connections"] if c.get("name") == "victim"
+    ]
+    await system.close()
+    return out
+
+
+def _read_rest(conn: LineClient) -> list[str]:
+    lines = []
+    try:
+        while True:
+            lines.append(conn.read_line(2))
+    except (ConnectionError, OSError):
+        return lines
+
+
+def test_kick_and_ldm(servers: dict[str, ServerProcess]) -> None:
+    seen = {name: asyncio.run(_kick_and_ldm(proc.port)) for name, proc in servers.items()}
+    real, ours = seen["nats-server"], seen["pynatsd"]
+    assert _normalised(ours) == _normalised(real)
+    assert "ldm" in real["LDM info"]
+    assert real["KICK without body"] == "no reply"
+    assert real["closed reason"] == ["Kicked"]

@@ -34,6 +34,8 @@ from pynatsd.gofmt import go_json, rfc3339, rfc3339_ns
 from pynatsd.jetstream import jetstream_of
 from pynatsd.monitor import endpoints
 from pynatsd.monitor.endpoints import BadRequest
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.frames import info_frame
 from pynatsd.server.delivery import Stats
 from pynatsd.server.events import server_info
 from pynatsd.server.subscription import InternalClient, InternalSubscription
@@ -52,6 +54,11 @@ _MAX_UINT64 = (1 << 64) - 1
 
 class Skip(Exception):  # nats-server's errSkipZreq
     """The request is not for this server (or has nothing to report): no reply at all."""
+
+
+class Refused(Exception):
+    """A command that failed (KICK, LDM): an error reply without `data` (nats-server's
+    handler returns an untyped nil beside the error)."""
 
 
 # (options) -> data; raises BadRequest (a 500 with its text) or Skip.
@@ -85,6 +92,10 @@ class SystemServices:
             ):
                 self._subscribe(owner, subject, self._z(handler, raw=name == "IDZ", key=_key(name)))
         self._subscribe(owner, "$SYS.REQ.SERVER.PING", self._z(servers["STATSZ"], key="statsz"))
+        # Commands to this server only: close a client, or tell it the server is going away.
+        for name, command in (("KICK", self._kick), ("LDM", self._ldm)):
+            subject = f"$SYS.REQ.SERVER.{server.server_id}.{name}"
+            self._subscribe(owner, subject, self._command(command))
         for name, account_handler in self._account_services().items():
             self._subscribe(owner, f"$SYS.REQ.ACCOUNT.*.{name}", self._for_account(account_handler))
         self._subscribe(owner, "$SYS.REQ.ACCOUNT.PING.STATZ", self._z(self._all_accounts_statz))
@@ -93,17 +104,25 @@ class SystemServices:
             self._import_into(account)
         server.account_added_hooks.append(self._import_into)
         server.client_closed_hooks.append(self._client_closed)
+        if server.closed_clients.maxlen and "monitor" not in server.parts:
+            # nats-server keeps closed connections (CONNZ state closed) with or without the
+            # HTTP monitor; when it runs, the monitor records them.
+            server.client_closed_hooks.append(self._remember_closed)
 
     async def stop(self) -> None:
         if self._import_into in self.server.account_added_hooks:
             self.server.account_added_hooks.remove(self._import_into)
-        if self._client_closed in self.server.client_closed_hooks:
-            self.server.client_closed_hooks.remove(self._client_closed)
+        for hook in (self._client_closed, self._remember_closed):
+            if hook in self.server.client_closed_hooks:
+                self.server.client_closed_hooks.remove(hook)
         for sub in self._subs:
             if not sub.closed:
                 sub.closed = True
                 sub.client.account.sublist.remove(sub)
         self._subs = []
+
+    def _remember_closed(self, client: Client) -> None:
+        self.server.closed_clients.append(endpoints.closed_connection_info(self.server, client))
 
     def _client_closed(self, client: Client) -> None:
         totals = self._closed.get(client.account.name)
@@ -160,6 +179,12 @@ class SystemServices:
                 data = handler(opts)
             except Skip:
                 return
+            except Refused as e:
+                refusal = {"code": 500, "description": str(e)}
+                self._reply(
+                    account, msg.reply, {"server": server_info(self.server), "error": refusal}
+                )
+                return
             except BadRequest as e:
                 error = {"code": 500, "description": str(e)}
                 self._reply(
@@ -170,6 +195,8 @@ class SystemServices:
                 return
             if raw:
                 self._reply(account, msg.reply, data)
+            elif data is None:
+                self._reply(account, msg.reply, {"server": server_info(self.server)})
             else:
                 self._reply(account, msg.reply, {"server": server_info(self.server), key: data})
 
@@ -199,6 +226,45 @@ class SystemServices:
             self._z(lambda opts: handler(account, opts))(sub, publisher, msg)
 
         return on_request
+
+    # -- $SYS.REQ.SERVER.<id>.KICK / LDM ---------------------------------------------------------
+
+    def _command(self, command: Callable[[int], None]) -> Any:
+        """kickClient, ldmClient: `{"cid": N}`; a body that is not JSON gets no reply."""
+        respond = self._z(lambda opts: command(_int(opts.get("cid"))))
+
+        def on_request(sub: InternalSubscription, publisher: Receiver | None, msg: Pub) -> None:
+            hs = msg.header_size
+            try:
+                json.loads(msg.payload[hs:] if hs > 0 else msg.payload)
+            except ValueError:
+                return
+            respond(sub, publisher, msg)
+
+        return on_request
+
+    def _kick(self, cid: int) -> None:
+        """DisconnectClientByID: close the connection (reason "Kicked")."""
+        client = self.server.clients.get(cid)
+        if client is None:
+            raise Refused("no such client or leafnode id")
+        client.close(CloseReason.KICKED)
+
+    def _ldm(self, cid: int) -> None:
+        """LDMClientByID: an INFO with `ldm` to one client, as lame duck mode sends to all."""
+        client = self.server.clients.get(cid)
+        if client is None:
+            raise Refused("no such client id")
+        if client.protocol < 1 or not client.first_pong_sent:
+            raise Refused(
+                "client does not support Lame Duck Mode or is not ready to receive the notification"
+            )
+        info: dict[str, Any] = {}
+        for key, value in self.server.client_info(client).items():
+            if key == "api_lvl":
+                info["ldm"] = True  # where nats-server's Info struct has it
+            info[key] = value
+        client.send_now(info_frame(info))
 
     # -- $SYS.REQ.SERVER -------------------------------------------------------------------------
 

@@ -71,4 +71,5 @@ class CloseReason:
     MESSAGE_HEADER_VIOLATION = "Message Header Violation"
     NO_RESPONDERS_REQUIRES_HEADERS = "No Responders Requires Headers"
     LAME_DUCK_MODE = "Lame Duck Mode"
+    KICKED = "Kicked"
     TLS_HANDSHAKE_ERROR = "TLS Handshake Failure"
