@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from pynatsd.jetstream import JetStream
 from pynatsd.monitor.http import MonitorServer
+from pynatsd.monitor.system_services import SystemServices
 from pynatsd.server.server import Server
 
 
 def attach_parts(server: Server) -> None:
     """Attach what `server.options` enables, in nats-server's start-up order: the HTTP monitor,
-    then JetStream."""
+    the system account's services, then JetStream."""
     opts = server.options
     if opts.http_port:
         server.add_part(MonitorServer(server))
+    if not opts.no_system_account:
+        server.add_part(SystemServices(server))
     if opts.jetstream:
         server.add_part(JetStream(server))

@@ -154,6 +154,10 @@ class JetStreamAccountLimits:
     memory_max_stream_bytes: int = NO_LIMIT
     store_max_stream_bytes: int = NO_LIMIT
     max_bytes_required: bool = False
+    # Limits per replication tier ("R1", "R3"; an account JWT's `tiered_limits`). When set,
+    # the limits above are unused (nats-server shows them as zeros) and a stream draws on the
+    # tier of its replica count.
+    tiers: dict[str, JetStreamAccountLimits] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +197,9 @@ class AccountConfig:
     # percentage of them traced.
     trace_dest: str = ""
     trace_sampling: int = 0
+    # An account JWT's `name` (nats-server's nameTag): shown beside the key in logs and in
+    # $SYS.REQ.USER.INFO.
+    name_tag: str = ""
 
 
 @dataclass(slots=True)

@@ -100,6 +100,8 @@ class AuthResult:
     max_subscriptions: int = -1
     max_payload: int = -1
     allowed_connection_types: frozenset[str] | None = None
+    # A user JWT's `name` (nats-server's nameTag), "" otherwise.
+    name_tag: str = ""
 
     @property
     def log_label(self) -> str:
@@ -493,6 +495,7 @@ class Authenticator:
             max_subscriptions=max_subs,
             max_payload=max_payload,
             allowed_connection_types=allowed,
+            name_tag=juc.claims.name,
         )
 
 

@@ -193,22 +193,8 @@ class AccountClaims:
             max_payload=_int(limits.get("payload")),
             max_leafnodes=_int(limits.get("leaf")),
         )
-        memory, disk = _int(limits.get("mem_storage")), _int(limits.get("disk_storage"))
-        if memory != 0 or disk != 0:
-
-            def unlimited(value: int) -> int:
-                return value if value > 0 else NO_LIMIT
-
-            config.jetstream = JetStreamAccountLimits(
-                max_memory=memory,
-                max_store=disk,
-                max_streams=_int(limits.get("streams")),
-                max_consumers=_int(limits.get("consumer")),
-                max_ack_pending=unlimited(_int(limits.get("max_ack_pending"))),
-                memory_max_stream_bytes=unlimited(_int(limits.get("mem_max_stream_bytes"))),
-                store_max_stream_bytes=unlimited(_int(limits.get("disk_max_stream_bytes"))),
-                max_bytes_required=limits.get("max_bytes_required") is True,
-            )
+        config.name_tag = self.claims.name
+        config.jetstream = _jetstream_limits(limits)
         config.default_permissions = permissions_from_jwt(_dict(nats.get("default_permissions")))
         trace = _dict(nats.get("trace"))
         trace_dest = _str(trace.get("dest"))
@@ -242,6 +228,47 @@ def _mappings(claim: dict[str, Any]) -> list[SubjectMapping]:
             continue
         out.append(SubjectMapping(source, parsed))
     return out
+
+
+def _enables_jetstream(limits: dict[str, Any]) -> bool:
+    return _int(limits.get("mem_storage")) != 0 or _int(limits.get("disk_storage")) != 0
+
+
+def _tier_limits(limits: dict[str, Any]) -> JetStreamAccountLimits:
+    """One set of JetStream limits as nats-server takes them from a JWT: a stream-bytes or
+    ack-pending limit of 0 means unlimited."""
+
+    def unlimited(value: int) -> int:
+        return value if value > 0 else NO_LIMIT
+
+    return JetStreamAccountLimits(
+        max_memory=_int(limits.get("mem_storage")),
+        max_store=_int(limits.get("disk_storage")),
+        max_streams=_int(limits.get("streams")),
+        max_consumers=_int(limits.get("consumer")),
+        max_ack_pending=unlimited(_int(limits.get("max_ack_pending"))),
+        memory_max_stream_bytes=unlimited(_int(limits.get("mem_max_stream_bytes"))),
+        store_max_stream_bytes=unlimited(_int(limits.get("disk_max_stream_bytes"))),
+        max_bytes_required=limits.get("max_bytes_required") is True,
+    )
+
+
+def _jetstream_limits(limits: dict[str, Any]) -> JetStreamAccountLimits | None:
+    """updateAccountClaims: JetStream is enabled by storage limits at the top level or in any
+    tier of `tiered_limits` (which, when present, replace the top-level ones: jwt's
+    loadAccount clears those); None when disabled."""
+    tiers = {
+        name: _dict(tier)
+        for name, tier in _dict(limits.get("tiered_limits")).items()
+        if isinstance(name, str)
+    }
+    if tiers:
+        if not any(_enables_jetstream(tier) for tier in tiers.values()):
+            return None
+        zero = JetStreamAccountLimits(0, 0, 0, 0, 0, 0, 0)
+        zero.tiers = {name: _tier_limits(tier) for name, tier in tiers.items()}
+        return zero
+    return _tier_limits(limits) if _enables_jetstream(limits) else None
 
 
 def _add_export(config: AccountConfig, export: dict[str, Any]) -> None:

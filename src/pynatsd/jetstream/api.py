@@ -270,6 +270,9 @@ class JetStreamApi:
             "total": self.ajs.api_total,
             "errors": self.ajs.api_errors,
         }
+        tiers = self.ajs.tiers_json()
+        if tiers is not None:
+            out["tiers"] = tiers
         return out
 
     # -- streams ---------------------------------------------------------------------------------

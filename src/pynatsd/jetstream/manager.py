@@ -25,6 +25,7 @@ from pynatsd.jetstream.util import now_ns
 from pynatsd.logger import log
 from pynatsd.options import JETSTREAM_SYNC_INTERVAL, JetStreamAccountLimits
 from pynatsd.protocol.events import Pub
+from pynatsd.server.accounts import SYSTEM_ACCOUNT
 from pynatsd.server.delivery import deliver_first, deliver_stored, fan_out
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import subjects_collide
@@ -44,6 +45,25 @@ def default_store_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "nats")
 
 
+# A single server's streams and consumers have one replica: their limits tier (tierName).
+TIER = "R1"
+# What a tiered account without an R1 tier gets: no stream may be added (NoLimits).
+_NO_TIER = JetStreamAccountLimits()
+
+
+def _limits_json(lim: JetStreamAccountLimits) -> dict[str, Any]:
+    return {
+        "max_memory": lim.max_memory,
+        "max_storage": lim.max_store,
+        "max_streams": lim.max_streams,
+        "max_consumers": lim.max_consumers,
+        "max_ack_pending": lim.max_ack_pending,
+        "memory_max_stream_bytes": lim.memory_max_stream_bytes,
+        "storage_max_stream_bytes": lim.store_max_stream_bytes,
+        "max_bytes_required": lim.max_bytes_required,
+    }
+
+
 class AccountJetStream:
     """JetStream inside one account."""
 
@@ -56,7 +76,11 @@ class AccountJetStream:
     ) -> None:
         self.js = js
         self.account = account
-        self.limits = limits or JetStreamAccountLimits()
+        # The limits as configured (zeros beside `tiers` for a tiered account) and the ones
+        # that apply: a single server's streams have one replica, so tier R1.
+        self.declared = limits or JetStreamAccountLimits()
+        tiers = self.declared.tiers
+        self.limits = self.declared if tiers is None else tiers.get(TIER, _NO_TIER)
         lim = self.limits
         self.storage_limited = max(lim.max_memory, lim.max_store, js.max_memory, js.max_store) >= 0
         # A disabled account only answers `$JS.API.INFO` ("not enabled for account"), as
@@ -319,17 +343,28 @@ class AccountJetStream:
         return value
 
     def limits_json(self) -> dict[str, Any]:
-        lim = self.limits
-        return {
-            "max_memory": lim.max_memory,
-            "max_storage": lim.max_store,
-            "max_streams": lim.max_streams,
-            "max_consumers": lim.max_consumers,
-            "max_ack_pending": lim.max_ack_pending,
-            "memory_max_stream_bytes": lim.memory_max_stream_bytes,
-            "storage_max_stream_bytes": lim.store_max_stream_bytes,
-            "max_bytes_required": lim.max_bytes_required,
-        }
+        return _limits_json(self.declared)
+
+    def tiers_json(self) -> dict[str, Any] | None:
+        """JetStreamUsage's `tiers` for a tiered account (None otherwise): each tier with its
+        limits, and the usage of this server's streams, all of tier R1."""
+        tiers = self.declared.tiers
+        if tiers is None:
+            return None
+        memory, storage, consumers = self.usage()
+        out: dict[str, Any] = {}
+        for name in sorted(tiers):
+            used = name == TIER
+            out[name] = {
+                "memory": memory if used else 0,
+                "storage": storage if used else 0,
+                "reserved_memory": self.reserved("memory") if used else 0,
+                "reserved_storage": self.reserved("file") if used else 0,
+                "streams": len(self.streams) if used else 0,
+                "consumers": consumers if used else 0,
+                "limits": _limits_json(tiers[name]),
+            }
+        return out
 
     def reserved(self, storage: str) -> int:
         """Bytes reserved by streams with max_bytes (nats-server's tieredReservation)."""
@@ -342,6 +377,8 @@ class AccountJetStream:
     def check_stream_limits(self, config: StreamConfig) -> None:
         """nats-server's jsNonClusteredStreamLimitsCheck: stream count and storage."""
         lim = self.limits
+        if lim is _NO_TIER:
+            raise errors.js_error("NoLimits")
         if 0 < lim.max_streams <= len(self.streams) and config.name not in self.streams:
             raise errors.js_error("MaximumStreamsLimit")
         if config.max_consumers > 0 and 0 < lim.max_consumers < config.max_consumers:
@@ -419,22 +456,48 @@ class JetStream:
         log.info("Starting JetStream")
         log.info("  Store Directory: %r", self.store_dir)
         for account, limits in self._account_limits():
-            if limits is None:
-                # nats-server gives such an account only the info API, answering "not enabled".
-                ajs = AccountJetStream(self, account, enabled=False)
-                self.disabled[account.name] = ajs
-                ajs.start_api()
-                continue
-            ajs = AccountJetStream(self, account, limits)
-            self.accounts[account.name] = ajs
-            ajs.recover()
+            self._enable(account, limits)
+        if self._operator_mode:
+            # Operator-mode accounts come into being as their first client connects.
+            self.server.account_added_hooks.append(self._account_added)
+
+    @property
+    def _operator_mode(self) -> bool:
+        opts = self.server.options
+        return bool(opts.operator_jwts or opts.trusted_keys)
+
+    def _enable(self, account: Account, limits: JetStreamAccountLimits | None) -> None:
+        if limits is None:
+            # nats-server gives such an account only the info API, answering "not enabled".
+            ajs = AccountJetStream(self, account, enabled=False)
+            self.disabled[account.name] = ajs
             ajs.start_api()
+            return
+        ajs = AccountJetStream(self, account, limits)
+        self.accounts[account.name] = ajs
+        ajs.recover()
+        ajs.start_api()
+
+    def _account_added(self, account: Account) -> None:
+        """An operator-mode account registered after start (updateAccountClaims): JetStream
+        with the limits of its JWT, which enables it by storage limits at the top level or in
+        a tier."""
+        if account is self.server.system_account or account.name in self.accounts:
+            return
+        self._enable(account, account.config.jetstream if account.config else None)
 
     def _account_limits(self) -> list[tuple[Account, JetStreamAccountLimits | None]]:
         """Which accounts get JetStream (nats-server's configAllJetStreamAccounts): without an
         `accounts {}` block, the global account, unlimited; with one, the accounts that have a
-        `jetstream` entry, with its limits (the others answer "not enabled for account")."""
+        `jetstream` entry, with its limits (the others answer "not enabled for account"). In
+        operator mode, the accounts known so far, by their JWTs."""
         server = self.server
+        if self._operator_mode:
+            return [
+                (account, account.config.jetstream if account.config else None)
+                for account in server.accounts.values()
+                if account is not server.system_account and account.name != SYSTEM_ACCOUNT
+            ]
         configs = list((server.options.accounts or {}).values())
         if not configs:
             return [(server.global_account, JetStreamAccountLimits())]

@@ -131,7 +131,7 @@ def varz(server: Server) -> dict[str, Any]:
             "js_raft_delete_range": True,
             "js_snapshot_sources": False,
         },
-        "system_account": "$SYS",
+        "system_account": server.system_account.name,
         "slow_consumer_stats": {**zero_kinds, "clients": server.slow_consumers},
         "stale_connection_stats": {**zero_kinds, "clients": server.stale_connections},
         "disk_io_wait_stats": {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0},
@@ -234,11 +234,16 @@ def connz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
     acc = query.get("acc", "")
     conns: list[dict[str, Any]] = []
     if state in ("open", "any", "all"):
+        # The account filter holds whether or not the account is shown (auth).
         conns.extend(
-            _connection_info(c, now, subs, auth) for c in server.clients.values() if c.connected
+            _connection_info(c, now, subs, auth)
+            for c in server.clients.values()
+            if c.connected and (not acc or c.account.name == acc)
         )
     if state in ("closed", "any", "all"):
         for rec in server.closed_clients:
+            if acc and rec.get("account", "$G") != acc:
+                continue
             item = {k: v for k, v in rec.items() if not k.startswith("_")}
             if subs == "detail":
                 pass
@@ -256,8 +261,6 @@ def connz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
         conns = [c for c in conns if c["cid"] == cid_filter]
     if user:
         conns = [c for c in conns if c.get("authorized_user") == user]
-    if acc:
-        conns = [c for c in conns if c.get("account", "$G") == acc]
     conns.sort(key=_SORT_KEYS[sort])
     total = len(conns)
     page = conns[offset : offset + limit]
@@ -496,10 +499,13 @@ def accountz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, A
     out: dict[str, Any] = {
         "server_id": server.server_id,
         "now": now,
-        "system_account": "$SYS",
+        "system_account": server.system_account.name,
     }
     if not name:
-        out["accounts"] = sorted(server.accounts)
+        # `$SYS` exists only as the system account; another system account replaces it.
+        out["accounts"] = sorted(
+            n for n, a in server.accounts.items() if n != "$SYS" or a is server.system_account
+        )
         return 200, out
     account = server.accounts.get(name)
     if account is None:

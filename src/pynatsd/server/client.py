@@ -241,17 +241,23 @@ class Client(ClientSession, asyncio.Protocol):
             self._auth_timer.cancel()
             self._auth_timer = None
 
-    def expire_at(self, when: float) -> None:
+    def expire_at(self, when: float, error: str) -> None:
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
         delay = max(when - time.time(), 0.0)
-        self._expiry_timer = self.server.loop.call_later(delay, self._credentials_expired)
+        self._expiry_timer = self.server.loop.call_later(delay, self._credentials_expired, error)
 
-    def _credentials_expired(self) -> None:
+    def _credentials_expired(self, error: str) -> None:
         self._expiry_timer = None
         if not self.closed:
-            log.info("%s - User Authentication Expired", self.label)
-            self.close_with_error(errors.AUTHENTICATION_EXPIRED, CloseReason.AUTHENTICATION_EXPIRED)
+            # sendErrAndDebug, with the account and user nats-server adds to the line.
+            config = self.account.config
+            account = self.account.name
+            if config is not None and config.name_tag:
+                account = f"{account}/{config.name_tag}"
+            user = f" - {self.log_user}" if self.log_user else ""
+            log.debug("%s - %s - Account:%s%s", self.label, error, account, user)
+            self.close_with_error(error, CloseReason.AUTHENTICATION_EXPIRED)
 
     # -- slow credential checks ------------------------------------------------------------------
 

@@ -21,16 +21,18 @@ if TYPE_CHECKING:
 
 CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
-_seq = count(1)
-# nats-server's feature flags and their defaults (feature_flags.go), as /varz shows them too.
+# nats-server 2.15.1's feature flags (getMergedFeatureFlags), as /varz and every system
+# message's `server` show them.
 FEATURE_FLAGS = {
     "js_ack_fc_v2": False,
     "js_api_reply_v2": False,
     "js_raft_delete_range": True,
     "js_snapshot_sources": False,
 }
-# ServerCapability bits: JetStream enabled, binary stream snapshots, account NRG.
+# ServerCapability flags: JetStreamEnabled | BinaryStreamSnapshot | AccountNRG, set together
+# when JetStream runs.
 _JETSTREAM_FLAGS = 1 | 2 | 4
+_seq = count(1)
 
 
 def server_info(server: Server) -> dict[str, Any]:
@@ -82,20 +84,21 @@ def _event(kind: str) -> dict[str, Any]:
 
 def client_connected(server: Server, client: ClientSession) -> None:
     system = server.system_account
-    if not system.sublist.count():
+    subject = f"$SYS.ACCOUNT.{client.account.name}.CONNECT"
+    if not system.sublist.has_interest(subject):
         return  # nobody listens: skip building the event
     body = {
         **_event(CONNECT_TYPE),
         "server": server_info(server),
         "client": _client_info(client, stopped=False),
     }
-    subject = f"$SYS.ACCOUNT.{client.account.name}.CONNECT"
     server.publish_internal(system, subject, "", b"", go_json(body))
 
 
 def client_disconnected(server: Server, client: ClientSession) -> None:
     system = server.system_account
-    if not system.sublist.count():
+    subject = f"$SYS.ACCOUNT.{client.account.name}.DISCONNECT"
+    if not system.sublist.has_interest(subject):
         return
     body = {
         **_event(DISCONNECT_TYPE),
@@ -105,5 +108,4 @@ def client_disconnected(server: Server, client: ClientSession) -> None:
         "received": {"msgs": client.stats.in_msgs, "bytes": client.stats.in_bytes},
         "reason": client.close_reason,
     }
-    subject = f"$SYS.ACCOUNT.{client.account.name}.DISCONNECT"
     server.publish_internal(system, subject, "", b"", go_json(body))

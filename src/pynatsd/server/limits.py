@@ -17,8 +17,9 @@ from pynatsd.options import NO_LIMIT, AccountConfig, Options
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
     """`max_payload`: the largest message body accepted (nats-server's `mpay`);
-    `max_subscriptions`: how many subscriptions the connection may hold, 0 for no limit
-    (nats-server's `msubs`, whose "no limit" is -1)."""
+    `max_subscriptions`: how many subscriptions the connection may hold, NO_LIMIT (-1) for
+    no limit (nats-server's `msubs`); 0 allows none: a JWT's `subs: 0` ends the connection
+    as it registers."""
 
     max_payload: int
     max_subscriptions: int
@@ -48,4 +49,4 @@ def connection_limits(
     payload = _tighter(payload, options.max_payload)
     # The server's max_subscriptions says "no limit" with 0.
     subs = _tighter(subs, options.max_subscriptions or NO_LIMIT)
-    return ConnectionLimits(payload, max(subs, 0))
+    return ConnectionLimits(payload, subs)

@@ -77,6 +77,10 @@ class Server:
             GLOBAL_ACCOUNT: self.global_account,
             SYSTEM_ACCOUNT: self.system_account,
         }
+        # Called with each account made after start-up (operator mode makes an account as its
+        # first client connects): the parts that serve every account (JetStream, the system
+        # services) set it up.
+        self.account_added_hooks: list[Callable[[Account], None]] = []
         self.authenticator = Authenticator(self.options)
         self._configure_accounts()
         self.clients: dict[int, Client] = {}
@@ -130,17 +134,26 @@ class Server:
     def _configure_accounts(self) -> None:
         """Accounts from the configuration, then their imports (which need the exporters)."""
         cache = not self.options.disable_sublist_cache
+        added: list[Account] = []
         for name, config in self.options.accounts.items():
             account = self.accounts.get(name)
             if account is None:
                 account = self.accounts[name] = Account(name, cache=cache)
+                added.append(account)
             account.config = config
         # `system_account: NAME` makes a configured account the one events go to.
         system_name = self.options.system_account
         if system_name and system_name in self.accounts:
             self.system_account = self.accounts[system_name]
+        elif system_name and self.authenticator.lookup_account(system_name) is not None:
+            # Operator mode: the operator's system account, from its JWT.
+            self.system_account = self.get_account(system_name)
         install_mappings(self)
         wire_imports(self)
+        # An account a reload adds (the parts' hooks are empty before start).
+        for account in added:
+            for hook in self.account_added_hooks:
+                hook(account)
 
     def get_account(self, name: str) -> Account:
         """The account a client binds to; operator-mode accounts are made on first use."""
@@ -153,6 +166,8 @@ class Server:
             if account.config is not None:
                 account.set_mappings(account.config.mappings)
             wire_imports(self)
+            for hook in self.account_added_hooks:
+                hook(account)
         return account
 
     def _build_info_base(self) -> None:

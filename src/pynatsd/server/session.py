@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pynatsd.auth import AuthResult, PermissionChecker
 from pynatsd.gofmt import go_duration
 from pynatsd.logger import TRACE, log
+from pynatsd.options import NO_LIMIT
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import (
@@ -85,6 +86,7 @@ class ClientSession:
         "account",
         "auth_user",
         "cid",
+        "claim_expires",
         "close_reason",
         "closed",
         "config_user",
@@ -96,7 +98,9 @@ class ClientSession:
         "host",
         "label",
         "label_set",
+        "log_user",
         "max_subs",
+        "name_tag",
         "no_responders",
         "nonce",
         "outbound",
@@ -167,7 +171,14 @@ class ClientSession:
         # The `users` entry this connection authenticated as (None: token, single user, JWT,
         # no authentication); a reload closes the connection when the entry is gone.
         self.config_user: User | None = None
-        self.max_subs = opts.max_subscriptions
+        self.max_subs = opts.max_subscriptions or NO_LIMIT
+        # When the user's credentials expire (seconds since the epoch, whole seconds as
+        # nats-server's c.expires), 0 for never: $SYS.REQ.USER.INFO reports it.
+        self.claim_expires = 0.0
+        # The user as nats-server's log lines name it ("jwt:U...", "user:alice"), "" for none.
+        self.log_user = ""
+        # A user JWT's `name` ($SYS.REQ.USER.INFO's user_name).
+        self.name_tag = ""
         self._auth_waiting = False
         self._stashed: list[Event | Pub] = []
         self.plans = PlanCache()
@@ -382,23 +393,36 @@ class ClientSession:
         self.plans.clear()
         self.config_user = result.user
         self.auth_user = result.user_label if result.method != "none" else ""
+        self.log_user = result.log_label if result.method != "none" else ""
+        self.name_tag = result.name_tag
         limits = connection_limits(
             server.options, account.config, result.max_payload, result.max_subscriptions
         )
         self.parser.max_payload = limits.max_payload
         self.max_subs = limits.max_subscriptions
-        if self.max_subs and len(self.subs) >= self.max_subs:
-            # nats-server checks this at every registration (applyAccountLimits): a reload
-            # that leaves a client at (or over) its subscription limit ends the connection.
-            log.error("%s - Maximum Subscriptions Exceeded (max=%d)", self.label, self.max_subs)
+        if self.max_subs >= 0 and len(self.subs) >= self.max_subs:
+            # nats-server checks this at every registration (applyAccountLimits): a client
+            # at (or over) its subscription limit is told so and closed, at CONNECT too (a
+            # JWT's `subs: 0` allows no subscription at all).
+            log.error("%s - %s", self.label, errors.MAXIMUM_SUBSCRIPTIONS_EXCEEDED)
             self.close_with_error(
                 errors.MAXIMUM_SUBSCRIPTIONS_EXCEEDED, CloseReason.MAX_SUBSCRIPTIONS_EXCEEDED
             )
             return False
-        expires = [t for t in (result.expires_at, result.account_expires_at) if t]
-        if expires:
-            self.expire_at(min(expires))
+        self._set_expiry(result)
         return True
+
+    def _set_expiry(self, result: AuthResult) -> None:
+        """nats-server keeps two timers: the user's (setExpiration: "User Authentication
+        Expired") and the account's, one per account JWT (checkExpiration: "Account
+        Authentication Expired" to every client of it). The account's starts first, when the
+        account is registered, so it wins a tie."""
+        user, account = result.expires_at, result.account_expires_at
+        self.claim_expires = float(int(user)) if user else 0.0
+        if account and (not user or account <= user):
+            self.expire_at(account, errors.ACCOUNT_AUTHENTICATION_EXPIRED)
+        elif user:
+            self.expire_at(user, errors.AUTHENTICATION_EXPIRED)
 
     # -- SUB / UNSUB -----------------------------------------------------------------------------
 
@@ -423,8 +447,8 @@ class ClientSession:
             self.send_err(errors.permissions_subscribe_tokens(subject))
             return
         max_subs = self.max_subs
-        if max_subs > 0 and len(self.subs) >= max_subs:
-            log.error("%s - Maximum Subscriptions Exceeded (max=%d)", self.label, max_subs)
+        if max_subs >= 0 and len(self.subs) >= max_subs:
+            log.error("%s - %s", self.label, errors.MAXIMUM_SUBSCRIPTIONS_EXCEEDED)
             self.send_err(errors.MAXIMUM_SUBSCRIPTIONS_EXCEEDED)
             return
         if ev.sid in self.subs:
@@ -695,6 +719,7 @@ class ClientSession:
         """Run `authenticate` away from the event loop, then `finish_connect`."""
         raise NotImplementedError
 
-    def expire_at(self, when: float) -> None:
-        """Close the connection when its credentials expire (seconds since the epoch)."""
+    def expire_at(self, when: float, error: str) -> None:
+        """Close the connection with `error` ("User Authentication Expired", "Account
+        Authentication Expired") when its credentials expire (seconds since the epoch)."""
         raise NotImplementedError
