@@ -203,6 +203,33 @@ class AccountConfig:
 
 
 @dataclass(slots=True)
+class ClusterOptions:
+    """The `cluster {}` block and the `--cluster*`/`--routes` flags (nats-server's
+    ClusterOpts): routes to the other servers of a cluster."""
+
+    name: str = ""  # "" until set: a dynamic (generated) name that adopts a configured one
+    host: str = "0.0.0.0"
+    port: int = 0  # the route listener's port; -1 picks a free one
+    advertise: str = ""  # host:port announced to peers instead of the listen address
+    no_advertise: bool = False  # keep our client URLs out of route INFO and clients' connect_urls
+    routes: list[str] = field(default_factory=list)  # explicit route URLs, solicited forever
+    connect_retries: int = 0  # extra attempts for implicit (gossiped) routes
+    connect_backoff: bool = False  # double the retry delay up to 30 s instead of a fixed 1 s
+    username: str = ""  # `authorization { user, password }`: what peers must send in CONNECT
+    password: str = ""
+    auth_timeout: float = 2.0
+    tls_timeout: float = 2.0
+    # Route permissions: `import` is what peers may send us (publish), `export` what we send
+    # them (subscribe interest).
+    permissions: Permissions | None = None
+    pool_size: int = 3  # nats-server's default; -1 disables pooling and pinned accounts
+    accounts: list[str] = field(default_factory=list)  # accounts pinned to their own route
+    compression: str = "accept"  # routes never start compression; pynatsd declines it
+    ping_interval: float = 30.0  # capped at 30 s for routes, as nats-server does
+    ping_max: int = 2
+
+
+@dataclass(slots=True)
 class Options:
     """Everything the server can be told; defaults are nats-server v2.15.1's."""
 
@@ -293,6 +320,9 @@ class Options:
     resolver_preload: dict[str, str] = field(default_factory=dict)
     resolver_pinned_accounts: list[str] = field(default_factory=list)
     default_sentinel: str = ""
+
+    # Clustering (the `cluster {}` block, `--cluster`, `--routes`); None: not clustered.
+    cluster: ClusterOptions | None = None
 
     # WebSocket listener (the `websocket {}` block): the same protocol in WebSocket frames.
     websocket_host: str = ""
