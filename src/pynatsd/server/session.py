@@ -250,7 +250,7 @@ class ClientSession:
         if self.connected and not self.first_pong_sent:
             self.first_pong_sent = True
             if self.protocol >= 1:
-                self.outbound.push(info_frame(self.server.client_info(self, connect_info=True)))
+                self.outbound.push(info_frame(self.server.async_info(self, connect_info=True)))
 
     # -- CONNECT ---------------------------------------------------------------------------------
 
