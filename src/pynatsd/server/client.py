@@ -26,6 +26,7 @@ from pynatsd.server.events import client_disconnected
 from pynatsd.server.listen import join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.session import ClientSession
+from pynatsd.server.sniff import client_starts_tls
 
 if TYPE_CHECKING:
     from pynatsd.server.server import Server
@@ -98,15 +99,29 @@ class Client(ClientSession, asyncio.Protocol):
         transport.write(info_frame(server.client_info(self)))
         loop = server.loop
         if server.tls_context is not None and not self.websocket and not opts.tls_handshake_first:
-            # INFO said tls_required: the client now starts the TLS handshake. Nothing is
-            # read in plain text meanwhile.
+            # INFO said tls_required (or, with allow_non_tls, tls_available): the client now
+            # starts the TLS handshake (or, with allow_non_tls, may not). Nothing is read in
+            # plain text meanwhile.
             transport.pause_reading()
-            self._tls_task = loop.create_task(self._upgrade_to_tls())
+            upgrade = self._tls_if_client_starts_it if opts.allow_non_tls else self._upgrade_to_tls
+            self._tls_task = loop.create_task(upgrade())
         elif server.tls_context is not None and not self.websocket:
             self._remember_peer_cert()
         if self.parser.expect_connect:
             self._auth_timer = loop.call_later(opts.auth_timeout, self._auth_timeout)
         self._set_first_ping_timer()
+
+    async def _tls_if_client_starts_it(self) -> None:
+        """allow_non_tls: TLS for a client whose first byte opens a handshake, plain text for
+        the others (nats-server's sniffTLS)."""
+        server = self.server
+        assert self.transport is not None
+        # uvloop starts reading after connection_made, whose pause it ignores.
+        self.transport.pause_reading()
+        if await client_starts_tls(server.loop, self.transport, server.options.tls_timeout):
+            await self._upgrade_to_tls()
+        elif not self.closed and self.transport is not None:
+            self.transport.resume_reading()
 
     async def _upgrade_to_tls(self) -> None:
         server = self.server
