@@ -165,20 +165,43 @@ def test_wildcard_host_takes_ipv6_clients(tmp_path: Path) -> None:
 # -- lame duck mode and signals ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cmd_name", ["nats-server", "pynatsd"])
-def test_sigterm_leaves_lame_duck_mode_to_finish(cmd_name: str, tmp_path: Path) -> None:
+def _lame_duck_server(cmd_name: str, tmp_path: Path) -> ServerProcess:
     cmd = [require_nats_server()] if cmd_name == "nats-server" else list(PYNATSD)
     conf = tmp_path / "server.conf"
     conf.write_text("lame_duck_grace_period: 10s\nlame_duck_duration: 30s\n")
     server = start_server(cmd, ["-c", str(conf)])
+    time.sleep(0.5)  # the readiness probe's connection is gone
+    return server
+
+
+@pytest.mark.parametrize("cmd_name", ["nats-server", "pynatsd"])
+def test_sigterm_leaves_lame_duck_mode_to_finish(cmd_name: str, tmp_path: Path) -> None:
+    server = _lame_duck_server(cmd_name, tmp_path)
+    try:
+        with socket.create_connection((server.host, server.port), timeout=5) as client:
+            # A PONG means the server counts the client (nats-server's INFO comes earlier).
+            client.sendall(b"PING\r\n")
+            received = b""
+            while b"PONG\r\n" not in received:
+                received += client.recv(4096)
+            server.proc.send_signal(signal.SIGUSR2)
+            time.sleep(0.3)
+            server.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            assert server.alive(), "SIGTERM ended a lame duck shutdown"
+            server.proc.send_signal(signal.SIGINT)
+            assert server.proc.wait(timeout=10) == 0
+    finally:
+        server.proc.kill()
+        server.stop()
+
+
+@pytest.mark.parametrize("cmd_name", ["nats-server", "pynatsd"])
+def test_lame_duck_mode_without_clients_ends_at_once(cmd_name: str, tmp_path: Path) -> None:
+    server = _lame_duck_server(cmd_name, tmp_path)
     try:
         server.proc.send_signal(signal.SIGUSR2)
-        time.sleep(0.3)
-        server.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.5)
-        assert server.alive(), "SIGTERM ended a lame duck shutdown"
-        server.proc.send_signal(signal.SIGINT)
-        assert server.proc.wait(timeout=10) == 0
+        assert server.proc.wait(timeout=3) == 0
     finally:
         server.proc.kill()
         server.stop()

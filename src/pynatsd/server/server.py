@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import sys
 import time
 from collections import deque
@@ -522,26 +523,35 @@ class Server:
         await self._shutdown_done.wait()
 
     async def lame_duck_mode(self) -> None:
-        """Stop accepting, tell protocol-1 clients (`ldm`), then close clients over the lame
-        duck duration and shut down, as nats-server does on SIGUSR2."""
+        """Stop accepting, tell clients (`ldm`), then close them over the lame duck duration
+        and shut down, as nats-server does on SIGUSR2; with no client left, shut down now."""
         if self.lame_duck or not self.running:
             return
         log.info("Entering lame duck mode, stop accepting new clients")
         self.lame_duck = True
         self.accepting = False
-        if self._listener is not None:
-            self._listener.close()
+        for listener in (self._listener, self._ws_listener):
+            if listener is not None:
+                listener.close()
+        if not self.clients:
+            await self.shutdown()
+            return
         self.send_async_info(ldm=True)
         opts = self.options
         await asyncio.sleep(opts.lame_duck_grace_period)
         clients = list(self.clients.values())
-        if clients:
+        if clients and self.running:
             log.info("Closing existing clients")
-            pause = max(opts.lame_duck_duration - opts.lame_duck_grace_period, 0) / len(clients)
-            for client in clients:
+            # nats-server spreads the closes over what is left of the duration (at least a
+            # second), at most a second apart, each pause a random half to whole interval.
+            spread = opts.lame_duck_duration - opts.lame_duck_grace_period
+            interval = min((spread if spread > 0 else 1.0) / len(clients), 1.0)
+            for i, client in enumerate(clients):
                 client.close(CloseReason.SERVER_SHUTDOWN)
-                if pause > 0:
-                    await asyncio.sleep(min(pause, 1.0))
+                if i < len(clients) - 1:
+                    await asyncio.sleep(random.uniform(interval / 2, interval))
+                    if not self.running:
+                        return
         await self.shutdown()
 
     async def __aenter__(self) -> Server:
