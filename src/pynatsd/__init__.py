@@ -15,8 +15,9 @@ from pynatsd.version import __version__
 if TYPE_CHECKING:
     from pynatsd.embedded import Server, ThreadedServer
     from pynatsd.options import Options
+    from pynatsd.server.listen import ListenError
 
-__all__ = ["Options", "Server", "ThreadedServer", "__version__"]
+__all__ = ["ListenError", "Options", "Server", "ThreadedServer", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -30,4 +31,8 @@ def __getattr__(name: str) -> Any:
         from pynatsd.options import Options
 
         return Options
+    if name == "ListenError":
+        from pynatsd.server.listen import ListenError
+
+        return ListenError
     raise AttributeError(f"module 'pynatsd' has no attribute {name!r}")

@@ -14,6 +14,7 @@ from pynatsd.assembly import attach_parts
 from pynatsd.logger import log
 from pynatsd.options import Options
 from pynatsd.reload import reload
+from pynatsd.server.listen import ListenError
 from pynatsd.server.server import Server
 
 
@@ -36,8 +37,12 @@ async def serve(opts: Options, warnings: list[str], flags: dict[str, Any], diges
         log.warning("%s", w)
     try:
         await server.start()
+    except ListenError as e:
+        # nats-server logs the listener's error as fatal and exits with status 1.
+        log.critical("%s", e)
+        return 1
     except OSError as e:
-        log.critical("Error listening on port: %s:%d, %s", opts.host, opts.port, e.strerror or e)
+        log.critical("%s", e)
         return 1
     loop = asyncio.get_running_loop()
     tasks: set[asyncio.Task[None]] = set()
@@ -49,6 +54,10 @@ async def serve(opts: Options, warnings: list[str], flags: dict[str, Any], diges
 
     def on_term(name: str) -> None:
         log.info('Trapped "%s" signal', name)
+        # As nats-server: SIGTERM leaves a lame duck shutdown in progress to finish on its
+        # own; SIGINT cuts it short.
+        if name == "terminated" and server.lame_duck:
+            return
         spawn(server.shutdown())
 
     loop.add_signal_handler(signal.SIGINT, on_term, "interrupt")

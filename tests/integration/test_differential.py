@@ -162,6 +162,44 @@ def _cases() -> Iterator[Case]:
     # Omitted fields default to verbose=true, pedantic=true: `CONNECT {}` turns on +OK.
     yield one("connect_empty_json_is_verbose", b"CONNECT {}\r\nPING\r\n", expect=(b"+OK",))
     yield one("connect_quiet", QUIET_CONNECT + b"PING\r\n")
+    # Before any CONNECT a connection is verbose and pedantic (nats-server's defaultOpts), and a
+    # CONNECT is decoded on top of that: what it leaves out stays on.
+    yield one(
+        "pre_connect_ops_are_verbose_and_pedantic",
+        b"SUB foo.* 1\r\nPUB foo.* 1\r\nx\r\nUNSUB 1\r\nUNSUB 9\r\nPING\r\n",
+        expect=(b"+OK", b"Invalid Publish Subject"),
+    )
+    yield one(
+        "connect_after_pre_connect_ops_turns_verbose_off",
+        b'SUB a 1\r\nCONNECT {"verbose":false}\r\nSUB a.* 2\r\nPUB a.* 0\r\n\r\nPING\r\n',
+        expect=(b"+OK", b"Invalid Publish Subject"),
+    )
+    yield one(
+        "connect_empty_keeps_verbose_and_pedantic",
+        b"CONNECT {}\r\nSUB foo.* 1\r\nPUB foo.* 1\r\nx\r\nUNSUB 1\r\nPING\r\n",
+        expect=(b"+OK", b"Invalid Publish Subject"),
+    )
+    yield one(
+        "connect_verbose_false_keeps_pedantic",
+        b'CONNECT {"verbose":false}\r\nSUB foo.* 1\r\nPUB foo.* 1\r\nx\r\nPING\r\n',
+        expect=(b"Invalid Publish Subject",),
+    )
+    yield one(
+        "connect_pedantic_false_keeps_verbose",
+        b'CONNECT {"pedantic":false}\r\nSUB foo.* 1\r\nPUB foo.* 1\r\nx\r\nPING\r\n',
+        expect=(b"+OK",),
+    )
+    yield one(
+        "connect_with_credentials_keeps_verbose_and_pedantic",
+        b'CONNECT {"user":"derek","pass":"s3cr3t"}\r\nSUB foo.* 1\r\nPUB foo.* 1\r\nx\r\nPING\r\n',
+        profile="user",
+        expect=(b"+OK", b"Invalid Publish Subject"),
+    )
+    yield one(
+        "pre_connect_ops_with_no_auth_user",
+        b"SUB bar.* 1\r\nPUB bar.* 0\r\n\r\nPING\r\n",
+        profile="perms",
+    )
     # nats-server starts a CONNECT/INFO argument at the first byte after the blanks, even a
     # bare LF, and reads it to the next LF; a CR there makes an empty argument (closed).
     lf_connect = b'CONNECT\n{"verbose":false,"pedantic":false}\r\nPING\r\n'

@@ -15,6 +15,7 @@ from pynatsd.gofmt import go_json_indent
 from pynatsd.logger import log
 from pynatsd.monitor import endpoints
 from pynatsd.monitor.endpoints import BadRequest
+from pynatsd.server.listen import bind, bound_port, join_host_port
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
@@ -71,12 +72,14 @@ class MonitorServer:
         server = self.server
         opts = server.options
         host, port = opts.http_host or opts.host, opts.http_port
-        self._listener = await asyncio.start_server(
-            self._handle, host, 0 if port == -1 else port, reuse_address=True
+        sock = bind(
+            host,
+            0 if port == -1 else port,
+            lambda err: f"Can't start monitoring: can't listen to the monitor port: {err}",
         )
-        sockets = self._listener.sockets
-        server.http_port = int(sockets[0].getsockname()[1]) if sockets else port
-        log.info("Starting http monitor on %s:%d", host, server.http_port)
+        self._listener = await asyncio.start_server(self._handle, sock=sock)
+        server.http_port = bound_port(self._listener, port)
+        log.info("Starting http monitor on %s", join_host_port(host, server.http_port))
         if server.closed_clients.maxlen:
             server.client_closed_hooks.append(self._remember_closed)
 

@@ -21,6 +21,7 @@ from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import PING_FRAME, err_frame, info_frame
 from pynatsd.server.events import client_disconnected
+from pynatsd.server.listen import join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.session import ClientSession
 
@@ -75,10 +76,10 @@ class Client(ClientSession, asyncio.Protocol):
         `createClient` up to the INFO. True when the connection is registered."""
         self.transport = transport
         self.outbound.attach(transport)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple):
-            self.host, self.port = str(peer[0]), int(peer[1])
-        self.label = f"{self.host}:{self.port} - cid:{self.cid}"
+        peer = peer_address(transport)
+        if peer is not None:
+            self.host, self.port = peer
+        self.label = f"{join_host_port(self.host, self.port)} - cid:{self.cid}"
         server = self.server
         if server.lame_duck or not server.accepting:
             transport.close()

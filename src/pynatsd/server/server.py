@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import sys
 import time
 from collections import deque
@@ -22,7 +23,7 @@ import nkeys
 
 from pynatsd.auth import Authenticator
 from pynatsd.logger import log
-from pynatsd.options import Options
+from pynatsd.options import DEFAULT_HOST, Options
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import info_frame
@@ -35,6 +36,7 @@ from pynatsd.server.accounts import (
 )
 from pynatsd.server.client import Client
 from pynatsd.server.delivery import Stats, deliver_stored, fan_out
+from pynatsd.server.listen import bind, bound_port, go_quote, join_host_port
 from pynatsd.server.outbound import Outbound, Producer
 from pynatsd.server.session import ClientSession
 from pynatsd.server.tls_client import ConnectionRate, TLSClient
@@ -48,6 +50,38 @@ if TYPE_CHECKING:
     from pynatsd.server.parts import ServerPart
 
 _PREFIX_CURVE = 23 << 3
+
+# The INFO fields a client may get, in the order nats-server's Info struct writes them.
+_INFO_FIELDS = (
+    "server_id",
+    "server_name",
+    "version",
+    "proto",
+    "git_commit",
+    "go",
+    "host",
+    "port",
+    "headers",
+    "auth_required",
+    "tls_required",
+    "tls_verify",
+    "tls_available",
+    "max_payload",
+    "jetstream",
+    "client_id",
+    "client_ip",
+    "nonce",
+    "cluster",
+    "domain",
+    "connect_urls",
+    "ws_connect_urls",
+    "ldm",
+    "connect_info",
+    "remote_account",
+    "acc_is_sys",
+    "api_lvl",
+    "xkey",
+)
 
 
 def _new_server_id() -> str:
@@ -99,6 +133,10 @@ class Server:
         self._listener: asyncio.AbstractServer | None = None
         self._ws_listener: asyncio.Server | None = None
         self.websocket_port = 0
+        opts = self.options
+        # nats-server's WebSocket host defaults to 0.0.0.0, not to the client host.
+        self.websocket_host = opts.websocket_host or DEFAULT_HOST
+        self.websocket_tls = bool(not opts.websocket_no_tls and opts.websocket_tls_cert)
         # Optional parts attached by the composition root (pynatsd.assembly), by name, in the
         # order they start.
         self.parts: dict[str, ServerPart] = {}
@@ -171,7 +209,9 @@ class Server:
         return account
 
     def _build_info_base(self) -> None:
+        """nats-server's `s.info`: the fields every INFO to a client starts from."""
         opts = self.options
+        tls = self.tls_context is not None
         info: dict[str, Any] = {
             "server_id": self.server_id,
             "server_name": self.server_name,
@@ -183,16 +223,20 @@ class Server:
             "port": self.port,
             "headers": not opts.no_header_support,
         }
-        # nats-server leaves auth_required out when a no_auth_user lets anyone in.
-        if self.auth_required and not opts.no_auth_user:
+        if self.auth_required:
             info["auth_required"] = True
-        if self.tls_context is not None:
+        # allow_non_tls: TLS is offered, not required (the client's first byte decides).
+        if tls and not opts.allow_non_tls:
             info["tls_required"] = True
-            if opts.tls_verify:
-                info["tls_verify"] = True
+        if tls and opts.tls_verify:
+            info["tls_verify"] = True
+        if tls and opts.allow_non_tls:
+            info["tls_available"] = True
         info["max_payload"] = opts.max_payload
         if opts.jetstream:
             info["jetstream"] = True
+        if opts.jetstream_domain:
+            info["domain"] = opts.jetstream_domain
         self._info_base = info
 
     def rebuild_info(self) -> None:
@@ -212,20 +256,69 @@ class Server:
             account.config = self.authenticator.lookup_account(name)
         self._configure_accounts()
 
-    def client_info(self, client: ClientSession, connect_info: bool = False) -> dict[str, Any]:
+    def client_info(self, client: ClientSession) -> dict[str, Any]:
+        """The INFO that greets a new connection (nats-server's createClient)."""
+        return self._client_info(client, greeting=True)
+
+    def async_info(
+        self, client: ClientSession, *, connect_info: bool = False, ldm: bool = False
+    ) -> dict[str, Any]:
+        """An INFO sent later: after the first PONG (`connect_info`, with the account bound to)
+        or as an update (`ldm`: lame duck mode)."""
+        return self._client_info(client, greeting=False, connect_info=connect_info, ldm=ldm)
+
+    def _client_info(
+        self,
+        client: ClientSession,
+        *,
+        greeting: bool,
+        connect_info: bool = False,
+        ldm: bool = False,
+    ) -> dict[str, Any]:
+        """nats-server's generateClientInfoJSON over a copy of `s.info`, in its field order.
+
+        Only the greeting drops `auth_required` for a `no_auth_user` and carries the nonce;
+        the later INFOs are the server's own fields as they are, as nats-server sends them."""
+        opts = self.options
         info = dict(self._info_base)
+        if greeting:
+            if opts.no_auth_user:
+                info.pop("auth_required", None)
+            if opts.tls_handshake_first and self.tls_context is not None:
+                # TLS first always means TLS, allow_non_tls or not.
+                info["tls_required"] = True
+        # The adapter's flag (`Client.websocket`); a bare session is never a WebSocket.
+        if getattr(client, "websocket", False):
+            # A WebSocket client is told about the WebSocket listener.
+            info["host"] = self.websocket_host
+            info["port"] = self.websocket_port
+            info.pop("tls_required", None)
+            info.pop("tls_available", None)
+            if self.websocket_tls:
+                info["tls_required"] = info["tls_available"] = True
+        info["max_payload"] = client.parser.max_payload
         info["client_id"] = client.cid
         info["client_ip"] = client.host
-        if client.nonce:
+        if greeting and client.nonce:
             info["nonce"] = client.nonce
+        if ldm:
+            info["ldm"] = True
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = client.account.name
-        if self.lame_duck:
-            info["ldm"] = True
+            if client.account is self.system_account:
+                info["acc_is_sys"] = True
         info["api_lvl"] = JS_API_LEVEL
         info["xkey"] = self.xkey
-        return info
+        return {key: info[key] for key in _INFO_FIELDS if key in info}
+
+    def send_async_info(self, *, ldm: bool = False) -> None:
+        """An INFO update to every client that takes them (nats-server's
+        sendAsyncInfoToClients): its CONNECT said protocol 1 and its first PONG has gone out
+        (a client not that far yet learns the state from its connect_info INFO)."""
+        for client in list(self.clients.values()):
+            if client.protocol >= 1 and client.first_pong_sent and not client.closed:
+                client.send_now(info_frame(self.async_info(client, ldm=ldm)))
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -311,46 +404,95 @@ class Server:
         return f"nats://{host}:{self.port}"
 
     async def start(self) -> None:
+        """Start the parts and the listeners in nats-server's order (monitoring, JetStream,
+        WebSocket, then the client port). A listener that cannot be opened raises
+        `ListenError` (its text is nats-server's [FTL] line) and leaves nothing running."""
         self.loop = asyncio.get_running_loop()
         self._shutdown_done = asyncio.Event()
         opts = self.options
-        port = 0 if opts.port == -1 else opts.port
-        # With TLS every connection drives its own handshake (INFO first or handshake_first).
-        client_class = Client if self.tls_context is None else TLSClient
-        self._listener = await self.loop.create_server(
-            lambda: client_class(self),
-            opts.host,
-            port,
-            reuse_address=True,
-            backlog=1024,
-        )
-        sockets = self._listener.sockets
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
-        self._build_info_base()
+        self._log_banner()
         for warning in self.authenticator.startup_warnings():
             log.warning("%s", warning)
-        self._log_banner()
-        for part in self.parts.values():
-            await part.start()
-        self.accepting = True
-        self.running = True
-        if opts.websocket_port:
-            from pynatsd.server.websocket import start_websocket_listener
-
-            self._ws_listener = await start_websocket_listener(self)
-            ws_sockets = self._ws_listener.sockets
-            self.websocket_port = int(ws_sockets[0].getsockname()[1]) if ws_sockets else 0
-            scheme = "ws" if opts.websocket_no_tls or not opts.websocket_tls_cert else "wss"
-            log.info(
-                "Listening for websocket clients on %s://%s:%d",
-                scheme,
-                opts.websocket_host or opts.host,
-                self.websocket_port,
-            )
-        log.info("Listening for client connections on %s:%d", opts.host, self.port)
+        started: list[ServerPart] = []
+        try:
+            for part in self.parts.values():
+                await part.start()
+                started.append(part)
+            self.accepting = True
+            self.running = True
+            if opts.websocket_port:
+                await self._start_websocket_listener()
+            await self._start_client_listener()
+        except BaseException:
+            await self._abort_start(started)
+            raise
+        log.info("Listening for client connections on %s", join_host_port(opts.host, self.port))
+        if self.tls_context is not None:
+            # handshake_first without a fallback delay always requires the handshake.
+            first_only = opts.tls_handshake_first and not opts.tls_handshake_first_fallback
+            if opts.allow_non_tls and not first_only:
+                log.info("TLS available for client connections")
+            else:
+                log.info("TLS required for client connections")
+            if first_only:
+                log.warning(
+                    'Clients that are not using "TLS Handshake First" option will fail to connect'
+                )
         self._write_pid_and_ports()
         log.info("Server is ready")
+
+    async def _start_client_listener(self) -> None:
+        opts = self.options
+        host, port = opts.host, 0 if opts.port == -1 else opts.port
+        sock = bind(
+            host,
+            port,
+            lambda err: f"Error listening on port: {join_host_port(host, port)}, {go_quote(err)}",
+            backlog=1024,
+        )
+        # The INFO needs the port; a client may connect as soon as the server serves.
+        self.port = int(sock.getsockname()[1])
+        self._build_info_base()
+        # With TLS every connection drives its own handshake (INFO first or handshake_first).
+        client_class = Client if self.tls_context is None else TLSClient
+        try:
+            self._listener = await self.loop.create_server(
+                lambda: client_class(self),
+                sock=sock,
+                backlog=1024,
+            )
+        except BaseException:
+            sock.close()
+            raise
+
+    async def _start_websocket_listener(self) -> None:
+        from pynatsd.server.websocket import start_websocket_listener
+
+        self._ws_listener = await start_websocket_listener(self)
+        self.websocket_port = bound_port(self._ws_listener)
+        scheme = "wss" if self.websocket_tls else "ws"
+        log.info(
+            "Listening for websocket clients on %s://%s:%d",
+            scheme,
+            self.websocket_host,
+            self.websocket_port,
+        )
+        if not self.websocket_tls:
+            log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
+
+    async def _abort_start(self, started: list[ServerPart]) -> None:
+        """A failed start: close what was opened, quietly (nats-server exits on the spot)."""
+        self.running = False
+        self.accepting = False
+        for listener in (self._listener, self._ws_listener):
+            if listener is not None:
+                listener.close()
+        self._listener = self._ws_listener = None
+        for part in reversed(started):
+            with contextlib.suppress(Exception):
+                await part.stop()
+        if self._shutdown_done is not None:
+            self._shutdown_done.set()
 
     def _log_banner(self) -> None:
         log.info("Starting nats-server")
@@ -359,7 +501,8 @@ class Server:
         log.info("  Name:     %s", self.server_name)
         log.info("  ID:       %s", self.server_id)
         if self.options.config_file:
-            log.info("Using configuration file: %s", self.options.config_file)
+            digest = f" ({self.config_digest})" if self.config_digest else ""
+            log.info("Using configuration file: %s%s", self.options.config_file, digest)
 
     def _write_pid_and_ports(self) -> None:
         opts = self.options
@@ -412,28 +555,35 @@ class Server:
         await self._shutdown_done.wait()
 
     async def lame_duck_mode(self) -> None:
-        """Stop accepting, tell protocol-1 clients (`ldm`), then close clients over the lame
-        duck duration and shut down, as nats-server does on SIGUSR2."""
+        """Stop accepting, tell clients (`ldm`), then close them over the lame duck duration
+        and shut down, as nats-server does on SIGUSR2; with no client left, shut down now."""
         if self.lame_duck or not self.running:
             return
         log.info("Entering lame duck mode, stop accepting new clients")
         self.lame_duck = True
         self.accepting = False
-        if self._listener is not None:
-            self._listener.close()
-        for client in list(self.clients.values()):
-            if client.protocol >= 1 and client.connected:
-                client.send_now(info_frame(self.client_info(client)))
+        for listener in (self._listener, self._ws_listener):
+            if listener is not None:
+                listener.close()
+        if not self.clients:
+            await self.shutdown()
+            return
+        self.send_async_info(ldm=True)
         opts = self.options
         await asyncio.sleep(opts.lame_duck_grace_period)
         clients = list(self.clients.values())
-        if clients:
+        if clients and self.running:
             log.info("Closing existing clients")
-            pause = max(opts.lame_duck_duration - opts.lame_duck_grace_period, 0) / len(clients)
-            for client in clients:
+            # nats-server spreads the closes over what is left of the duration (at least a
+            # second), at most a second apart, each pause a random half to whole interval.
+            spread = opts.lame_duck_duration - opts.lame_duck_grace_period
+            interval = min((spread if spread > 0 else 1.0) / len(clients), 1.0)
+            for i, client in enumerate(clients):
                 client.close(CloseReason.SERVER_SHUTDOWN)
-                if pause > 0:
-                    await asyncio.sleep(min(pause, 1.0))
+                if i < len(clients) - 1:
+                    await asyncio.sleep(random.uniform(interval / 2, interval))
+                    if not self.running:
+                        return
         await self.shutdown()
 
     async def __aenter__(self) -> Server:

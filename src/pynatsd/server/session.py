@@ -147,8 +147,10 @@ class ClientSession:
         # CONNECT options; nats-server decodes CONNECT on top of these defaults.
         self.connect_opts: dict[str, Any] = dict(PRE_CONNECT_OPTIONS)
         self.connected = False
-        self.verbose = False
-        self.pedantic = False
+        # Until a CONNECT says otherwise nats-server treats a connection as verbose and
+        # pedantic (its defaultOpts): ops before CONNECT get +OK and subject checks.
+        self.verbose = True
+        self.pedantic = True
         self.echo = True
         self.headers = False
         self.no_responders = False
@@ -278,7 +280,7 @@ class ClientSession:
         if self.connected and not self.first_pong_sent:
             self.first_pong_sent = True
             if self.protocol >= 1:
-                self.outbound.push(info_frame(self.server.client_info(self, connect_info=True)))
+                self.outbound.push(info_frame(self.server.async_info(self, connect_info=True)))
 
     # -- CONNECT ---------------------------------------------------------------------------------
 

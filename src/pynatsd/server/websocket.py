@@ -20,6 +20,7 @@ from websockets.server import ServerProtocol
 
 from pynatsd.logger import log
 from pynatsd.server.client import Client
+from pynatsd.server.listen import listen
 
 if TYPE_CHECKING:
     from pynatsd.server.server import Server
@@ -140,19 +141,19 @@ class WebSocketConnection(asyncio.Protocol):
 async def start_websocket_listener(server: Server) -> asyncio.Server:
     opts = server.options
     ssl_context = None
-    if not opts.websocket_no_tls and opts.websocket_tls_cert:
+    if server.websocket_tls:
         import ssl
 
         ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ssl_context.load_cert_chain(opts.websocket_tls_cert, opts.websocket_tls_key)
         if opts.websocket_tls_ca_cert:
             ssl_context.load_verify_locations(opts.websocket_tls_ca_cert)
-    host = opts.websocket_host or opts.host
     port = 0 if opts.websocket_port == -1 else opts.websocket_port
-    return await server.loop.create_server(
+    return await listen(
+        server.loop,
         lambda: WebSocketConnection(server),
-        host,
+        server.websocket_host,
         port,
-        reuse_address=True,
+        lambda err: f"Unable to listen for websocket connections: {err}",
         ssl=ssl_context,
     )
