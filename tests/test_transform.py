@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pynatsd.subjects import is_subset_match
 from pynatsd.transform import (
     SubjectTransform,
     TransformError,
-    is_subset_match,
     transform_tokenize,
     validate_mapping,
 )
@@ -210,7 +210,7 @@ def test_transform_tokenize(subject: str, expected: str) -> None:
     ],
 )
 def test_is_subset_match(subject: str, test: str, expected: bool) -> None:
-    assert is_subset_match(subject.split("."), test) is expected
+    assert is_subset_match(subject, test) is expected
 
 
 _token = st.text(

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pynatsd.options import MapDest, SubjectMapping
-from pynatsd.subjects import is_valid_subject
+from pynatsd.subjects import is_subset_match_tokens, is_valid_subject
 from pynatsd.transform import (
     ERR_BAD_SUBJECT,
     SubjectTransform,
     TransformError,
-    is_subset_match,
     transform_tokenize,
     validate_mapping,
 )
@@ -49,6 +48,10 @@ class Mapping:
     destinations: tuple[Destination, ...]
     # Cluster name -> its own destinations (kept for /accountz; unused outside a cluster).
     cluster_destinations: dict[str, tuple[Destination, ...]]
+
+    @property
+    def source_tokens(self) -> list[str]:
+        return self.source.split(".")
 
 
 def build_mapping(source: str, dests: Sequence[MapDest]) -> Mapping:
@@ -131,7 +134,7 @@ class SubjectMappings:
                 break
             if tokens is None:
                 tokens = subject.split(".")
-            if is_subset_match(tokens, m.source):
+            if is_subset_match_tokens(tokens, m.source_tokens):
                 found = m
                 break
         if found is None:

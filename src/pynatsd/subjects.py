@@ -22,6 +22,8 @@ __all__ = [
     "TSEP",
     "is_literal",
     "is_literal_bytes",
+    "is_subset_match",
+    "is_subset_match_tokens",
     "is_valid_literal_subject_bytes",
     "is_valid_publish_subject",
     "is_valid_publish_subject_bytes",
@@ -311,3 +313,29 @@ def subjects_collide(subject1: str, subject2: str) -> bool:
         if a != b and a != "*" and b != "*":
             return False
     return len(t1) == len(t2)
+
+
+def is_subset_match(subject: str, test: str) -> bool:
+    """Is every subject that `subject` (which may hold wildcards) matches also matched by
+    `test`? (nats-server's subjectIsSubsetMatch: `foo.*` is a subset of `foo.>` and `*.*`, not
+    of `foo.bar`; `foo.>` is not a subset of `foo.*`.)"""
+    return is_subset_match_tokens(subject.split("."), test.split("."))
+
+
+def is_subset_match_tokens(tokens: list[str], test: list[str]) -> bool:
+    """`is_subset_match` on subjects already split into tokens (isSubsetMatchTokenized)."""
+    for i, t2 in enumerate(test):
+        if i >= len(tokens) or not t2:
+            return False
+        if t2 == ">":
+            return True
+        t1 = tokens[i]
+        if not t1 or t1 == ">":
+            return False
+        if t1 == "*":
+            if t2 != "*":
+                return False
+            continue
+        if t2 != "*" and t1 != t2:
+            return False
+    return len(tokens) == len(test)

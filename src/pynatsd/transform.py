@@ -23,10 +23,11 @@ import random
 import re
 from typing import AnyStr
 
+from pynatsd.subjects import is_subset_match_tokens
+
 __all__ = [
     "SubjectTransform",
     "TransformError",
-    "is_subset_match",
     "transform_tokenize",
     "validate_mapping",
 ]
@@ -325,7 +326,7 @@ class SubjectTransform:
         return f"SubjectTransform({self.src!r}, {self.dest!r})"
 
     def matches(self, subject: str) -> bool:
-        return self.src == ">" or is_subset_match(subject.split("."), self.src)
+        return self.src == ">" or is_subset_match_tokens(subject.split("."), self.src.split("."))
 
     def apply(self, subject: str) -> str | None:
         """Match: the transformed subject when `subject` is a literal subject the source
@@ -335,7 +336,7 @@ class SubjectTransform:
         tokens = subject.split(".")
         if any(not t or t == "*" or t == ">" for t in tokens):
             return None
-        if self.src == ">" or is_subset_match(tokens, self.src):
+        if self.src == ">" or is_subset_match_tokens(tokens, self.src.split(".")):
             return self.transform_tokens(tokens)
         return None
 
@@ -459,26 +460,3 @@ def transform_tokenize(subject: str) -> str:
         else:
             out.append(token)
     return ".".join(out)
-
-
-def is_subset_match(tokens: list[str], test: str) -> bool:
-    """isSubsetMatch: every subject `tokens` (which may hold wildcards) matches is matched by
-    `test`."""
-    test_tokens = test.split(".")
-    for i, t2 in enumerate(test_tokens):
-        if i >= len(tokens):
-            return False
-        if not t2:
-            return False
-        if t2 == ">":
-            return True
-        t1 = tokens[i]
-        if not t1 or t1 == ">":
-            return False
-        if t1 == "*":
-            if t2 != "*":
-                return False
-            continue
-        if t2 != "*" and t1 != t2:
-            return False
-    return len(tokens) == len(test_tokens)

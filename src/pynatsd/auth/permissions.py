@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from pynatsd.options import Permissions, SubjectPermission
-from pynatsd.subjects import is_valid_subject, subjects_collide
+from pynatsd.subjects import is_subset_match_tokens, is_valid_subject, subjects_collide
 
 __all__ = [
     "DENY_CACHE_SIZE",
@@ -31,7 +31,6 @@ __all__ = [
     "SYS_QUEUE",
     "PermissionChecker",
     "SubjectMatcher",
-    "subject_is_subset_match",
 ]
 
 PERM_CACHE_SIZE = 128  # nats-server maxPermCacheSize
@@ -74,36 +73,9 @@ def _queue_matches(queue: str, names: Iterable[str]) -> bool:
     for name in names:
         if queue == name:
             return True
-        if _has_wildcard(name) and _is_subset_match(queue.split("."), name.split(".")):
+        if _has_wildcard(name) and is_subset_match_tokens(queue.split("."), name.split(".")):
             return True
     return False
-
-
-def subject_is_subset_match(subject: str, test: str) -> bool:
-    """nats-server subjectIsSubsetMatch: is every subject `subject` matches also matched by
-    `test`? (`foo.*` is a subset of `foo.>` and `*.*`, not of `foo.bar`.)"""
-    return _is_subset_match(subject.split("."), test.split("."))
-
-
-def _is_subset_match(tokens: list[str], test: list[str]) -> bool:
-    """nats-server isSubsetMatchTokenized: is every subject of `tokens` matched by `test`?"""
-    for i, t2 in enumerate(test):
-        if i >= len(tokens):
-            return False
-        if not t2:
-            return False
-        if t2 == ">":
-            return True
-        t1 = tokens[i]
-        if not t1 or t1 == ">":
-            return False
-        if t1 == "*":
-            if t2 != "*":
-                return False
-            continue
-        if t2 != "*" and t1 != t2:
-            return False
-    return len(tokens) == len(test)
 
 
 class SubjectMatcher:

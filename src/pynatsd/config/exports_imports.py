@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from pynatsd.auth.permissions import subject_is_subset_match
 from pynatsd.config.parser import Node
 from pynatsd.config.registry import (
     Abort,
@@ -24,7 +23,7 @@ from pynatsd.config.registry import (
 from pynatsd.config.values import NANOS, go_atoi, go_quote, go_type
 from pynatsd.gofmt import parse_go_duration
 from pynatsd.options import AccountConfig, ServiceExport, ServiceImport, StreamExport, StreamImport
-from pynatsd.subjects import is_valid_subject, subjects_collide
+from pynatsd.subjects import is_subset_match, is_valid_subject, subjects_collide
 
 _DEFAULT_LATENCY_SAMPLING = 100  # percent of requests whose latency is reported
 
@@ -446,7 +445,7 @@ def _export_allows(
         return False
     tokens = subject.split(".")
     exact = [e for e in exports if e.subject == subject]
-    candidates = exact or [e for e in exports if subject_is_subset_match(subject, e.subject)]
+    candidates = exact or [e for e in exports if is_subset_match(subject, e.subject)]
     if not candidates:
         return False
     export = candidates[0]
@@ -540,7 +539,7 @@ def _add_stream_import(account: AccountConfig, source: AccountConfig, imp: Strea
 def _stream_cycle(
     account: AccountConfig, to: str, visited: set[str], accounts: Mapping[str, AccountConfig]
 ) -> bool:
-    if not any(subject_is_subset_match(to, e.subject) for e in account.stream_exports):
+    if not any(is_subset_match(to, e.subject) for e in account.stream_exports):
         return False
     for imp in account.stream_imports:
         if subjects_collide(to, imp.to):
@@ -548,7 +547,7 @@ def _stream_cycle(
                 return True
             visited.add(account.name)
             nxt = accounts.get(imp.account)
-            subject = imp.to if subject_is_subset_match(imp.to, to) else to
+            subject = imp.to if is_subset_match(imp.to, to) else to
             if nxt is not None and _stream_cycle(nxt, subject, visited, accounts):
                 return True
     return False
@@ -581,7 +580,7 @@ def _service_cycle(
                 return True
             visited.add(account.name)
             nxt = accounts.get(imp.account)
-            subject = imp.to if subject_is_subset_match(imp.to, local) else local
+            subject = imp.to if is_subset_match(imp.to, local) else local
             if nxt is not None and _service_cycle(nxt, subject, visited, accounts):
                 return True
     return False

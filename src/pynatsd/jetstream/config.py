@@ -42,24 +42,6 @@ def has_path_separators(name: str) -> bool:
     return "/" in name or "\\" in name
 
 
-def subject_is_subset(subject: str, pattern: str) -> bool:
-    """nats-server's subjectIsSubsetMatch: every subject matching `subject` matches `pattern`."""
-    st, pt = subject.split("."), pattern.split(".")
-    for i, p in enumerate(pt):
-        if i >= len(st):
-            return False
-        s = st[i]
-        if p == ">":
-            return True
-        if p == "*":
-            if s == ">":
-                return False
-            continue
-        if s != p:
-            return False
-    return len(st) == len(pt)
-
-
 def pedantic_error(detail: str) -> ApiError:
     """What pedantic mode answers instead of silently fixing a value."""
     return js_error("Pedantic", err=detail)

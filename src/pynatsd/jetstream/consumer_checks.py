@@ -14,12 +14,17 @@ from pynatsd.jetstream.config import (
     MAX_METADATA_LEN,
     MS,
     NS,
-    subject_is_subset,
     valid_name,
 )
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.util import go_duration, parse_go_time
-from pynatsd.subjects import is_literal, is_valid_subject, match_literal, subjects_collide
+from pynatsd.subjects import (
+    is_literal,
+    is_subset_match,
+    is_valid_subject,
+    match_literal,
+    subjects_collide,
+)
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.consumer_config import ConsumerConfig
@@ -124,7 +129,7 @@ def check_consumer_config(
         if not is_valid_subject(f):
             raise invalid("invalid subject")
         for j, other in enumerate(filters):
-            if i != j and subject_is_subset(f, other):
+            if i != j and is_subset_match(f, other):
                 raise js_error("ConsumerOverlappingSubjectFilters")
     _check_start_policy(cfg)
     if cfg.sample_freq:

@@ -18,13 +18,12 @@ from pynatsd.jetstream.config import (
     NS,
     STREAM_MAX_REPLICAS,
     pedantic_error,
-    subject_is_subset,
     valid_name,
 )
 from pynatsd.jetstream.errors import js_error
 from pynatsd.jetstream.gostruct import is_zero
 from pynatsd.jetstream.stream_config import StreamConfig, StreamSource
-from pynatsd.subjects import is_valid_subject, subjects_collide
+from pynatsd.subjects import is_subset_match, is_valid_subject, subjects_collide
 from pynatsd.transform import TransformError, validate_mapping
 
 
@@ -139,15 +138,13 @@ def check_stream_config(
                     raise invalid("capturing all subjects requires replicas of 1")
             if not cfg.no_ack:
                 for namespace in ("$JS.>", "$JSC.>", "$NRG.>"):
-                    if subjects_collide(subj, namespace) and not subject_is_subset(
+                    if subjects_collide(subj, namespace) and not is_subset_match(
                         subj, "$JS.EVENT.>"
                     ):
                         raise invalid(
                             "subjects that overlap with jetstream api require no-ack to be true"
                         )
-                if subjects_collide(subj, "$SYS.>") and not subject_is_subset(
-                    subj, "$SYS.ACCOUNT.>"
-                ):
+                if subjects_collide(subj, "$SYS.>") and not is_subset_match(subj, "$SYS.ACCOUNT.>"):
                     raise invalid("subjects that overlap with system api require no-ack to be true")
             for other in subjects[i + 1 :]:
                 if subjects_collide(other, subj):
@@ -253,7 +250,7 @@ def _check_mirror_and_sources(
                 raise js_error("SourceInvalidTransformDestination", err=str(e)) from None
         for i, tr in enumerate(transforms):
             for j, other in enumerate(transforms):
-                if i != j and subject_is_subset(tr.src, other.src):
+                if i != j and is_subset_match(tr.src, other.src):
                     raise js_error("SourceOverlappingSubjectFilters")
         if src.external is None:
             origin = streams.get(src.name)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from pynatsd.logger import log
 from pynatsd.mappings import MappingError, SubjectMappings
 from pynatsd.server.msgtrace import disable_trace, redirect_trace
-from pynatsd.subjects import is_literal
+from pynatsd.subjects import is_literal, is_subset_match
 from pynatsd.sublist import SubList
 
 if TYPE_CHECKING:
@@ -86,22 +86,9 @@ def _exported_to(exports: list[object], subject: str, importer: str) -> bool:
         accounts: list[str] | None = getattr(export, "accounts", None)
         if accounts is not None and importer not in accounts:
             continue
-        if subject == export_subject or _is_subset(subject, export_subject):
+        if subject == export_subject or is_subset_match(subject, export_subject):
             return True
     return False
-
-
-def _is_subset(subject: str, pattern: str) -> bool:
-    """Every subject matching `subject` also matches `pattern` (an import may narrow an export)."""
-    a, b = subject.split("."), pattern.split(".")
-    for i, tok in enumerate(b):
-        if tok == ">":
-            return len(a) > i
-        if i >= len(a):
-            return False
-        if tok != "*" and tok != a[i]:
-            return False
-    return len(a) == len(b)
 
 
 def install_mappings(server: Server) -> None:
@@ -198,7 +185,7 @@ def _service_export(exporter: Account, subject: str, importer: str) -> ServiceEx
     for export in exporter.config.service_exports:
         if export.accounts is not None and importer not in export.accounts:
             continue
-        if subject == export.subject or _is_subset(subject, export.subject):
+        if subject == export.subject or is_subset_match(subject, export.subject):
             return export
     return None
 
