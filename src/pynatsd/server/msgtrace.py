@@ -457,12 +457,9 @@ class MsgTrace:
         """The publish was refused (permissions, a reserved reply)."""
         self.ingress["error"] = text
 
-    def subject_mapped(self, subject: bytes) -> None:
-        """A subject mapping turned the published subject into `subject` (only if it
-        changed, as nats-server reports it)."""
-        to = subject.decode("utf-8", "surrogateescape")
-        if to != self.ingress["subj"]:
-            self.events.append({"type": SUBJECT_MAPPING, "ts": _now(), "to": to})
+    def subject_mapped(self, to: str) -> None:
+        """A subject mapping applied to the published subject and chose `to`."""
+        self.events.append({"type": SUBJECT_MAPPING, "ts": _now(), "to": to})
 
     def egress(self, receiver: Receiver, sub: Subscription, error: str = "") -> None:
         """One client subscription the message went to (or did not, and why). Through a stream

@@ -525,13 +525,11 @@ class ClientSession:
         mappings = self.account.mappings
         if mappings is not None:
             # The subject mapping hook: from here on `ev` is the message under its mapped
-            # subject (message tracing reports the change as its subject-mapping event).
-            ev = self._map_subject(ev, mappings)
+            # subject (a trace reports the mapping as its subject-mapping event).
+            ev = self._map_subject(ev, mappings, trace)
         if self.trace:
             self._trace_payload(ev)
         subject = ev.subject
-        if trace is not None:
-            trace.subject_mapped(subject)  # reported if the mapping changed the subject
         # The reserved subject spaces (server/reserved.py) by their first byte first: this
         # runs for every unplanned publish. (Only a mapping makes a subject empty.)
         # nats-server tests `$NRG.` after the permissions; the refusal reads the same.
@@ -570,7 +568,7 @@ class ClientSession:
                     self.outbound.push(no_responders_frame(reply, sub.sid, subject))
                     break
 
-    def _map_subject(self, ev: Pub, mappings: SubjectMappings) -> Pub:
+    def _map_subject(self, ev: Pub, mappings: SubjectMappings, trace: MsgTrace | None) -> Pub:
         """The account's subject mappings (nats-server's selectMappedSubject, applied before
         processInboundClientMsg): `ev` under the subject it maps to, or `ev` itself. A mapping
         that may choose differently next time (weights, `random`) clears the PUB line, so no
@@ -580,6 +578,11 @@ class ClientSession:
         if selected is None:
             return ev
         text, fixed = selected
+        if trace is not None:
+            # Whenever a mapping applies, even onto the subject itself (the share a weighted
+            # mapping leaves to its source) or onto nothing (a dropped message), as
+            # nats-server reports it.
+            trace.subject_mapped(text)
         mapped = text.encode("utf-8", "surrogateescape")
         if self.trace:
             log.log(
