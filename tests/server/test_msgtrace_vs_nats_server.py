@@ -7,8 +7,9 @@ trace headers, and record every frame they get. The frames must be the same byte
 trace events, which are compared as JSON after the values that must differ are replaced (server
 name, id, sequence and time, the events' timestamps, client ids by the name of the client that
 has them); key order, fields present or left out, and counts are compared as they are. Receivers
-(egress, stream) come in SubList order, which nats-server does not keep: events after the first
-(ingress) are compared sorted.
+(egress, stream) come in SubList order, which nats-server does not keep: the events from the
+first receiver on are compared sorted (the ingress and the subject mapping and service import
+events before it, in order).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import gzip
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -64,7 +65,8 @@ class Conn:
         data = await self.raw.read_until(b"PONG\r\n")
         out: list[Any] = []
         for frame in split_frames(data)[:-1]:
-            out.append(self.run.normalise(frame))
+            if frame != b"PING\r\n":  # the servers' first PING comes at its own time
+                out.append(self.run.normalise(frame))
         return out
 
 
@@ -120,8 +122,13 @@ class Run:
             item["ts"] = "<ts>"
             if "cid" in item:
                 item["cid"] = self.names.get(item["cid"], item["cid"])
-        first, rest = event["events"][:1], event["events"][1:]
-        event["events"] = first + sorted(rest, key=lambda e: json.dumps(e))
+        # The ingress, then what happened to the message as a whole (subject mapping, service
+        # import) stay in order; the receivers from the first one on are sorted.
+        events = event["events"]
+        first = next(
+            (i for i, e in enumerate(events) if i and e["type"] not in ("sm", "si")), len(events)
+        )
+        event["events"] = events[:first] + sorted(events[first:], key=lambda e: json.dumps(e))
         return json.dumps(event)
 
 
@@ -474,6 +481,163 @@ async def _jetstream(run: Run) -> list[Any]:
     return seen
 
 
+MAPPINGS_CONF = """
+mappings {
+  "orders.*": "mapped.$1"
+  same: same
+  "id.*": "id.$1"
+  fixed: [{destination: fixed.a, weight: 100%}, {destination: fixed.b, weight: 0%}]
+  w: [{destination: w.a, weight: 50%}, {destination: w.b, weight: 50%}]
+  half: [{destination: half.a, weight: 50%}]
+  lossy: [{destination: lossy.kept, weight: 50%}, {destination: lossy, weight: 0%}]
+  drop: [{destination: drop.never, weight: 0%}, {destination: drop, weight: 0%}]
+  nobody: nobody.here
+  gr: "_GR_.x"
+  nrg: "$NRG.x"
+}
+"""
+
+
+async def _mappings(run: Run) -> list[Any]:
+    """A traced message whose subject a mapping changes (or maps onto itself, or drops): the
+    `sm` event after the ingress, which keeps the published subject; a mapping onto a reserved
+    subject; a reserved reply; no responders under the mapped subject; delivered and trace
+    only."""
+    tracer = await run.connect("tracer")
+    await tracer.send(f"SUB {TRACE} 1\r\n".encode())
+    sub = await run.connect("sub")
+    await sub.send(
+        b"SUB orders.* 1\r\nSUB mapped.* 2\r\nSUB same 3\r\nSUB id.* 4\r\nSUB fixed.* 5\r\n"
+        b"SUB plain 6\r\nSUB _GR_.x 7\r\nSUB $NRG.x 8\r\n"
+    )
+    pub = await run.connect("pub", no_responders=True)
+    await pub.send(b"SUB inbox 1\r\n")
+    await tracer.frames(), await sub.frames(), await pub.frames()
+    seen: list[Any] = []
+    for only in (False, True):
+        for subject, reply in (
+            ("orders.x", ""),
+            ("same", ""),
+            ("id.7", ""),
+            ("fixed", ""),
+            ("plain", ""),
+            ("gr", ""),
+            ("nrg", ""),
+            ("orders.x", "_R_.x"),
+            ("plain", "_R_.x"),
+            ("nobody", "inbox"),
+            ("drop", "inbox"),
+        ):
+            await pub.hpub(subject, trace_to(only=only), reply=reply)
+            seen.append([await conn.frames() for conn in (pub, sub, tracer)])
+    return seen
+
+
+def _event(frames: list[Any]) -> dict[str, Any]:
+    (event,) = [json.loads(f["event"]) for f in frames if isinstance(f, dict)]
+    return cast("dict[str, Any]", event)
+
+
+async def _weighted_mappings(run: Run) -> list[Any]:
+    """Weighted mappings: the `sm` event names the destination chosen (the source itself, for
+    the share a mapping leaves to it; empty, for a message dropped), and the message goes there.
+    Random choices, so each server's outcomes are compared as a set (20 draws of 50%)."""
+    tracer = await run.connect("tracer")
+    await tracer.send(f"SUB {TRACE} 1\r\n".encode())
+    sub = await run.connect("sub")
+    await sub.send(b"SUB w.a 1\r\nSUB w.b 5\r\nSUB half 2\r\nSUB half.a 3\r\nSUB lossy.kept 4\r\n")
+    pub = await run.connect("pub")
+    await tracer.frames(), await sub.frames()
+    outcomes: set[tuple[str, str, str]] = set()
+    for subject in ("w", "half", "lossy"):
+        for _ in range(20):
+            await pub.hpub(subject, trace_to())
+            event = _event(await tracer.frames())
+            received = [
+                f.split(b" ", 2)[1].decode() for f in await sub.frames() if f.startswith(b"HMSG")
+            ]
+            mapped = [e["to"] for e in event["events"] if e["type"] == "sm"]
+            egress = [e["sub"] for e in event["events"] if e["type"] == "eg"]
+            assert event["events"][0]["subj"] == subject
+            assert len(mapped) == 1 and received == egress == ([mapped[0]] if mapped[0] else [])
+            outcomes.add((subject, mapped[0], ",".join(received)))
+    return sorted(outcomes)
+
+
+MAPPED_IMPORT_CONF = """
+accounts {
+  A {
+    users: [{user: a, password: pwd}]
+    exports: [{service: "svc.>", allow_trace: true}, {service: "plain.>"}]
+    mappings { "svc.in": "svc.mapped", "plain.in": "plain.mapped" }
+  }
+  B {
+    users: [{user: b, password: pwd}]
+    imports: [
+      {service: {account: A, subject: "svc.>"}}
+      {service: {account: A, subject: "plain.>"}}
+    ]
+    mappings { "req": "svc.in", "preq": "plain.in" }
+  }
+}
+"""
+
+
+async def _mapped_service_import(run: Run) -> list[Any]:
+    """A mapping in the importing account turns a request into a service import's subject (an
+    `sm`, then the `si`); the exporting account's own mapping changes the subject the import
+    delivers to (the `si` event's `to`; no `sm` for it)."""
+    in_a = {"user": "a", "pass": "pwd"}
+    in_b = {"user": "b", "pass": "pwd"}
+    tracer = await run.connect("tb", **in_b)
+    await tracer.send(f"SUB {TRACE} 1\r\n".encode())
+    service = await run.connect("sa", **in_a)
+    await service.send(b"SUB svc.> 1\r\nSUB plain.> 2\r\n")
+    pub = await run.connect("pb", **in_b)
+    await tracer.frames(), await service.frames()
+    seen: list[Any] = []
+    for only in (False, True):
+        for subject in ("req", "svc.in", "svc.other", "preq"):
+            await pub.hpub(subject, trace_to(only=only))
+            seen.append([[_imported(f) for f in await conn.frames()] for conn in (tracer, service)])
+    return seen
+
+
+MAPPED_JETSTREAM_CONF = """
+jetstream {store_dir: "STORE_DIR"}
+accounts {
+  A {
+    jetstream: enabled
+    users: [
+      {user: a, password: pwd}
+      {user: limited, password: pwd, permissions: {publish: ["in.*", "trace.dest"]}}
+    ]
+    mappings { "in.*": "st.$1" }
+  }
+}
+"""
+
+
+async def _mapped_jetstream(run: Run) -> list[Any]:
+    """A stream captures the mapped subject (`sm`, then `js` with the subject stored); a
+    publisher allowed the published subject but not the mapped one is refused under the
+    mapped subject, the trace saying so."""
+    tracer = await run.connect("tracer", user="a", **{"pass": "pwd"})
+    await tracer.send(f"SUB {TRACE} 1\r\nSUB _R.> 2\r\n".encode())
+    limited = await run.connect("limited", user="limited", **{"pass": "pwd"})
+    await tracer.frames()
+    body = json.dumps({"name": "ST", "subjects": ["st.*"], "storage": "memory"}).encode()
+    await tracer.send(b"PUB $JS.API.STREAM.CREATE.ST _R.c %d\r\n%s\r\n" % (len(body), body))
+    await tracer.frames()  # the creation reply differs in its times: not compared
+    seen: list[Any] = []
+    for only in (False, True):
+        await tracer.hpub("in.1", trace_to(only=only), reply="_R.ack")
+        seen.append(sorted(await tracer.frames(), key=repr))  # the ack and the event, any order
+        await limited.hpub("in.2", trace_to(only=only))
+        seen.append([await conn.frames() for conn in (limited, tracer)])
+    return seen
+
+
 @pytest.mark.parametrize(
     ("conf", "script"),
     [
@@ -486,6 +650,10 @@ async def _jetstream(run: Run) -> list[Any]:
         (JWT_CONF, _jwt_account),
         (IMPORTS_CONF, _imports),
         (JETSTREAM_CONF, _jetstream),
+        (MAPPINGS_CONF, _mappings),
+        (MAPPINGS_CONF, _weighted_mappings),
+        (MAPPED_IMPORT_CONF, _mapped_service_import),
+        (MAPPED_JETSTREAM_CONF, _mapped_jetstream),
     ],
     ids=[
         "fan-out",
@@ -497,6 +665,10 @@ async def _jetstream(run: Run) -> list[Any]:
         "jwt-account",
         "imports",
         "jetstream",
+        "mappings",
+        "weighted-mappings",
+        "mapped-service-import",
+        "mapped-jetstream",
     ],
 )
 def test_message_trace_like_nats_server(tmp_path: Path, conf: str, script: Script) -> None:

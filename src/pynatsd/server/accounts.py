@@ -212,6 +212,10 @@ def _wire_service_import(
     ) -> None:
         subject = ev.subject.decode("utf-8", "surrogateescape")
         remote = _map_subject(subject, local, imp.subject) if local != imp.subject else subject
+        if exporter.mappings is not None:
+            # nats-server applies the exporter's mappings to a service import's subject (the
+            # trace's `si` event names the subject they chose; there is no `sm` event).
+            remote = exporter.mappings.map_subject(remote)
         if trace is not None:
             trace.service_import(exporter.name, subject, remote)
             if not export.allow_trace:
@@ -229,9 +233,6 @@ def _wire_service_import(
         hs = ev.header_size
         header = ev.payload[:hs] if hs > 0 else b""
         data = ev.payload[hs:] if hs > 0 else ev.payload
-        if exporter.mappings is not None:
-            # nats-server applies the exporter's mappings to a service import's subject.
-            remote = exporter.mappings.map_subject(remote)
         reply = ev.reply.decode("utf-8", "surrogateescape")
         mapped = ""
         if reply:

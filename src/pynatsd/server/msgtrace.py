@@ -8,9 +8,11 @@ order), `addEgressEvent` is `MsgTrace.egress`, and `sendEvent` is `MsgTrace.send
 `traceparent` header with the sampled flag starts a trace too, when the publisher's account has a
 trace destination (`msg_trace` in its configuration); nats-server does nothing with it otherwise.
 
-Nothing here runs for a message without a header block: the session asks `requested` only for an
-HPUB, and a message that is not traced is delivered exactly as before. A single server has no
-routes, gateways or leaf nodes yet, so there are no hops: the event is the whole trace.
+Nothing here runs for a message without a header block: the session looks for `Nats-Trace-Dest`
+(`TRACE_DEST_NEEDLE`) only in an HPUB's header block, and asks `parent_requested` only when the
+account has a trace destination; a message that is not traced is delivered exactly as before. A
+single server has no routes, gateways or leaf nodes yet, so there are no hops: the event is the
+whole trace.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.gofmt import format_go_time, go_json
 from pynatsd.logger import log
-from pynatsd.protocol import errors
 from pynatsd.protocol.events import Pub
 from pynatsd.server.events import server_info
+from pynatsd.server.reserved import is_reserved_subject
 from pynatsd.subjects import is_valid_publish_subject
 
 if TYPE_CHECKING:
@@ -78,22 +80,13 @@ _DEST_KEY = TRACE_DEST.encode()
 TRACE_DEST_NEEDLE = b"\n" + _DEST_KEY + b":"
 _PARENT_NEEDLE = re.compile(rb"\ntraceparent:", re.IGNORECASE)
 _HEX = re.compile(rb"[+-]?[0-9a-fA-F]+")
-_GW_REPLY_PREFIX = "_GR_."
-_NRG_PREFIX = "$NRG."
 
 
-def requested(ev: Pub, account: Account) -> bool:
-    """Whether the header block of an HPUB may ask for a trace: a cheap scan that `begin`
-    confirms. Only called for messages with headers."""
-    # Fields by tuple index (ev[2] payload, ev[3] header size): every HPUB comes here.
-    if ev[2].find(TRACE_DEST_NEEDLE, 0, ev[3]) >= 0:
-        return True
-    config = account.config
-    return (
-        config is not None
-        and bool(config.trace_dest)
-        and _PARENT_NEEDLE.search(ev[2], 0, ev[3]) is not None
-    )
+def parent_requested(ev: Pub) -> bool:
+    """Whether the header block of an HPUB may carry a `traceparent` (any case): a cheap scan
+    that `begin` confirms, made only when the publisher's account has a trace destination."""
+    # Fields by tuple index (ev[2] payload, ev[3] header size).
+    return _PARENT_NEEDLE.search(ev[2], 0, ev[3]) is not None
 
 
 def trace_headers(block: bytes) -> tuple[dict[str, list[str]], bool]:
@@ -269,7 +262,7 @@ def begin(session: ClientSession, ev: Pub) -> tuple[Pub | None, MsgTrace | None]
         )
         if trace_only:
             return None, None
-        return _replace_header_at_end(ev, TRACE_DEST, TRACE_DEST_DISABLED), None
+        return disable_trace(ev), None
     account = session.account
     if external:
         config = account.config
@@ -277,7 +270,7 @@ def begin(session: ClientSession, ev: Pub) -> tuple[Pub | None, MsgTrace | None]
             return ev, None
         dest = config.trace_dest
         if not _sample(config.trace_sampling):
-            return _replace_header_at_end(ev, TRACE_DEST, TRACE_DEST_DISABLED), None
+            return disable_trace(ev), None
     if not is_valid_publish_subject(dest):
         log.error(
             "%s - Destination %s is not valid, won't be able to trace events",
@@ -286,9 +279,7 @@ def begin(session: ClientSession, ev: Pub) -> tuple[Pub | None, MsgTrace | None]
         )
         return (None if trace_only else ev), None
     if not _may_publish_trace(session, dest):
-        text = errors.permissions_publish(dest)
-        session.send_err(text)
-        log.error('%s - Publish Violation - Subject "%s"', session.label, dest)
+        session.publish_violation(dest.encode())  # before the trace exists: no ingress error
         return None, None
     subject = ev.subject.decode("utf-8", "surrogateescape")
     trace = MsgTrace(session, account, dest, trace_only, subject, headers, len(ev.payload))
@@ -310,11 +301,9 @@ def trace_refused_payload(session: ClientSession, ev: Pub) -> None:
 
 
 def _may_publish_trace(session: ClientSession, dest: str) -> bool:
-    """allowedToPublishOnMsgTraceDest: never the gateway reply prefix, $NRG. only from the
-    system account, and the client's publish allow/deny lists (no allow_responses)."""
-    if dest.startswith(_GW_REPLY_PREFIX) and len(dest) > len(_GW_REPLY_PREFIX):
-        return False
-    if dest.startswith(_NRG_PREFIX) and session.account is not session.server.system_account:
+    """allowedToPublishOnMsgTraceDest: not a reserved subject (server/reserved.py), and the
+    client's publish allow/deny lists (no allow_responses)."""
+    if is_reserved_subject(dest.encode(), session.account is session.server.system_account):
         return False
     perms = session.perms
     return not perms.publish_restricted or perms.allowed_by_rules(dest)
@@ -457,12 +446,9 @@ class MsgTrace:
         """The publish was refused (permissions, a reserved reply)."""
         self.ingress["error"] = text
 
-    def subject_mapped(self, subject: bytes) -> None:
-        """A subject mapping turned the published subject into `subject` (only if it
-        changed, as nats-server reports it)."""
-        to = subject.decode("utf-8", "surrogateescape")
-        if to != self.ingress["subj"]:
-            self.events.append({"type": SUBJECT_MAPPING, "ts": _now(), "to": to})
+    def subject_mapped(self, to: str) -> None:
+        """A subject mapping applied to the published subject and chose `to`."""
+        self.events.append({"type": SUBJECT_MAPPING, "ts": _now(), "to": to})
 
     def egress(self, receiver: Receiver, sub: Subscription, error: str = "") -> None:
         """One client subscription the message went to (or did not, and why). Through a stream

@@ -5,7 +5,7 @@ nats-server's `isReservedReply`, `isServiceReply`, `isJSAckSubject` (server/clie
 
 - a subject starting `_GR_.` (a gateway-routed reply) is refused before the permission check;
 - a subject starting `$NRG.` (RAFT traffic) is refused after it, unless the publisher is in the
-  system account;
+  system account (message tracing refuses both as a trace destination, `msgtrace.begin`);
 - a reply starting `_R_.` (a service import's reply), `$JS.ACK.` (a JetStream ack, which a client
   must not forge) or `_GR_.` is refused last.
 
@@ -30,6 +30,12 @@ RESERVED_REPLY_PREFIXES = (SERVICE_REPLY_PREFIX, JS_ACK_PREFIX, GATEWAY_REPLY_PR
 def is_gateway_routed(subject: bytes) -> bool:
     """hasGWRoutedReplyPrefix: `_GR_.` and at least one more byte."""
     return len(subject) > 5 and subject.startswith(GATEWAY_REPLY_PREFIX)
+
+
+def is_reserved_subject(subject: bytes, system_account: bool) -> bool:
+    """A subject a client may not publish to (nor name as its trace destination): a
+    gateway-routed reply, or RAFT traffic from outside the system account."""
+    return is_gateway_routed(subject) or (subject.startswith(NRG_PREFIX) and not system_account)
 
 
 def is_reserved_reply(reply: bytes) -> bool:

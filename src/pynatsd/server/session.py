@@ -55,11 +55,10 @@ from pynatsd.server.msgtrace import TRACE_DEST_NEEDLE
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import PlanCache
 from pynatsd.server.reserved import (
-    NRG_PREFIX,
     RESERVED_FIRST_BYTES,
     RESERVED_REPLY_PREFIXES,
-    is_gateway_routed,
     is_reserved_reply,
+    is_reserved_subject,
 )
 from pynatsd.server.subscription import Subscription
 from pynatsd.subjects import is_valid_literal_subject_bytes
@@ -530,8 +529,10 @@ class ClientSession:
         if (
             trace is None
             and ev[3] > 0
-            and (ev[2].find(TRACE_DEST_NEEDLE, 0, ev[3]) >= 0 or self._trace_parent)
-            and msgtrace.requested(ev, self.account)
+            and (
+                ev[2].find(TRACE_DEST_NEEDLE, 0, ev[3]) >= 0
+                or (self._trace_parent and msgtrace.parent_requested(ev))
+            )
         ):
             # Message tracing (server/msgtrace.py): the message is processed with a trace
             # that its deliveries report into, then the trace is published; or dropped.
@@ -551,39 +552,34 @@ class ClientSession:
         mappings = self.account.mappings
         if mappings is not None:
             # The subject mapping hook: from here on `ev` is the message under its mapped
-            # subject (message tracing reports the change as its subject-mapping event).
-            ev = self._map_subject(ev, mappings)
+            # subject (a trace reports the mapping as its subject-mapping event).
+            ev = self._map_subject(ev, mappings, trace)
         if self.trace:
             self._trace_payload(ev)
         subject = ev.subject
-        if trace is not None:
-            trace.subject_mapped(subject)  # reported if the mapping changed the subject
         # The reserved subject spaces (server/reserved.py) by their first byte first: this
         # runs for every unplanned publish. (Only a mapping makes a subject empty.)
         # nats-server tests `$NRG.` after the permissions; the refusal reads the same.
         if (
             subject
             and subject[0] in RESERVED_FIRST_BYTES
-            and self._reserved_subject(subject, trace)
+            and is_reserved_subject(subject, self.account is self.server.system_account)
         ):
+            self.publish_violation(subject, trace)
             return
         perms = self.perms
         if perms.publish_restricted and not perms.can_publish(
             subject.decode("utf-8", "surrogateescape")
         ):
-            self._publish_violation(subject, trace)
+            self.publish_violation(subject, trace)
             return
         reply = ev.reply
         if reply and reply.startswith(RESERVED_REPLY_PREFIXES) and is_reserved_reply(reply):
-            text = reply.decode("utf-8", "surrogateescape")
-            log.error('%s - Publish Violation - Reply "%s"', self.label, text)
-            self.send_err(errors.permissions_publish_reply(text))
-            if trace is not None:
-                trace.ingress_error(errors.permissions_publish_reply(text))
+            self._reply_violation(reply, trace)
             return
         if self.verbose:
             self.outbound.push(OK_FRAME)
-        sublist = self.account.sublist
+        sublist = self.sublist
         result = sublist.match_bytes(subject)
         if result.psubs or result.qsubs:
             if ev.line and not self._careful_pub and self._may_plan(subject):
@@ -596,7 +592,7 @@ class ClientSession:
                     self.outbound.push(no_responders_frame(reply, sub.sid, subject))
                     break
 
-    def _map_subject(self, ev: Pub, mappings: SubjectMappings) -> Pub:
+    def _map_subject(self, ev: Pub, mappings: SubjectMappings, trace: MsgTrace | None) -> Pub:
         """The account's subject mappings (nats-server's selectMappedSubject, applied before
         processInboundClientMsg): `ev` under the subject it maps to, or `ev` itself. A mapping
         that may choose differently next time (weights, `random`) clears the PUB line, so no
@@ -606,6 +602,11 @@ class ClientSession:
         if selected is None:
             return ev
         text, fixed = selected
+        if trace is not None:
+            # Whenever a mapping applies, even onto the subject itself (the share a weighted
+            # mapping leaves to its source) or onto nothing (a dropped message), as
+            # nats-server reports it.
+            trace.subject_mapped(text)
         mapped = text.encode("utf-8", "surrogateescape")
         if self.trace:
             log.log(
@@ -617,21 +618,24 @@ class ClientSession:
             )
         return make_pub((mapped, ev[1], ev[2], ev[3], ev[4] if fixed else b"", ev[5], ev[6]))
 
-    def _reserved_subject(self, subject: bytes, trace: MsgTrace | None) -> bool:
-        """Refuse a `_GR_.` subject, or a `$NRG.` one outside the system account."""
-        if is_gateway_routed(subject) or (
-            subject.startswith(NRG_PREFIX) and self.account is not self.server.system_account
-        ):
-            self._publish_violation(subject, trace)
-            return True
-        return False
-
-    def _publish_violation(self, subject: bytes, trace: MsgTrace | None) -> None:
+    def publish_violation(self, subject: bytes, trace: MsgTrace | None = None) -> None:
+        """Refuse a publish to `subject` (pubPermissionViolation); a trace reports it as its
+        ingress error."""
         text = subject.decode("utf-8", "surrogateescape")
+        err = errors.permissions_publish(text)
         log.error('%s - Publish Violation - Subject "%s"', self.label, text)
-        self.send_err(errors.permissions_publish(text))
+        self.send_err(err)
         if trace is not None:
-            trace.ingress_error(errors.permissions_publish(text))
+            trace.ingress_error(err)
+
+    def _reply_violation(self, reply: bytes, trace: MsgTrace | None) -> None:
+        """Refuse a publish with a reserved reply subject (replySubjectViolation)."""
+        text = reply.decode("utf-8", "surrogateescape")
+        err = errors.permissions_publish_reply(text)
+        log.error('%s - Publish Violation - Reply "%s"', self.label, text)
+        self.send_err(err)
+        if trace is not None:
+            trace.ingress_error(err)
 
     def _may_plan(self, subject: bytes) -> bool:
         """A publisher with permissions gets a plan only for subjects its allow/deny lists
