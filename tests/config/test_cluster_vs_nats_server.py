@@ -218,3 +218,19 @@ def test_cluster_startup_errors_agree(name: str, tmp_path: Path) -> None:
     assert real.returncode == 1
     expected = real.stderr.strip().removeprefix("nats-server: ")
     assert startup_errors(load_config(path).options) == [expected]
+
+
+@pytest.mark.parametrize(
+    ("written", "mode"),
+    [
+        ("on", "s2_fast"),
+        ("Auto", "s2_auto"),
+        ("true", "s2_fast"),
+        ("not_supported", "not supported"),
+    ],
+)
+def test_compression_mode_is_settled_to_its_name(written: str, mode: str, tmp_path: Path) -> None:
+    path = tmp_path / "main.conf"
+    path.write_text(f'cluster {{ port: 6222, compression: "{written}" }}\n')
+    cluster = load_config(path).options.cluster
+    assert cluster is not None and cluster.compression == mode

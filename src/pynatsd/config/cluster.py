@@ -73,16 +73,7 @@ COMPRESSION_MODES = {
 def _apply_cluster(loader: Loader, name: str, node: Node) -> None:
     if not isinstance(node.value, dict):
         raise loader.abort(node, f"Expected map to define cluster, got {go_type(node.value)}")
-    cluster = loader.opts.cluster
-    if cluster is None:
-        # Unset durations and counts are 0 here, as in nats-server's ClusterOpts; the
-        # defaults are settled once the whole file is read.
-        cluster = ClusterOptions(
-            host="", pool_size=0, compression="", auth_timeout=0.0, tls_timeout=0.0
-        )
-        cluster.ping_interval = 0.0
-        cluster.ping_max = 0
-        loader.opts.cluster = cluster
+    cluster = _cluster_of(loader.opts)
     for key, entry in node.value.items():
         read = _FIELDS.get(key.lower())
         if read is None:
@@ -95,6 +86,22 @@ def _apply_cluster(loader: Loader, name: str, node: Node) -> None:
         except Abort:
             # A failed type assertion: nats-server gives up on the rest of the block.
             return
+
+
+def _cluster_of(opts: Options) -> ClusterOptions:
+    """The options' cluster settings, made unset if there are none yet: durations and counts
+    0 as in nats-server's ClusterOpts, the defaults settled once the whole file is read."""
+    if opts.cluster is None:
+        opts.cluster = ClusterOptions(
+            host="",
+            pool_size=0,
+            compression="",
+            auth_timeout=0.0,
+            tls_timeout=0.0,
+            ping_interval=0.0,
+            ping_max=0,
+        )
+    return opts.cluster
 
 
 class _Skip(Exception):
@@ -388,6 +395,8 @@ def settle(opts: Options) -> None:
             if system and system not in cluster.accounts:
                 cluster.accounts.append(system)
         cluster.compression = cluster.compression or "accept"
+    # The mode's canonical name ("on" is s2_fast); an unknown one fails at start-up.
+    cluster.compression = COMPRESSION_MODES.get(cluster.compression.lower(), cluster.compression)
     # What a route uses when the block does not say (nats-server reads these per route).
     interval = cluster.ping_interval or opts.ping_interval
     cluster.ping_interval = min(interval, ROUTE_MAX_PING_INTERVAL)
@@ -438,12 +447,7 @@ def apply_cluster_flags(opts: Options, flags: Mapping[str, Any]) -> None:
     given = [dest for dest in (*_CLUSTER_FLAGS, "cluster_listen", "routes") if dest in flags]
     if not given:
         return
-    cluster = opts.cluster
-    if cluster is None:
-        cluster = ClusterOptions(host="", pool_size=0, compression="")
-        cluster.auth_timeout = cluster.tls_timeout = cluster.ping_interval = 0.0
-        cluster.ping_max = 0
-        opts.cluster = cluster
+    cluster = _cluster_of(opts)
     for dest, attribute in _CLUSTER_FLAGS.items():
         if dest in flags:
             setattr(cluster, attribute, flags[dest])
