@@ -32,6 +32,7 @@ REFUSED = {
     "cluster URL with a bad port": ["--cluster", "nats://127.0.0.1:x"],
     "cluster URL with a bad escape": ["--cluster_listen", "nats://127.0.0.1:6222/%zz"],
     "cluster URL without a scheme": ["--cluster", "://x"],
+    "cluster name with a space": ["--cluster", "nats://127.0.0.1:-1", "--cluster_name", "a b"],
 }
 
 
