@@ -10,8 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cryptography.x509.oid import NameOID
 
 from pynatsd.config import ConfigError, check_config, load_config, startup_errors
+from support.certs import make_ca, make_cert
 from support.natsserver import nats_server_binary
 
 NATS_SERVER = nats_server_binary()
@@ -234,3 +236,27 @@ def test_compression_mode_is_settled_to_its_name(written: str, mode: str, tmp_pa
     path.write_text(f'cluster {{ port: 6222, compression: "{written}" }}\n')
     cluster = load_config(path).options.cluster
     assert cluster is not None and cluster.compression == mode
+
+
+def test_cluster_tls_is_read_and_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A valid route `tls {}` passes `-t` on both servers; pynatsd keeps its timeout and logs
+    that route TLS is not implemented yet (not a `-t` warning)."""
+    ca = make_ca()
+    ca_path, _ = ca.write(tmp_path, "ca")
+    cert, key = make_cert(ca, [(NameOID.COMMON_NAME, "route")], ips=("127.0.0.1",)).write(
+        tmp_path, "route"
+    )
+    (tmp_path / "main.conf").write_text(
+        "cluster {\n  port: 6222\n  tls {\n"
+        f'    cert_file: "{cert}"\n    key_file: "{key}"\n    ca_file: "{ca_path}"\n'
+        "    verify: true\n    timeout: 3\n  }\n}\n"
+    )
+    assert NATS_SERVER is not None
+    real = subprocess.run(
+        [NATS_SERVER, "-t", "-c", "main.conf"], cwd=tmp_path, capture_output=True, timeout=30
+    )
+    assert real.returncode == 0
+    monkeypatch.chdir(tmp_path)
+    loaded = check_config("main.conf")
+    assert loaded.ignored == ["cluster.tls"]
+    assert loaded.options.cluster is not None and loaded.options.cluster.tls_timeout == 3
