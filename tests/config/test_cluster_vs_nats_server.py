@@ -59,7 +59,7 @@ cluster {
     "port of a wrong type": 'cluster {\n  port: "x"\n}\n',
     "name of a wrong type": "cluster {\n  name: 5\n}\n",
     "routes of a wrong type": 'cluster {\n  routes: "nats://a:1"\n}\n',
-    "route of a wrong type": "cluster {\n  routes: [\n    5\n  ]\n}\n",
+    "route of a wrong type": "cluster {\n  routes: [\n    5\n  ]\n  foo: 1\n}\n",
     "duplicate and bad routes": """
 cluster {
   port: 6222

@@ -184,7 +184,11 @@ def _routes(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> N
     seen: set[str] = set()
     failed = False
     for element in elements:
-        text = want_str(loader, element)
+        try:
+            text = want_str(loader, element)
+        except Abort:
+            # parseURLs recovers its own panic: the routes stay unset, the block goes on.
+            raise _Skip() from None
         if text in seen:
             loader.warn(element, text, "Duplicate route entry detected")
             continue
