@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pynatsd.config.authorization import parse_authorization
-from pynatsd.config.parser import ConfigError, Node
+from pynatsd.config.parser import ConfigError, Node, to_plain
 from pynatsd.config.registry import (
     HANDLERS,
     Abort,
@@ -45,6 +45,7 @@ ROUTE_MAX_PING_INTERVAL = 30.0
 DEFAULT_POOL_SIZE = 3
 DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 CLUSTER_NAME_HAS_SPACES = "cluster name cannot contain spaces"
+NIL_POINTER = "runtime error: invalid memory address or nil pointer dereference"
 
 # What `compression` may say (any case), and the mode each spelling means for routes
 # (nats-server's validateAndNormalizeCompressionOption with "on" meaning s2_fast).
@@ -147,14 +148,21 @@ def _host(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> Non
 
 
 def _authorization(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
-    fields = want_map(loader, entry)
+    try:
+        fields = want_map(loader, entry)
+    except Abort:
+        raise loader.abort(entry, NIL_POINTER) from None
     if any(k.lower() in ("auth_callout", "auth_hook") for k in fields):
         raise _error(loader, entry, "Cluster authorization does not support callouts")
     errors_before = len(loader.errors)
     try:
         auth = parse_authorization(loader, key, entry)
     except Abort:
-        raise _Skip() from None
+        if loader.errors[-1].reason.startswith("error parsing authorization config"):
+            raise _Skip() from None  # an error parseAuthorization returns
+        # parseAuthorization recovers a panic and returns no result, which parseCluster then
+        # dereferences: a second panic, that ends the block.
+        raise loader.abort(entry, NIL_POINTER) from None
     if len(loader.errors) > errors_before:
         raise _Skip()
     if auth.users is not None or auth.nkeys:
@@ -237,6 +245,11 @@ def _connect_backoff(loader: Loader, cluster: ClusterOptions, key: str, entry: N
 
 
 def _permissions(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+    if not isinstance(entry.value, dict):
+        # parseUserPermissions' own error carries no position.
+        reason = f"Expected permissions to be a map/struct, got {to_plain(entry.value)}"
+        loader.errors.append(ConfigError(reason))
+        raise _Skip()
     errors_before = len(loader.errors)
     perms = parse_permissions(loader, entry)
     if perms is None or len(loader.errors) > errors_before:
