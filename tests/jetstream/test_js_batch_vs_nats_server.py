@@ -270,6 +270,22 @@ FAST: list[Step] = [
     fast("f.1", "i1", 2, 2),
     ("collect", C),
     info("F"),
+    # An object store put through fast ingest: the chunks as one batch, then the meta
+    # message (a rollup of the object's meta subject), as a client writing objects does.
+    stream(
+        "OBJ_b",
+        ["$O.b.C.>", "$O.b.M.>"],
+        allow_batched=True,
+        allow_rollup_hdrs=True,
+        allow_direct=True,
+        discard="new",
+    ),
+    *[fast("$O.b.C.nuid1", "o1", i, 0 if i == 1 else 1, flow=3) for i in range(1, 5)],
+    fast("$O.b.C.nuid1", "o1", 5, 3, flow=3),
+    ("collect", C),
+    ("pub", "$O.b.M.b2Jq", '{"name":"obj","chunks":4}', {"Nats-Rollup": "sub"}, None),
+    ("collect", C),
+    info("OBJ_b"),
 ]
 
 
