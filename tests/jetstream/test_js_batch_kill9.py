@@ -2,7 +2,8 @@
 SIGKILL, also while it commits.
 
 - A partial batch left on disk (what a kill in the middle of a commit leaves: messages with a
-  batch id and no commit header at the end of the stream) is removed at the restart.
+  batch id and no commit header at the end of the stream) is completed from its staging file
+  at the restart, or removed when there is none.
 - A publisher commits batches of a few hundred messages while the server is killed at random
   moments; after each restart every stored batch is complete and every acknowledged batch is
   there.
@@ -18,11 +19,13 @@ import signal
 import sys
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import nats
 import pytest
 
+from pynatsd.jetstream.batching import _stage
 from pynatsd.jetstream.store import open_file_store
 from pynatsd.jetstream.store.base import StreamLimits
 from support.ports import free_port
@@ -82,9 +85,28 @@ def check_whole(stored: list[tuple[int, dict[str, str]]]) -> dict[str, int]:
     return sizes
 
 
-async def test_partial_batch_on_disk_is_removed_at_restart(tmp_path: Path) -> None:
+def leave_partial_batch(
+    stream_dir: Path, batch_id: str, size: int, stored: int, staged: bool
+) -> None:
+    """What a kill in the middle of a commit leaves behind: the first `stored` messages of the
+    batch in the stream and, when `staged`, the staging file with all of them."""
+    msgs = []
+    for seq in range(1, size + 1):
+        commit = "Nats-Batch-Commit: 1\r\n" if seq == size else ""
+        hdr = f"NATS/1.0\r\nNats-Batch-Id: {batch_id}\r\nNats-Batch-Sequence: {seq}\r\n{commit}\r\n"
+        msgs.append(("batch.x", hdr.encode(), b"%d" % seq))
+    store = open_file_store(str(stream_dir), StreamLimits())
+    for subject, hdr, data in msgs[:stored]:
+        store.store_msg(subject, hdr, data)
+    if staged:
+        _stage(SimpleNamespace(store=store, name=STREAM), batch_id, msgs)  # type: ignore[arg-type]
+    store.close()
+
+
+async def test_partial_batch_is_completed_or_removed_at_restart(tmp_path: Path) -> None:
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
+    stream_dir = tmp_path / "jetstream" / "$G" / "streams" / STREAM
     server = start_server(PYNATSD, ["-js", "-sd", str(tmp_path)], port=port)
     try:
         nc = await nats.connect(url)
@@ -98,16 +120,20 @@ async def test_partial_batch_on_disk_is_removed_at_restart(tmp_path: Path) -> No
     finally:
         os.kill(server.proc.pid, signal.SIGKILL)
         server.proc.wait()
-    # What a kill in the middle of the next commit leaves behind.
-    store = open_file_store(str(tmp_path / "jetstream" / "$G" / "streams" / STREAM), StreamLimits())
-    for seq in (1, 2):
-        hdr = f"NATS/1.0\r\nNats-Batch-Id: cut\r\nNats-Batch-Sequence: {seq}\r\n\r\n".encode()
-        store.store_msg("batch.x", hdr, b"partial")
-    store.close()
+    # Without a staging file the stored part goes.
+    leave_partial_batch(stream_dir, "cut", 4, 2, staged=False)
     server = start_server(PYNATSD, ["-js", "-sd", str(tmp_path)], port=port)
     try:
-        stored = await read_all(url)
-        assert check_whole(stored) == {"whole": 3}
+        assert check_whole(await read_all(url)) == {"whole": 3}
+    finally:
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait()
+    # With it the batch is completed, as nats-server does.
+    leave_partial_batch(stream_dir, "fwd", 5, 2, staged=True)
+    server = start_server(PYNATSD, ["-js", "-sd", str(tmp_path)], port=port)
+    try:
+        assert check_whole(await read_all(url)) == {"whole": 3, "fwd": 5}
+        assert not (stream_dir / "batches").exists()
     finally:
         server.stop()
 

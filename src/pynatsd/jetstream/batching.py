@@ -15,18 +15,26 @@ Corresponds to nats-server's `server/jetstream_batching.go` and, in `server/stre
   answers with flow acks `{"type":"ack","seq":N,"msgs":M}` every M messages, reports gaps and
   errors (`"type":"gap"`, `"type":"err"`) and ends with the PubAck.
 
-Crash safety of atomic batches: the stored messages keep their batch headers and only the
-last carries `Nats-Batch-Commit`, so after a kill during a commit the stream sees a last
-message with a batch id and no commit header, and removes that partial batch
-(`recover_partial_batch`). nats-server instead rolls the batch forward from a staging store.
+Crash safety of atomic batches, as nats-server's: before a file stream stores a batch, the
+checked messages are written to `<stream dir>/batches/<hash of the id>`; the stored messages
+keep their batch headers and only the last carries `Nats-Batch-Commit`. After a kill during a
+commit the stream's last message has a batch id and no commit header: the rest of the batch
+is stored from the staging file at the restart (`recover_partial_batch`), or, without one,
+the partial batch is removed. Either way a batch is stored whole or not at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import json
+import os
 import random
+import shutil
+import struct
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -478,6 +486,18 @@ class Batching:
         if eob:
             subject, header, data = checked[-1]
             checked[-1] = (subject, append_headers(header, [("Nats-Batch-Commit", "1")]), data)
+        staged = _stage(stream, batch_id, checked)
+        try:
+            self._store_checked(batch_id, checked, reply)
+        finally:
+            if staged:
+                _unlink(staged)
+        return None
+
+    def _store_checked(
+        self, batch_id: str, checked: list[tuple[str, bytes, bytes]], reply: bytes
+    ) -> None:
+        stream = self.stream
         stored: list[int] = []
         for subject, header, data in checked:
             try:
@@ -694,10 +714,90 @@ class Batching:
             self._drop_fast(batch_id)
 
 
+# -- crash safety ------------------------------------------------------------------------------
+
+_LENGTHS = struct.Struct("<III")
+
+
+def _staging_dir(stream: Stream) -> str | None:
+    directory = getattr(stream.store, "directory", None)
+    return os.path.join(directory, "batches") if isinstance(directory, str) else None
+
+
+def _staging_path(stream: Stream, batch_id: str) -> str | None:
+    directory = _staging_dir(stream)
+    if directory is None:
+        return None
+    return os.path.join(directory, hashlib.sha256(batch_id.encode()).hexdigest()[:32])
+
+
+def _stage(stream: Stream, batch_id: str, msgs: list[tuple[str, bytes, bytes]]) -> str | None:
+    """Write the checked batch where a restart finds it (file streams). Not fsynced: it
+    covers a killed process (the page cache survives); the PubAck waits for the stream's
+    own fsync anyway."""
+    path = _staging_path(stream, batch_id)
+    if path is None:
+        return None
+    buf = bytearray()
+    for subject, header, data in msgs:
+        raw = subject.encode("utf-8", "surrogateescape")
+        buf += _LENGTHS.pack(len(raw), len(header), len(data))
+        buf += raw
+        buf += header
+        buf += data
+    buf += struct.pack("<I", zlib.crc32(buf))
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "wb") as f:
+            f.write(buf)
+        os.replace(path + ".tmp", path)
+    except OSError as e:
+        log.warning("JetStream %s: could not stage batch %r: %s", stream.name, batch_id, e)
+        return None
+    return path
+
+
+def _read_staged(path: str) -> list[tuple[str, bytes, bytes]] | None:
+    try:
+        with open(path, "rb") as f:
+            buf = f.read()
+    except OSError:
+        return None
+    if len(buf) < 4 or struct.unpack("<I", buf[-4:])[0] != zlib.crc32(buf[:-4]):
+        return None
+    msgs = []
+    pos, end = 0, len(buf) - 4
+    while pos < end:
+        slen, hlen, dlen = _LENGTHS.unpack_from(buf, pos)
+        pos += _LENGTHS.size
+        subject = buf[pos : pos + slen].decode("utf-8", "surrogateescape")
+        pos += slen
+        header = buf[pos : pos + hlen]
+        pos += hlen
+        msgs.append((subject, header, buf[pos : pos + dlen]))
+        pos += dlen
+    return msgs
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def recover_partial_batch(stream: Stream) -> int:
     """After a restart: a last message that belongs to an atomic batch but is not its commit
-    means the server died while storing the batch; its messages are removed, so that the batch
-    is stored either whole or not at all. Returns how many were removed."""
+    means the server died while storing the batch. The rest is stored from the staging file
+    (nats-server's roll forward); without one, the stored part is removed. Returns how many
+    messages were added (positive) or removed (negative)."""
+    try:
+        return _recover(stream)
+    finally:
+        directory = _staging_dir(stream)
+        if directory is not None and os.path.isdir(directory):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _recover(stream: Stream) -> int:
     store = stream.store
     last = store.load_last_msg("")
     if last is None or not last.header or b"\r\nNats-Batch-Id:" not in last.header:
@@ -707,11 +807,24 @@ def recover_partial_batch(stream: Stream) -> int:
     seq = _parse_uint(header_value(header, "Nats-Batch-Sequence"))
     if not batch_id or seq is None or header_value(header, "Nats-Batch-Commit") is not None:
         return 0
+    path = _staging_path(stream, batch_id)
+    staged = _read_staged(path) if path is not None else None
+    if staged is not None and seq < len(staged):
+        for subject, hdr, data in staged[seq:]:
+            stream.process_message(subject, hdr, data, sourced=True)
+        log.warning(
+            "JetStream stream %s: restored the partial batch %r (messages %d to %d)",
+            stream.name,
+            batch_id,
+            seq + 1,
+            len(staged),
+        )
+        return len(staged) - seq
     removed = 0
     msg: Any = last
     started = time.monotonic()
     while msg is not None and msg.header and header_value(msg.header, "Nats-Batch-Id") == batch_id:
-        store.remove_msg(msg.seq)
+        stream.remove_msg(msg.seq)
         removed += 1
         if _parse_uint(header_value(msg.header, "Nats-Batch-Sequence")) == 1:
             break
@@ -723,4 +836,4 @@ def recover_partial_batch(stream: Stream) -> int:
         batch_id,
         (time.monotonic() - started) * 1000,
     )
-    return removed
+    return -removed
