@@ -560,8 +560,8 @@ class Batching:
                 b.lseq -= 1
                 if b.pending == 0:
                     b.pseq = b.lseq
-            done = self._fast_commit(b, op.id, reply)
-            if op.commit_eob or done:
+            self._fast_commit(b, op.id, reply)
+            if op.commit_eob:
                 return None
         if op.seq == 1 and reply and not cfg.no_ack and not op.commit:
             self._send_now(reply, {"type": "ack", "seq": 0, "msgs": b.ack_messages})
