@@ -392,7 +392,11 @@ class Stream:
         reply = ev.reply  # answered as it came, never decoded
         if self._transform is not None:
             subject = self._transform.apply(subject) or subject
-        if reply[-4:] == FAST_SUFFIX or (hs > 0 and b"\r\nNats-Batch-Id:" in header):
+        # Batch publishes: a fast-ingest reply ends in ".$FI" (73 is "I"), an atomic batch has
+        # its header; two cheap tests for every other message.
+        if (reply and reply[-1] == 73 and reply[-4:] == FAST_SUFFIX) or (
+            hs > 0 and b"\r\nNats-Batch-Id:" in header
+        ):
             self._on_batch_message(subject, reply, header, data)
             return
         can_respond = bool(reply) and not self.config.no_ack
