@@ -305,6 +305,11 @@ class Options:
     jetstream_sync_interval: float = JETSTREAM_SYNC_INTERVAL
     jetstream_sync_always: bool = False
     jetstream_unique_tag: str = ""
+    # `jetstream { limits { batch { ... } } }`: 0 keeps nats-server's defaults.
+    jetstream_batch_inflight_per_stream: int = 0
+    jetstream_batch_inflight_total: int = 0
+    jetstream_batch_max_msgs: int = 0
+    jetstream_batch_timeout: float = 0.0
 
     # Accounts (`accounts {}`); users of an account are in `users` with `User.account` set.
     accounts: dict[str, AccountConfig] = field(default_factory=dict)

@@ -93,6 +93,8 @@ def _apply_jetstream_entry(loader: Loader, key: str, node: Node, enable: bool) -
         enable = loader.boolean(key, node)
     elif lowered == "unique_tag":
         opts.jetstream_unique_tag = loader.string(key, node).strip().lower()
+    elif lowered == "limits" and isinstance(node.value, dict):
+        _apply_jetstream_limits(loader, key, node)
     elif lowered in _JETSTREAM_IGNORED:
         loader.ignore(f"jetstream.{key}", node, "JetStream tuning")
     else:
@@ -110,3 +112,28 @@ def _apply_jetstream_max_storage(loader: Loader, lowered: str, node: Node) -> No
         loader.opts.jetstream_max_memory = size
     else:
         loader.opts.jetstream_max_store = size
+
+
+def _apply_jetstream_limits(loader: Loader, key: str, node: Node) -> None:
+    """`limits {}`: the batch publishing limits are read (parseJetStreamLimitsBatch); the
+    other limits are accepted and ignored."""
+    assert isinstance(node.value, dict)
+    for name, entry in node.value.items():
+        if name.lower() != "batch" or not isinstance(entry.value, dict):
+            loader.ignore(f"jetstream.{key}.{name}", entry, "JetStream tuning")
+            continue
+        opts = loader.opts
+        for bkey, bnode in entry.value.items():
+            low = bkey.lower()
+            if low == "max_inflight_per_stream":
+                opts.jetstream_batch_inflight_per_stream = loader.integer(bkey, bnode)
+            elif low == "max_inflight_total":
+                opts.jetstream_batch_inflight_total = loader.integer(bkey, bnode)
+            elif low == "max_msgs":
+                opts.jetstream_batch_max_msgs = loader.integer(bkey, bnode)
+            elif low == "timeout":
+                opts.jetstream_batch_timeout = (
+                    loader.duration(bkey, bnode, allow_seconds=False) / NANOS
+                )
+            else:
+                loader.unknown(bkey, bnode)

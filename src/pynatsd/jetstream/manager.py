@@ -15,6 +15,8 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
+from pynatsd.jetstream.batching import InflightCounts
+from pynatsd.jetstream.batching import limits_from as batch_limits_from
 from pynatsd.jetstream.consumer import Consumer
 from pynatsd.jetstream.consumer_config import ConsumerConfig
 from pynatsd.jetstream.store import open_file_store, open_memory_store
@@ -440,6 +442,9 @@ class JetStream:
         opts = server.options
         self.store_dir = opts.store_dir or default_store_dir()
         self.domain = opts.jetstream_domain
+        # Batch publishing: the limits and the server-wide counts of open batches.
+        self.batch_limits = batch_limits_from(opts)
+        self.batch_counts = InflightCounts()
         self.max_memory = opts.jetstream_max_memory
         self.max_store = opts.jetstream_max_store
         # Durability beyond nats-server's default: fsync before every ack (group commit) unless

@@ -18,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
+from pynatsd.jetstream.batching import FAST_SUFFIX, Batching, recover_partial_batch
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.sourcing import Source
 from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
@@ -141,12 +142,15 @@ class Stream:
         self._ack_prefix = b""
         self._acks: list[tuple[bytes, bytes, int]] = []  # PubAcks of this turn: reply, ack, seq
         self._max_payload = ajs.server.options.max_payload
+        self._batching: Batching | None = None  # open batch publishes, once there is one
 
     # -- set-up ----------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Capture the subjects, follow the origins, arm the timers."""
         self._setup_transforms()
+        if self.config.allow_atomic:
+            recover_partial_batch(self)
         self.subscribe()
         self._setup_sourcing()
         if self.config.allow_msg_ttl:
@@ -237,6 +241,8 @@ class Stream:
             self._setup_sourcing()
         if config.allow_msg_ttl and not old.allow_msg_ttl:
             self._rebuild_ttls()
+        if self._batching is not None:
+            self._batching.config_changed()
 
     # -- max_age ---------------------------------------------------------------------------------
 
@@ -386,6 +392,13 @@ class Stream:
         reply = ev.reply  # answered as it came, never decoded
         if self._transform is not None:
             subject = self._transform.apply(subject) or subject
+        # Batch publishes: a fast-ingest reply ends in ".$FI" (73 is "I"), an atomic batch has
+        # its header; two cheap tests for every other message.
+        if (reply and reply[-1] == 73 and reply[-4:] == FAST_SUFFIX) or (
+            hs > 0 and b"\r\nNats-Batch-Id:" in header
+        ):
+            self._on_batch_message(subject, reply, header, data)
+            return
         can_respond = bool(reply) and not self.config.no_ack
         try:
             seq, duplicate = self.process_message(subject, header, data, trace=trace)
@@ -393,26 +406,74 @@ class Stream:
             if trace is not None:
                 trace.jetstream_failed(e.trace_text or f"{e.description} ({e.err_code})")
             if can_respond:
-                body = {"error": e.to_json(), "stream": self.name, "seq": 0}
-                self.ajs.reply(reply, go_json(body))
+                self.reply_error(reply, e)
             return
         if not can_respond or seq == 0:
             return
-        prefix = self._ack_prefix
-        if not prefix:
-            prefix = b'{"stream":%s,' % go_json(self.name)
-            if self.ajs.domain:
-                prefix += b'"domain":' + go_json(self.ajs.domain) + b","
-            self._ack_prefix = prefix = prefix + b'"seq":'
-        ack = prefix + b"%d" % seq
+        ack = self.ack_prefix() + b"%d" % seq
         if duplicate:
             if trace is not None:
                 trace.jetstream_failed("msgid is duplicate")
             # nats-server writes this one by hand, with the space.
             self.ajs.reply(reply, ack + b',"duplicate": true}')
             return
+        self.queue_ack(reply, ack + b"}", seq)
+
+    # -- batch publishing (batching.py) ----------------------------------------------------------
+
+    def _on_batch_message(self, subject: str, reply: bytes, header: bytes, data: bytes) -> None:
+        """A message of a fast-ingest batch (its reply ends in `.$FI`) or of an atomic batch
+        (`Nats-Batch-Id`), in Go's order of the two."""
+        batching = self._batching
+        if batching is None:
+            batching = self._batching = Batching(self)
+        if reply[-4:] == FAST_SUFFIX:
+            batching.on_fast(subject, reply, header, data)
+            return
+        batch_id = header_value(header, "Nats-Batch-Id")
+        if batch_id:
+            batching.on_atomic(batch_id, subject, reply, header, data)
+            return
+        # An empty batch id: a plain publish, as nats-server takes it.
+        try:
+            seq, duplicate = self.process_message(subject, header, data)
+        except ApiError as e:
+            if reply and not self.config.no_ack:
+                self.reply_error(reply, e)
+            return
+        if reply and not self.config.no_ack and seq:
+            ack = self.ack_prefix() + b"%d" % seq
+            if duplicate:
+                self.ajs.reply(reply, ack + b',"duplicate": true}')
+            else:
+                self.queue_ack(reply, ack + b"}", seq)
+
+    def seen_msg_id(self, msg_id: str) -> int:
+        """The sequence of `msg_id` inside the duplicate window, 0 when not seen."""
+        self._finish_dedupe()
+        order = self._msg_id_order
+        if order and order[0][0] + self.config.duplicate_window < now_ns():
+            self._expire_msg_ids(now_ns())
+        seen = self._msg_ids.get(msg_id)
+        return seen[0] if seen is not None else 0
+
+    def reply_error(self, reply: bytes, e: ApiError) -> None:
+        self.ajs.reply(reply, go_json({"error": e.to_json(), "stream": self.name, "seq": 0}))
+
+    def ack_prefix(self) -> bytes:
+        """`{"stream":..,["domain":..,]"seq":` (Go's mset.pubAck)."""
+        prefix = self._ack_prefix
+        if not prefix:
+            prefix = b'{"stream":%s,' % go_json(self.name)
+            if self.ajs.domain:
+                prefix += b'"domain":' + go_json(self.ajs.domain) + b","
+            self._ack_prefix = prefix = prefix + b'"seq":'
+        return prefix
+
+    def queue_ack(self, reply: bytes, ack: bytes, seq: int) -> None:
+        """Send `ack` once `seq` (and all before) is durable."""
         acks = self._acks
-        acks.append((reply, ack + b"}", seq))
+        acks.append((reply, ack, seq))
         if len(acks) == 1:
             # One durability wait for every PubAck of this turn of the loop, registered
             # after the last of their writes.
@@ -769,6 +830,8 @@ class Stream:
 
     def _stop_common(self) -> None:
         self.closed = True
+        if self._batching is not None:
+            self._batching.stop()
         self._cancel_expiry()
         if self._ttl_timer is not None:
             self._ttl_timer.cancel()
