@@ -105,9 +105,9 @@ _ERROR_EXTRAS: dict[str, dict[str, Any]] = {
     "stream_info_response": {"total": 0, "offset": 0, "limit": 0},
     "stream_purge_response": {"purged": 0},
     "stream_names_response": {"total": 0, "offset": 0, "limit": 0, "streams": None},
-    "stream_list_response": {"total": 0, "offset": 0, "limit": 0, "streams": None},
-    "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": None},
-    "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": None},
+    "stream_list_response": {"total": 0, "offset": 0, "limit": 0, "streams": []},
+    "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
+    "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     "consumer_pause_response": {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
 }
 
@@ -393,7 +393,7 @@ class JetStreamApi:
         if stream.config.sealed:
             raise errors.stream_sealed()
         if stream.config.deny_purge:
-            raise errors.stream_purge_failed("stream purge is not permitted")
+            raise errors.stream_purge_failed("stream purge not permitted")
         if seq and keep:
             raise errors.bad_request()
         purged = stream.purge(subject=subject, seq=seq, keep=keep)
