@@ -154,9 +154,9 @@ class Consumer(Delivery):
         lss = data.get("lss")
         self.lss = list(lss) if lss else None
         self.lss_resume = int(data.get("lss_resume", 0))
-        # Everything pending at shutdown is due for redelivery.
-        for seq in sorted(self.pending):
-            self._add_to_rdq(seq)
+        # As nats-server's applyState: what was pending at shutdown is redelivered when its ack
+        # wait runs out (start() sets the timer), not at once; a reconnecting client's acks
+        # for it are still welcome.
 
     def save(self) -> None:
         """Persist the state soon: at most one snapshot per `_SAVE_DELAY`, as nats-server's
