@@ -94,3 +94,21 @@ SCENARIOS: dict[str, list[Step]] = {
 async def test_direct_get_as_nats_server(tmp_path: Path, name: str) -> None:
     expected, got = await side_by_side(tmp_path, SETUP + SCENARIOS[name])
     assert_same(expected, got)
+
+
+MIRROR_DIRECT: list[Step] = [
+    ("req", "$JS.API.STREAM.CREATE.M", {"name": "M", "mirror": {"name": "D"}}),
+    ("sleep", 0.5),
+    ("req", "$JS.API.STREAM.INFO.M", ""),
+    # With the origin gone, only the mirror (mirror_direct, inherited) answers its gets.
+    ("req", "$JS.API.STREAM.DELETE.D", ""),
+    ("fetch", GET, {"seq": 2}, 0.12),
+    ("fetch", f"{GET}.d.a", "", 0.12),
+    get({"seq": 1, "batch": 2}),
+    ("fetch", "$JS.API.DIRECT.GET.M", {"seq": 2}, 0.12),
+]
+
+
+async def test_mirror_direct_as_nats_server(tmp_path: Path) -> None:
+    expected, got = await side_by_side(tmp_path, SETUP + MIRROR_DIRECT)
+    assert_same(expected, got)
