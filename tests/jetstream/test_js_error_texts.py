@@ -36,6 +36,7 @@ def source(*sources: dict[str, Any]) -> Step:
 
 
 GOOD = {"name": "C", "deliver_subject": "deliver.c"}
+LEVEL = "Nats-Required-Api-Level"
 PAST = "2020-01-01T00:00:00Z"
 
 SETUP: list[Step] = [
@@ -130,6 +131,23 @@ ROWS: dict[str, list[Step]] = {
         ("req", f"{API}.CONSUMER.LIST.NOPE", {}),
         ("req", f"{API}.STREAM.LIST", {"offset": -1}),
         ("req", f"{API}.CONSUMER.MSG.NEXT.O.nope", {"batch": 1}),
+    ],
+    "required api level (Nats-Required-Api-Level)": [
+        ("req", f"{API}.INFO", "", {LEVEL: "99"}),
+        ("req", f"{API}.INFO", "", {LEVEL: "x"}),
+        ("req", f"{API}.INFO", "", {LEVEL: "5"}),
+        ("req", f"{API}.STREAM.INFO.O", "", {LEVEL: "6"}),
+        ("req", f"{API}.STREAM.NAMES", "", {LEVEL: "6"}),
+        ("req", f"{API}.CONSUMER.LIST.O", "", {LEVEL: "6"}),
+        ("req", f"{API}.STREAM.CREATE.Y", {"name": "Y"}, {LEVEL: "6"}),
+        consumer("O", ".pl", durable_name="pl"),
+        ("req", f"{API}.CONSUMER.MSG.NEXT.O.pl", {"batch": 1, "no_wait": True}, {LEVEL: "9"}),
+        ("req", f"{API}.CONSUMER.MSG.NEXT.O.pl", {"batch": 1, "no_wait": True}, {LEVEL: "1"}),
+        create("DG", subjects=["dg"], allow_direct=True),
+        ("req", f"{API}.DIRECT.GET.DG", {"seq": 1}, {LEVEL: "7"}),
+        ("req", f"{API}.DIRECT.GET.DG.dg", "", {LEVEL: "7"}),
+        ("req", f"{API}.DIRECT.GET.DG", {"seq": 1}, {LEVEL: "2"}),
+        ("req", f"{API}.STREAM.NAMES", {}),
     ],
 }
 

@@ -16,7 +16,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import direct, errors
-from pynatsd.jetstream.config import ephemeral_name, has_path_separators, valid_name
+from pynatsd.jetstream.config import (
+    api_level_unmet,
+    ephemeral_name,
+    has_path_separators,
+    valid_name,
+)
 from pynatsd.jetstream.consumer_checks import (
     check_consumer_config,
     check_consumer_update,
@@ -228,6 +233,8 @@ class JetStreamApi:
         rtype, handler = route
         failed = False
         try:
+            if hs > 0 and api_level_unmet(ev.payload[:hs]):
+                raise js_error("RequiredApiLevel")
             if not self.ajs.enabled:
                 raise errors.not_enabled_for_account()
             result = handler(rest, body, reply)
@@ -532,7 +539,9 @@ class JetStreamApi:
 
     # -- direct get ------------------------------------------------------------------------------
 
-    def direct_get(self, stream: Stream, subject: str, body: bytes, reply: str) -> None:
+    def direct_get(
+        self, stream: Stream, subject: str, body: bytes, reply: str, header: bytes = b""
+    ) -> None:
         """`$JS.API.DIRECT.GET.<stream>` and `.<stream>.<subject>` (see jetstream/direct.py)."""
         if not reply:
             return
@@ -540,6 +549,10 @@ class JetStreamApi:
 
         def send(header: bytes, data: bytes) -> None:
             ajs.reply(reply, data, header)
+
+        if header and api_level_unmet(header):
+            send(direct.REQUIRED_API_LEVEL, b"")
+            return
 
         max_pending = ajs.server.options.max_pending
         if subject:

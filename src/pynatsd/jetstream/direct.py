@@ -31,6 +31,7 @@ BAD_REQUEST = b"NATS/1.0 408 Bad Request\r\n\r\n"
 NOT_FOUND = b"NATS/1.0 404 Message Not Found\r\n\r\n"
 NO_RESULTS = b"NATS/1.0 404 No Results\r\n\r\n"
 TOO_MANY_RESULTS = b"NATS/1.0 413 Too Many Results\r\n\r\n"
+REQUIRED_API_LEVEL = b"NATS/1.0 412 Required Api Level\r\n\r\n"
 
 # getDirectMulti's maxAllowedResponses: more subjects than this is "413 Too Many Results".
 _MAX_MULTI = 1024

@@ -220,7 +220,8 @@ class Stream:
         # The subscription names the stream asked for (this one, or a mirror's origin).
         marker = sub.subject.removesuffix(".>")
         tail = subject[len(marker) + 1 :]
-        api.direct_get(self, tail, body, ev.reply.decode("utf-8", "surrogateescape"))
+        header = ev.payload[:hs] if hs > 0 else b""
+        api.direct_get(self, tail, body, ev.reply.decode("utf-8", "surrogateescape"), header)
 
     def unsubscribe(self) -> None:
         if self._subs:
