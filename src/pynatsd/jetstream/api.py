@@ -15,8 +15,13 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.jetstream import errors
-from pynatsd.jetstream.config import ephemeral_name, has_path_separators, valid_name
+from pynatsd.jetstream import direct, errors
+from pynatsd.jetstream.config import (
+    api_level_unmet,
+    ephemeral_name,
+    has_path_separators,
+    valid_name,
+)
 from pynatsd.jetstream.consumer_checks import (
     check_consumer_config,
     check_consumer_update,
@@ -50,7 +55,6 @@ from pynatsd.jetstream.util import (
 )
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
-from pynatsd.protocol.headers import append_headers
 from pynatsd.server.subscription import InternalSubscription
 from pynatsd.subjects import subjects_collide
 
@@ -62,7 +66,6 @@ if TYPE_CHECKING:
 _PREFIX = "io.nats.jetstream.api.v1."
 _NAMES_LIMIT = 1024
 _LIST_LIMIT = 256
-_NOT_FOUND_DIRECT = b"NATS/1.0 404 Message Not Found\r\n\r\n"
 
 # The API subjects this layer answers (every one but the per-stream direct gets and the
 # per-consumer pull requests, which their owners subscribe).
@@ -107,9 +110,9 @@ _ERROR_EXTRAS: dict[str, dict[str, Any]] = {
     "stream_info_response": {"total": 0, "offset": 0, "limit": 0},
     "stream_purge_response": {"purged": 0},
     "stream_names_response": {"total": 0, "offset": 0, "limit": 0, "streams": None},
-    "stream_list_response": {"total": 0, "offset": 0, "limit": 0, "streams": None},
-    "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": None},
-    "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": None},
+    "stream_list_response": {"total": 0, "offset": 0, "limit": 0, "streams": []},
+    "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
+    "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     "consumer_pause_response": {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
 }
 
@@ -230,6 +233,8 @@ class JetStreamApi:
         rtype, handler = route
         failed = False
         try:
+            if hs > 0 and api_level_unmet(ev.payload[:hs]):
+                raise js_error("RequiredApiLevel")
             if not self.ajs.enabled:
                 raise errors.not_enabled_for_account()
             result = handler(rest, body, reply)
@@ -395,7 +400,7 @@ class JetStreamApi:
         if stream.config.sealed:
             raise errors.stream_sealed()
         if stream.config.deny_purge:
-            raise errors.stream_purge_failed("stream purge is not permitted")
+            raise errors.stream_purge_failed("stream purge not permitted")
         if seq and keep:
             raise errors.bad_request()
         purged = stream.purge(subject=subject, seq=seq, keep=keep)
@@ -534,144 +539,26 @@ class JetStreamApi:
 
     # -- direct get ------------------------------------------------------------------------------
 
-    def direct_get(self, stream: Stream, subject: str, body: bytes, reply: str) -> None:
-        """`$JS.API.DIRECT.GET.<stream>` and `.<stream>.<subject>` (nats-server's
-        processDirectGetRequest and processDirectGetLastBySubjectRequest)."""
+    def direct_get(
+        self, stream: Stream, subject: str, body: bytes, reply: str, header: bytes = b""
+    ) -> None:
+        """`$JS.API.DIRECT.GET.<stream>` and `.<stream>.<subject>` (see jetstream/direct.py)."""
         if not reply:
             return
+        ajs = self.ajs
+
+        def send(header: bytes, data: bytes) -> None:
+            ajs.reply(reply, data, header)
+
+        if header and api_level_unmet(header):
+            send(direct.REQUIRED_API_LEVEL, b"")
+            return
+
+        max_pending = ajs.server.options.max_pending
         if subject:
-            req: dict[str, Any] = {}
-            if body.strip():
-                try:
-                    req = _decode_body(body)
-                except ApiError:
-                    self._direct_status(reply, b"NATS/1.0 408 Malformed Request\r\n\r\n")
-                    return
-            req["last_by_subj"] = subject
+            direct.direct_get_last(stream, subject, body, max_pending, send)
         else:
-            if not body.strip():
-                self._direct_status(reply, b"NATS/1.0 408 Empty Request\r\n\r\n")
-                return
-            try:
-                req = _decode_body(body)
-                self._check_get_request(req, direct=True)
-            except ApiError as e:
-                status = b"408 Malformed Request" if e.err_code == 10025 else b"408 Bad Request"
-                if e.err_code == 10003 and not any(
-                    req.get(k) for k in ("seq", "last_by_subj", "next_by_subj", "start_time")
-                ):
-                    status = b"408 Empty Request"
-                self._direct_status(reply, b"NATS/1.0 " + status + b"\r\n\r\n")
-                return
-        batch = int(req.get("batch") or 0)
-        if batch > 0 or req.get("multi_last"):
-            self._direct_batch(stream, req, reply, max(batch, 1))
-            return
-        try:
-            msg = self._lookup(stream, req)
-        except ApiError:
-            self._direct_status(reply, b"NATS/1.0 408 Bad Request\r\n\r\n")
-            return
-        if msg is None:
-            self._direct_status(reply, _NOT_FOUND_DIRECT)
-            return
-        self._direct_send(stream, msg, reply, [], bool(req.get("no_hdr")))
-
-    def _direct_send(
-        self, stream: Stream, msg: Any, reply: str, extra: list[tuple[str, str]], no_hdr: bool
-    ) -> None:
-        fields = [
-            ("Nats-Stream", stream.name),
-            ("Nats-Subject", msg.subject),
-            ("Nats-Sequence", str(msg.seq)),
-            ("Nats-Time-Stamp", rfc3339_ns(msg.ts)),
-            *extra,
-        ]
-        header = append_headers(b"" if no_hdr else msg.header, fields)
-        self.ajs.reply(reply, msg.data, header)
-
-    def _direct_batch(self, stream: Stream, req: dict[str, Any], reply: str, batch: int) -> None:
-        store = stream.store
-        multi = req.get("multi_last")
-        if multi:
-            self._direct_multi_last(stream, req, reply, list(multi))
-            return
-        subject = str(req.get("next_by_subj") or "")
-        seq = max(int(req.get("seq") or 0), 1)
-        if req.get("start_time") is not None:
-            try:
-                seq = store.seq_for_time(parse_go_time(str(req["start_time"]))[0])
-            except ValueError:
-                self._direct_status(reply, b"NATS/1.0 408 Bad Request\r\n\r\n")
-                return
-        max_bytes = int(req.get("max_bytes") or 0)
-        up_to = int(req.get("up_to_seq") or 0)
-        sent = 0
-        size = 0
-        last = 0
-        while sent < batch:
-            msg = store.load_next_msg(subject, seq)
-            if msg is None or (up_to and msg.seq > up_to):
-                break
-            size += len(msg.header) + len(msg.data)
-            if max_bytes and sent and size > max_bytes:
-                break
-            pending = store.num_pending(msg.seq + 1, subject)
-            self._direct_send(
-                stream,
-                msg,
-                reply,
-                [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last))],
-                bool(req.get("no_hdr")),
-            )
-            last = msg.seq
-            seq = msg.seq + 1
-            sent += 1
-        if sent == 0:
-            self._direct_status(reply, _NOT_FOUND_DIRECT)
-            return
-        pending = store.num_pending(seq, subject)
-        eob = (
-            f"NATS/1.0 204 EOB\r\nNats-Num-Pending: {pending}\r\nNats-Last-Sequence: {last}\r\n\r\n"
-        ).encode()
-        self._direct_status(reply, eob)
-
-    def _direct_multi_last(
-        self, stream: Stream, req: dict[str, Any], reply: str, filters: list[str]
-    ) -> None:
-        store = stream.store
-        up_to = int(req.get("up_to_seq") or 0)
-        seqs: set[int] = set()
-        for f in filters:
-            for subject in store.subjects_state(f):
-                msg = store.load_prev_msg(subject, up_to) if up_to else store.load_last_msg(subject)
-                if msg is not None:
-                    seqs.add(msg.seq)
-        if not seqs:
-            self._direct_status(reply, _NOT_FOUND_DIRECT)
-            return
-        ordered = sorted(seqs)
-        last = 0
-        for i, seq in enumerate(ordered):
-            msg = store.load_msg(seq)
-            if msg is None:
-                continue
-            self._direct_send(
-                stream,
-                msg,
-                reply,
-                [
-                    ("Nats-Num-Pending", str(len(ordered) - i - 1)),
-                    ("Nats-Last-Sequence", str(last)),
-                ],
-                bool(req.get("no_hdr")),
-            )
-            last = seq
-        eob = f"NATS/1.0 204 EOB\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: {last}\r\n\r\n"
-        self._direct_status(reply, eob.encode())
-
-    def _direct_status(self, reply: str, header: bytes) -> None:
-        self.ajs.reply(reply, b"", header)
+            direct.direct_get(stream, body, max_pending, send)
 
     # -- consumers -------------------------------------------------------------------------------
 

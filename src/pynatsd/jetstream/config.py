@@ -9,10 +9,12 @@ are nats-server's (`server/stream.go`, `server/consumer.go`, `server/jetstream_v
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 
 from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.protocol.headers import header_value
 
 NS = 1_000_000_000
 MS = 1_000_000
@@ -31,6 +33,18 @@ STREAM_MAX_REPLICAS = 5
 # The metadata keys the server sets itself in replies (setDynamic{Stream,Consumer}Metadata);
 # `_nats.req.level` it sets when a config is stored (setStatic...Metadata).
 DYNAMIC_METADATA = ("_nats.ver", "_nats.level")
+# The request header with the lowest API level a client accepts (ADR-44's versioning).
+REQUIRED_API_LEVEL_HEADER = "Nats-Required-Api-Level"
+_LEVEL = re.compile(r"[+-]?[0-9]+")
+
+
+def api_level_unmet(header: bytes) -> bool:
+    """nats-server's errorOnRequiredApiLevel: the request names an API level above this
+    server's, or one that is not a number."""
+    level = header_value(header, REQUIRED_API_LEVEL_HEADER)
+    if not level:
+        return False
+    return _LEVEL.fullmatch(level) is None or int(level) > int(API_LEVEL)
 
 
 def valid_name(name: str) -> bool:

@@ -154,9 +154,9 @@ class Consumer(Delivery):
         lss = data.get("lss")
         self.lss = list(lss) if lss else None
         self.lss_resume = int(data.get("lss_resume", 0))
-        # Everything pending at shutdown is due for redelivery.
-        for seq in sorted(self.pending):
-            self._add_to_rdq(seq)
+        # As nats-server's applyState: what was pending at shutdown is redelivered when its ack
+        # wait runs out (start() sets the timer), not at once; a reconnecting client's acks
+        # for it are still welcome.
 
     def save(self) -> None:
         """Persist the state soon: at most one snapshot per `_SAVE_DELAY`, as nats-server's
@@ -177,9 +177,12 @@ class Consumer(Delivery):
 
     def _has_delivery_interest(self) -> bool:
         """Interest as nats-server's sublist notification sees it: a plain subscriber on the
-        deliver subject, or a member of the deliver group when there is one."""
-        result = self.ajs.account.sublist.match(self.config.deliver_subject)
+        deliver subject, or a member of the deliver group when there is one, here or behind
+        a stream import."""
         group = self.config.deliver_group
+        if self.ajs.account.stream_import_subs:
+            return self.ajs.has_delivery_interest(self.config.deliver_subject, group)
+        result = self.ajs.account.sublist.match(self.config.deliver_subject)
         if group:
             return any(g and g[0].queue == group for g in result.qsubs)
         return bool(result.psubs) or bool(result.qsubs)

@@ -29,6 +29,7 @@ from pynatsd.options import JETSTREAM_SYNC_INTERVAL, JetStreamAccountLimits
 from pynatsd.protocol.events import Pub
 from pynatsd.server.accounts import SYSTEM_ACCOUNT
 from pynatsd.server.delivery import deliver_first, deliver_stored, fan_out
+from pynatsd.server.routed import deliver_routed, has_routed_interest, interest_generation
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import subjects_collide
 
@@ -98,7 +99,7 @@ class AccountJetStream:
         self.api_errors = 0
         self._push: set[Consumer] = set()
         self._interest_timer: asyncio.TimerHandle | None = None
-        self._interest_gen = 0
+        self._interest_gen: tuple[int, ...] = ()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -132,7 +133,13 @@ class AccountJetStream:
         self, deliver_subject: str, subject: str, reply: bytes, header: bytes, data: bytes
     ) -> bool:
         """To a push consumer's deliver subject as a publish would go (every plain subscriber,
-        one member of each queue group), the MSG line showing the stream subject."""
+        one member of each queue group), the MSG line showing the stream subject; through
+        stream imports as nats-server's shadow subscriptions carry it."""
+        if self.account.stream_import_subs:
+            ev = Pub(subject.encode(), reply, header + data, len(header) if header else -1)
+            delivered = deliver_routed(self.account, deliver_subject, ev)
+            self.server.flush_soon()
+            return delivered
         result = self.account.sublist.match_bytes(deliver_subject.encode())
         if not result.psubs and not result.qsubs:
             return False
@@ -151,6 +158,11 @@ class AccountJetStream:
     def has_interest(self, subject: str) -> bool:
         return self.account.sublist.has_interest(subject)
 
+    def has_delivery_interest(self, subject: str, group: str) -> bool:
+        """A subscriber of a deliver subject (a member of `group` if one is named) here or in
+        an account that imports it as a stream (nats-server's shadow subscriptions)."""
+        return has_routed_interest(self.account, subject, group)
+
     # -- interest in push consumers' deliver subjects --------------------------------------------
 
     def watch_interest(self, consumer: Consumer) -> None:
@@ -159,7 +171,7 @@ class AccountJetStream:
         moved (a few integer comparisons per tick while nothing changes)."""
         self._push.add(consumer)
         if self._interest_timer is None:
-            self._interest_gen = self.account.sublist.genid
+            self._interest_gen = interest_generation(self.account)
             self._interest_timer = self.loop.call_later(_INTEREST_TICK, self._interest_tick)
 
     def unwatch_interest(self, consumer: Consumer) -> None:
@@ -169,7 +181,7 @@ class AccountJetStream:
         self._interest_timer = None
         if not self._push:
             return
-        gen = self.account.sublist.genid
+        gen = interest_generation(self.account)
         if gen != self._interest_gen:
             self._interest_gen = gen
             for consumer in list(self._push):

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 NS = 1_000_000_000
 _MAX_HEADER = 65535
+# The queue group of direct get subscriptions (nats-server's dgetGroup, its sysGroup).
+_DIRECT_GET_GROUP = "_sys_"
 
 
 def limits_of(config: StreamConfig) -> StreamLimits:
@@ -195,13 +197,20 @@ class Stream:
             sub.traced = self._on_traced_message
             sublist.insert(sub)
             self._subs.append(sub)
-        if self.config.allow_direct:
-            # As nats-server: the stream itself answers its direct gets, so a get for a stream
-            # without them (or that does not exist) finds no responders.
+        # As nats-server: the stream itself answers its direct gets, so a get for a stream
+        # without them (or that does not exist) finds no responders. A mirror with
+        # `mirror_direct` answers its origin's too; all of them in one queue group, so one
+        # answers each request.
+        direct = [self.name] if self.config.allow_direct else []
+        if self.config.mirror_direct and self.config.mirror is not None:
+            direct.append(self.config.mirror.name)
+        for name in direct:
             for api in self.ajs.api_prefixes():
-                prefix = f"{api}.DIRECT.GET.{self.name}"
+                prefix = f"{api}.DIRECT.GET.{name}"
                 for subject in (prefix, prefix + ".>"):
-                    sub = InternalSubscription(self._owner, subject, self._on_direct_get)
+                    sub = InternalSubscription(
+                        self._owner, subject, self._on_direct_get, _DIRECT_GET_GROUP
+                    )
                     sublist.insert(sub)
                     self._subs.append(sub)
 
@@ -212,9 +221,11 @@ class Stream:
         hs = ev.header_size
         body = ev.payload[hs:] if hs > 0 else ev.payload
         subject = ev.subject.decode("utf-8", "surrogateescape")
-        marker = f".DIRECT.GET.{self.name}"
-        tail = subject[subject.index(marker) + len(marker) + 1 :]
-        api.direct_get(self, tail, body, ev.reply.decode("utf-8", "surrogateescape"))
+        # The subscription names the stream asked for (this one, or a mirror's origin).
+        marker = sub.subject.removesuffix(".>")
+        tail = subject[len(marker) + 1 :]
+        header = ev.payload[:hs] if hs > 0 else b""
+        api.direct_get(self, tail, body, ev.reply.decode("utf-8", "surrogateescape"), header)
 
     def unsubscribe(self) -> None:
         if self._subs:
@@ -226,7 +237,9 @@ class Stream:
     def update_config(self, config: StreamConfig) -> None:
         old = self.config
         subjects_changed = (
-            config.subjects != old.subjects or config.allow_direct != old.allow_direct
+            config.subjects != old.subjects
+            or config.allow_direct != old.allow_direct
+            or config.mirror_direct != old.mirror_direct
         )
         self.config = config
         self.store.update_limits(limits_of(config))

@@ -23,7 +23,7 @@ from pynatsd.jetstream.config import (
 from pynatsd.jetstream.errors import js_error
 from pynatsd.jetstream.gostruct import is_zero
 from pynatsd.jetstream.stream_config import StreamConfig, StreamSource
-from pynatsd.subjects import is_subset_match, is_valid_subject, subjects_collide
+from pynatsd.subjects import is_literal, is_subset_match, is_valid_subject, subjects_collide
 from pynatsd.transform import TransformError, validate_mapping
 
 
@@ -202,6 +202,8 @@ def _check_mirror_and_sources(
             raise js_error("MirrorWithBatchPublish")
         if cfg.allow_msg_schedules:
             raise js_error("MirrorWithMsgSchedules")
+        if not _durable_consumer_source_ok(mirror):
+            raise js_error("MirrorDurableConsumerCfgInvalid")
         if mirror.filter_subject and mirror.subject_transforms:
             raise js_error("MirrorMultipleFiltersNotAllowed")
         if cfg.subject_delete_marker_ttl > 0:
@@ -231,6 +233,7 @@ def _check_mirror_and_sources(
     if sources and cfg.allow_msg_schedules:
         raise js_error("SourceWithMsgSchedules")
     seen: set[str] = set()
+    consumer_names: set[str] = set()
     for src in sources:
         if src is None or not valid_name(src.name):
             raise js_error("SourceInvalidStreamName")
@@ -252,10 +255,33 @@ def _check_mirror_and_sources(
             for j, other in enumerate(transforms):
                 if i != j and is_subset_match(tr.src, other.src):
                     raise js_error("SourceOverlappingSubjectFilters")
+        if src.consumer is not None:
+            if not _durable_consumer_source_ok(src):
+                raise js_error("SourceDurableConsumerCfgInvalid")
+            cname = f"{src.name} {src.external.api if src.external else ''} {src.consumer.name}"
+            if cname in consumer_names:
+                raise js_error("SourceDurableConsumerDuplicateDetected")
+            consumer_names.add(cname)
         if src.external is None:
             origin = streams.get(src.name)
             if origin is not None and 0 < cfg.max_msg_size < origin.max_msg_size:
                 raise js_error("SourceMaxMessageSizeTooBig")
+
+
+def _durable_consumer_source_ok(src: StreamSource) -> bool:
+    """A mirror or source through an existing consumer (ADR-60) names a valid consumer and a
+    literal deliver subject, and leaves the starting point and the filter to that consumer."""
+    c = src.consumer
+    if c is None:
+        return True
+    return (
+        valid_name(c.name)
+        and is_literal(c.deliver_subject)
+        and is_valid_subject(c.deliver_subject)
+        and src.opt_start_seq == 0
+        and not src.opt_start_time
+        and not src.filter_subject
+    )
 
 
 def _source_iname(src: StreamSource) -> str:
@@ -263,6 +289,8 @@ def _source_iname(src: StreamSource) -> str:
     parts = [src.name]
     if src.external is not None:
         parts.append(src.external.api)
+    if src.consumer is not None:
+        parts.append(f"C={src.consumer.name}")
     filters = [src.filter_subject or ">"] if not src.subject_transforms else []
     filters += [f"{t.src}:{t.dest}" for t in src.subject_transforms]
     return " ".join(parts + sorted(filters))

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pynatsd.jetstream.config import api_level_unmet
 from pynatsd.jetstream.consumer_state import (
     NS,
     ConsumerState,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from pynatsd.server.subscription import InternalSubscription, Subscription
 
 _NO_MESSAGES = b"NATS/1.0 404 No Messages\r\n\r\n"
+_REQUIRED_API_LEVEL = b"NATS/1.0 412 Required Api Level\r\n\r\n"
 
 
 @dataclass(slots=True)
@@ -53,6 +55,9 @@ class PullQueue(ConsumerState):
     ) -> None:
         hs = ev.header_size
         body = ev.payload[hs:] if hs > 0 else ev.payload
+        if hs > 0 and not self.push and ev.reply and api_level_unmet(ev.payload[:hs]):
+            self._send_status(ev.reply.decode("utf-8", "surrogateescape"), _REQUIRED_API_LEVEL)
+            return
         self.process_next_request(ev.reply.decode("utf-8", "surrogateescape"), body)
 
     def process_next_request(self, reply: str, body: bytes) -> None:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pynatsd.server.client import Client
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.msgtrace import MsgTrace
+    from pynatsd.server.routed import StreamImportSubscription
     from pynatsd.server.server import Server
     from pynatsd.server.subscription import InternalSubscription, Subscription
 
@@ -47,7 +48,15 @@ RESPONSE_TTL = 120.0
 
 
 class Account:
-    __slots__ = ("config", "import_subs", "mappings", "name", "num_clients", "sublist")
+    __slots__ = (
+        "config",
+        "import_subs",
+        "mappings",
+        "name",
+        "num_clients",
+        "stream_import_subs",
+        "sublist",
+    )
 
     def __init__(self, name: str, cache: bool = True) -> None:
         self.name = name
@@ -55,6 +64,9 @@ class Account:
         self.config: AccountConfig | None = None
         self.num_clients = 0
         self.import_subs: list[InternalSubscription] = []
+        # The stream imports of other accounts wired into this account's SubList (see
+        # server/routed.py); empty, the usual case, costs routed deliveries one test.
+        self.stream_import_subs: list[StreamImportSubscription] = []
         # Subject mappings applied to what clients publish here; None (the usual case, one
         # cheap test per publish) when the account has none.
         self.mappings: SubjectMappings | None = None
@@ -115,6 +127,7 @@ def wire_imports(server: Server) -> None:
             holder: Account = sub.client.account
             holder.sublist.remove(sub)
         account.import_subs = []
+        account.stream_import_subs = []
     for importer in list(server.accounts.values()):
         config = importer.config
         if config is None:
@@ -128,7 +141,7 @@ def wire_imports(server: Server) -> None:
 def _wire_stream_import(
     server: Server, importer: Account, imp: StreamImport, owner_cls: type
 ) -> None:
-    from pynatsd.server.subscription import InternalSubscription
+    from pynatsd.server.routed import StreamImportSubscription
 
     exporter = server.accounts.get(imp.account)
     if exporter is None or exporter.config is None:
@@ -138,14 +151,17 @@ def _wire_stream_import(
         log.warning("stream import of %q from %q is not exported", imp.subject, imp.account)
         return
 
+    def to_importer(subject: str) -> str:
+        if imp.prefix:
+            return f"{imp.prefix}.{subject}"
+        if imp.to:
+            return _map_subject(subject, imp.subject, imp.to)
+        return subject
+
     def forward(
         sub: Subscription, publisher: Receiver | None, ev: Pub, trace: MsgTrace | None = None
     ) -> None:
-        subject = ev.subject.decode("utf-8", "surrogateescape")
-        if imp.prefix:
-            subject = f"{imp.prefix}.{subject}"
-        elif imp.to:
-            subject = _map_subject(subject, imp.subject, imp.to)
+        subject = to_importer(ev.subject.decode("utf-8", "surrogateescape"))
         hs = ev.header_size
         header = ev.payload[:hs] if hs > 0 else b""
         data = ev.payload[hs:] if hs > 0 else ev.payload
@@ -174,10 +190,11 @@ def _wire_stream_import(
         return subscribed
 
     owner = owner_cls(exporter, f"import:{importer.name}")
-    sub = InternalSubscription(owner, imp.subject, forward)
+    sub = StreamImportSubscription(owner, imp.subject, forward, importer, to_importer)
     sub.traced = forward
     exporter.sublist.insert(sub)
     importer.import_subs.append(sub)
+    exporter.stream_import_subs.append(sub)
 
 
 def _service_export(exporter: Account, subject: str, importer: str) -> ServiceExport | None:
@@ -262,6 +279,14 @@ def _wire_service_import(
         data = ev.payload[hs:] if hs > 0 else ev.payload
         if singleton:
             _drop(route)
+        if ev.subject != route.subject_bytes:
+            # A JetStream delivery to a pull request's reply shows the stream subject and
+            # carries its ack reply: the requester gets it as it is (nats-server's pa.deliver).
+            from pynatsd.server.routed import deliver_routed
+
+            deliver_routed(importer, target, ev)
+            server.flush_soon()
+            return
         server.publish_internal(importer, target, "", header, data)
 
     owner = owner_cls(importer, f"service:{imp.account}")
