@@ -83,6 +83,7 @@ class Route(asyncio.Protocol):
         self.closed = False
         self.registered = False
         self.retry = False  # closed after being kept over a duplicate: dial the peer again
+        self.pinned = False  # a peer's pinned-account connection, left for the peer to close
         self.echo = True
         self.perms = _NO_PERMISSIONS
         self.headers = True  # the peer's INFO `headers`
@@ -193,6 +194,10 @@ class Route(asyncio.Protocol):
         elif isinstance(ev, RouteConnect):
             self._process_connect(ev.options)
         elif isinstance(ev, Err):
+            if self.pinned:
+                log.debug("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
+                self.close(CloseReason.PARSE_ERROR)
+                return
             log.error("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
             self.close(CloseReason.PARSE_ERROR)
         elif isinstance(ev, ProtocolError):
@@ -268,6 +273,12 @@ class Route(asyncio.Protocol):
         self.remote_id = server_id
         self.remote_name = str(info.get("server_name") or "")
         self.remote_info = info
+        if info.get("route_account"):
+            # A Go peer's connection pinned to one account ($SYS): without a pool we take
+            # none; the peer sees our INFO has no route_pool_size, says so with -ERR and
+            # closes it. Never registered, so it can not displace the real route.
+            self.pinned = True
+            return
         if "headers" in info:
             self.headers = (
                 self.headers and bool(info.get("headers"))
