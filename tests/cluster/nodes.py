@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import nats
-from support.natsserver import require_nats_server
-from support.ports import LOOPBACK, free_port
-from support.processes import ServerProcess, start_server
 
 import pynatsd
 from pynatsd.options import ClusterOptions
+from support.natsserver import require_nats_server
+from support.ports import LOOPBACK, free_port
+from support.processes import ServerProcess, start_server
 
 CLUSTER = "TC"
 

@@ -147,9 +147,7 @@ EXPECTED = None
 async def test_three_node_cluster(kinds: str) -> None:
     seen = await _run(kinds)
     assert seen["connect_urls"] == [True, True, True]
-    assert seen["pairs"] == [
-        sorted(f"pair.{j}.from.{i}:x" for i in range(3)) for j in range(3)
-    ]
+    assert seen["pairs"] == [sorted(f"pair.{j}.from.{i}:x" for i in range(3)) for j in range(3)]
     assert seen["queue_total"] == 90
     assert seen["queue_spread"]
     assert seen["replies"] == ["answer:q"] * 3
