@@ -35,6 +35,7 @@ class Node:
     server: pynatsd.Server | None = None
     process: ServerProcess | None = None
     extra: list[str] = field(default_factory=list)
+    http_port: int = 0  # the monitor's port, if any
 
     @property
     def url(self) -> str:
@@ -45,7 +46,9 @@ class Node:
             opts = ClusterOptions(
                 name=CLUSTER, host=LOOPBACK, port=self.cluster_port, routes=list(self.routes)
             )
-            self.server = pynatsd.Server(port=self.port, host=LOOPBACK, cluster=opts)
+            self.server = pynatsd.Server(
+                port=self.port, host=LOOPBACK, cluster=opts, http_port=self.http_port
+            )
             await self.server.start()
         else:
             binary = require_nats_server()
@@ -56,6 +59,8 @@ class Node:
                 CLUSTER,
                 *self.extra,
             ]
+            if self.http_port:
+                args += ["-m", str(self.http_port)]
             if self.routes:
                 args += ["--routes", ",".join(self.routes)]
             self.process = await asyncio.to_thread(start_server, [binary], args, port=self.port)

@@ -343,6 +343,11 @@ class Cluster:
             if url in self.self_urls:
                 return
             route = self._route_for_url(url)
+            if route is not None and not route.configured:
+                # The peer dialed first: nats-server's own dial would be the duplicate, and
+                # the route kept becomes the configured one that reconnects.
+                route.configured = route.solicited = True
+                route.url = url
             if route is None:
                 attempt += 1
                 route = await self._dial(url, True, attempt)

@@ -194,7 +194,7 @@ class Route(asyncio.Protocol):
         elif isinstance(ev, RouteConnect):
             self._process_connect(ev.options)
         elif isinstance(ev, Err):
-            if self.pinned:
+            if self.pinned or not self.registered:
                 log.debug("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
                 self.close(CloseReason.PARSE_ERROR)
                 return
