@@ -7,11 +7,11 @@ import socket
 import subprocess
 
 import pytest
-from support.natsserver import require_nats_server
-from support.ports import free_port
 
 import pynatsd
 from pynatsd.options import ClusterOptions
+from support.natsserver import require_nats_server
+from support.ports import free_port
 
 
 async def test_route_port_in_use() -> None:
@@ -21,8 +21,17 @@ async def test_route_port_in_use() -> None:
         busy.listen()
         port = busy.getsockname()[1]
         out = subprocess.run(
-            [binary, "-p", str(free_port()), "-a", "127.0.0.1"]
-            + ["--cluster", f"nats://127.0.0.1:{port}", "--cluster_name", "C"],
+            [
+                binary,
+                "-p",
+                str(free_port()),
+                "-a",
+                "127.0.0.1",
+                "--cluster",
+                f"nats://127.0.0.1:{port}",
+                "--cluster_name",
+                "C",
+            ],
             capture_output=True,
             timeout=20,
             text=True,
