@@ -14,6 +14,10 @@ from support.natsserver import require_nats_server
 from support.ports import free_port
 
 
+def _cluster_args(port: int) -> list[str]:
+    return ["--cluster", f"nats://127.0.0.1:{port}", "--cluster_name", "C"]
+
+
 async def test_route_port_in_use() -> None:
     binary = require_nats_server()
     with socket.socket() as busy:
