@@ -152,3 +152,45 @@ async def test_three_node_cluster(kinds: str) -> None:
     assert seen["queue_spread"]
     assert seen["replies"] == ["answer:q"] * 3
     assert seen["after_unsub"] == "no responders"
+
+
+async def _auto_unsubscribe(kinds: str) -> tuple[int, str]:
+    """A subscriber on the first node auto-unsubscribes after 2 messages; the second node
+    publishes 5, then asks: the interest has gone everywhere."""
+    nodes = plan_nodes(kinds, full_mesh=True)
+    try:
+        for node in nodes:
+            await node.start()
+        sub_client, pub_client = await connect(nodes[0]), await connect(nodes[1])
+        await wait_routed(pub_client, sub_client)
+        sub = await sub_client.subscribe("auto.unsub")
+        await sub.unsubscribe(limit=2)  # UNSUB <sid> 2: the server unsubscribes after two
+        await sub_client.flush()
+        await asyncio.sleep(0.5)
+        for _ in range(5):
+            await pub_client.publish("auto.unsub", b"m")
+        await pub_client.flush()
+        await asyncio.sleep(0.5)
+        received = sub.delivered
+
+        await asyncio.sleep(0.5)
+        try:
+            await pub_client.request("auto.unsub", b"", timeout=2)
+            outcome = "answered"
+        except nats.errors.NoRespondersError:
+            outcome = "no responders"
+        except nats.errors.TimeoutError:
+            outcome = "timeout"
+        await sub_client.close()
+        await pub_client.close()
+        return received, outcome
+    finally:
+        for node in reversed(nodes):
+            await node.stop()
+
+
+async def test_auto_unsubscribe_across_nodes() -> None:
+    go = await _auto_unsubscribe("gg")
+    assert go == (2, "no responders")
+    for kinds in ("pg", "gp", "pp"):
+        assert await _auto_unsubscribe(kinds) == go
