@@ -36,6 +36,7 @@ class Node:
     process: ServerProcess | None = None
     extra: list[str] = field(default_factory=list)
     http_port: int = 0  # the monitor's port, if any
+    pool_size: int = 3  # pynatsd's route pool (-1: one connection per peer)
 
     @property
     def url(self) -> str:
@@ -44,7 +45,11 @@ class Node:
     async def start(self) -> None:
         if self.kind == "py":
             opts = ClusterOptions(
-                name=CLUSTER, host=LOOPBACK, port=self.cluster_port, routes=list(self.routes)
+                name=CLUSTER,
+                host=LOOPBACK,
+                port=self.cluster_port,
+                routes=list(self.routes),
+                pool_size=self.pool_size,
             )
             self.server = pynatsd.Server(
                 port=self.port, host=LOOPBACK, cluster=opts, http_port=self.http_port

@@ -19,8 +19,13 @@ async def test_simultaneous_start_leaves_one_route_per_peer() -> None:
         await asyncio.gather(*(node.start() for node in nodes))
 
         def settled() -> bool:
+            # Two peers each, reached as nats-server reaches them: a pool of three
+            # connections and one pinned to $SYS.
             return all(
-                len(_cluster(n).routes) == 2 and len(_cluster(n).connecting) == 2 for n in nodes
+                len(_cluster(n).peers) == 2
+                and len(_cluster(n).connections()) == 8
+                and len(_cluster(n).connecting) == 8
+                for n in nodes
             )
 
         await eventually(settled, timeout=10)
@@ -111,10 +116,11 @@ async def test_simultaneous_start_with_nats_server() -> None:
     try:
         await asyncio.gather(*(node.start() for node in nodes))
         py = nodes[0]
-        await eventually(lambda: len(_cluster(py).routes) == 2, timeout=10)
+        await eventually(lambda: len(_cluster(py).connections()) == 8, timeout=10)
         await asyncio.sleep(1.5)
-        assert len(_cluster(py).routes) == 2
-        assert len(_cluster(py).connecting) == 2
+        assert len(_cluster(py).peers) == 2
+        assert len(_cluster(py).connections()) == 8  # a pool of 3 and $SYS, per Go peer
+        assert len(_cluster(py).connecting) == 8
         clients = [await connect(n) for n in nodes]
         for a in clients:
             for b in clients:
@@ -124,4 +130,27 @@ async def test_simultaneous_start_with_nats_server() -> None:
             await c.close()
     finally:
         for node in nodes:
+            await node.stop()
+
+
+async def test_without_a_pool_go_keeps_one_connection() -> None:
+    """`pool_size: -1`: no route_pool_size in INFO, one connection per peer carrying every
+    account; nats-server adapts (and refuses its own $SYS-pinned dial itself)."""
+    py, go1, go2 = plan_nodes("pgg", full_mesh=True)
+    py.pool_size = -1
+    try:
+        for node in (py, go1, go2):
+            await node.start()
+        await eventually(lambda: len(_cluster(py).connections()) == 2, timeout=10)
+        await asyncio.sleep(1.5)
+        assert len(_cluster(py).connections()) == 2
+        clients = [await connect(n) for n in (py, go1, go2)]
+        for a in clients:
+            for b in clients:
+                if a is not b:
+                    await wait_routed(a, b)
+        for c in clients:
+            await c.close()
+    finally:
+        for node in (go2, go1, py):
             await node.stop()

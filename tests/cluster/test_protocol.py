@@ -199,3 +199,37 @@ def test_byte_at_a_time_is_linear() -> None:
 def test_ping_pong_ok_events() -> None:
     events = RouteParser().feed(b"PING\r\nPONG\r\n+OK\r\n")
     assert [type(e) for e in events] == [Ping, Pong, Ok]
+
+
+def test_pinned_connection_ops_carry_no_account() -> None:
+    """On a connection pinned to `$SYS`, ops name no account; the parser supplies it."""
+    parser = RouteParser(account=b"$SYS")
+    events = [
+        describe(ev)
+        for ev in parser.feed(
+            b"RS+ $SYS.REQ.SERVER.PING\r\nRS+ q.sub g 2\r\nRS- q.sub g\r\n"
+            b"RMSG $SYS.SERVER.X.STATSZ 2\r\nhi\r\nRMSG a.b | g 1\r\nx\r\n"
+        )
+    ]
+    assert events == [
+        ("RS+", b"", b"$SYS", b"$SYS.REQ.SERVER.PING", b"", 0),
+        ("RS+", b"", b"$SYS", b"q.sub", b"g", 2),
+        ("RS-", b"", b"$SYS", b"q.sub", b"g"),
+        ("MSG", b"", b"$SYS", b"$SYS.SERVER.X.STATSZ", b"", b"hi", -1, ()),
+        ("MSG", b"", b"$SYS", b"a.b", b"", b"x", -1, (b"g",)),
+    ]
+    assert rs_plus_frame(b"", b"foo") == b"RS+ foo\r\n"
+    assert rs_minus_frame(b"", b"foo", b"q") == b"RS- foo q\r\n"
+    assert rmsg_head(b"", b"foo", b"", [], 5) == b"RMSG foo 5\r\n"
+
+
+def test_hold_after_info_until_the_next_feed() -> None:
+    """The bytes after an INFO wait until the INFO is handled (it may pin the connection)."""
+    parser = RouteParser()
+    parser.hold_after_info = True
+    first = parser.feed(b'INFO {"route_account":"$SYS"}\r\nRS+ foo\r\n')
+    assert [type(ev) for ev in first] == [RouteInfo]
+    assert parser.held
+    parser.account = b"$SYS"
+    parser.hold_after_info = False
+    assert [describe(ev) for ev in parser.feed(b"")] == [("RS+", b"", b"$SYS", b"foo", b"", 0)]

@@ -43,8 +43,23 @@ async def test_routez_and_varz() -> None:
         await py.stop()
 
     (py_routez, py_varz), (go_routez, go_varz) = views["py"], views["go"]
-    assert py_routez["num_routes"] == go_routez["num_routes"] == 1
-    py_route, go_route = py_routez["routes"][0], go_routez["routes"][0]
+    # A pool of three connections and one pinned to $SYS, seen from both sides.
+    assert py_routez["num_routes"] == go_routez["num_routes"] == 4
+    for routez in (py_routez, go_routez):
+        assert sorted(r.get("account", "") for r in routez["routes"]) == ["", "", "", "$SYS"]
+    py_pinned = next(r for r in py_routez["routes"] if "account" in r)
+    go_pinned = next(r for r in go_routez["routes"] if "account" in r)
+    assert list(py_pinned) == list(go_pinned)
+    # The pooled connection that carries $G (the one with the client's subscription).
+    py_route = next(
+        r
+        for r in py_routez["routes"]
+        if "subscriptions_list_detail" in r
+        and any(d["subject"] == "watched.subject" for d in r["subscriptions_list_detail"])
+    )
+    go_route = next(
+        r for r in go_routez["routes"] if "account" not in r and r.get("subscriptions_list_detail")
+    )
     assert set(py_route) == set(go_route)
     assert list(py_route) == list(go_route)
     assert py_route["remote_id"] == go_varz["server_id"]
@@ -52,11 +67,13 @@ async def test_routez_and_varz() -> None:
     assert py_route["is_configured"] == go_route["is_configured"]
     detail = {d["subject"]: d for d in py_route["subscriptions_list_detail"]}
     assert detail["watched.subject"]["sid"] == "$G watched.subject"
-    go_sids = {d["sid"] for d in go_route["subscriptions_list_detail"]}
+    go_sids = {
+        d["sid"] for r in go_routez["routes"] for d in r.get("subscriptions_list_detail", [])
+    }
     assert "$G $SYS.REQ.USER.INFO" in go_sids  # nats-server's key: account and subject
 
     for varz in (py_varz, go_varz):
-        assert varz["routes"] == 1
+        assert varz["routes"] == 4
         assert varz["remotes"] == 1
     assert set(py_varz["cluster"]) == set(go_varz["cluster"])
     assert py_varz["cluster"]["name"] == go_varz["cluster"]["name"] == "TC"

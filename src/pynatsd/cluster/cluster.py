@@ -23,6 +23,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from pynatsd.cluster.pool import Peer, Slot
 from pynatsd.cluster.protocol import rs_minus_frame, rs_plus_frame
 from pynatsd.cluster.route import Route, route_info_frame
 from pynatsd.logger import log
@@ -67,7 +68,14 @@ class Cluster:
         self.opts: ClusterOptions = opts
         self.dynamic = not opts.name
         self.cluster_name = opts.name or secrets.token_hex(11).upper()
-        self.routes: dict[str, Route] = {}  # registered, by the peer's server_id
+        self.peers: dict[str, Peer] = {}  # the other servers, by server_id
+        # Connections per peer: `pool_size` (0: one carrying every account, nats-server's
+        # -1) plus one per pinned account ($SYS unless there is no system account).
+        self.pool_size = max(opts.pool_size, 0)
+        pinned = {name.encode() for name in opts.accounts}
+        if self.pool_size and not server.options.no_system_account:
+            pinned.add(server.system_account.name.encode())
+        self.pinned_accounts = frozenset(pinned) if self.pool_size else frozenset()
         self.connecting: set[Route] = set()  # every open route connection
         self.self_urls: set[str] = set()  # configured URLs that turned out to be ourselves
         self.host = opts.host
@@ -88,9 +96,7 @@ class Cluster:
         opts = self.opts
         port = 0 if opts.port in (-1, 0) else opts.port
         self._socket = bind(
-            opts.host,
-            port,
-            lambda err: f"Error listening on router port: {opts.port} - {err}",
+            opts.host, port, lambda err: f"Error listening on router port: {opts.port} - {err}"
         )
         self.port = int(self._socket.getsockname()[1])
         self.running = True
@@ -155,7 +161,7 @@ class Cluster:
             return [join_host_port(ip, server.port) for ip in _non_local_ips()]
         return [join_host_port(opts.host, server.port)]
 
-    def route_info(self, **extra: Any) -> dict[str, Any]:
+    def route_info(self, route: Route | None = None, **extra: Any) -> dict[str, Any]:
         """The INFO we send a route (nats-server's route INFO, without pool and compression)."""
         server = self.server
         opts = self.opts
@@ -184,16 +190,19 @@ class Cluster:
                 info["connect_urls"] = urls
         if server.lame_duck:
             info["ldm"] = True
+        if self.pool_size:
+            info["route_pool_size"] = self.pool_size
+            if route is not None and route.solicited:
+                if route.pinned_account:
+                    info["route_account"] = route.pinned_account.decode()
+                elif route.slot:
+                    info["route_pool_idx"] = route.slot
         info.update(extra)
         return info
 
     def connect_frame(self, url: str) -> bytes:
         """The CONNECT a dialed route sends first; the URL's user and password go in it."""
-        connect: dict[str, Any] = {
-            "echo": True,
-            "verbose": False,
-            "pedantic": False,
-        }
+        connect: dict[str, Any] = {"echo": True, "verbose": False, "pedantic": False}
         parsed = urlparse(url)
         if parsed.username:
             connect["user"] = unquote(parsed.username)
@@ -225,10 +234,36 @@ class Cluster:
 
     # -- routes come and go ----------------------------------------------------------------------
 
+    @property
+    def routes(self) -> dict[str, Route]:
+        """Each peer's connection carrying the global account (its only one without a pool)."""
+        return {pid: peer.conn_for(b"$G") or peer.first for pid, peer in self.peers.items()}
+
+    def connections(self) -> list[Route]:
+        """Every registered route connection, pooled and pinned."""
+        return [route for peer in self.peers.values() for route in peer.slots.values()]
+
     def register(self, route: Route) -> bool:
-        """Keep `route` as the connection to its peer; False for a duplicate (the first one
-        registered stays, as in nats-server, and reconnects if it closes)."""
-        existing = self.routes.get(route.remote_id)
+        """Keep `route` as the connection of its slot to its peer; False for a duplicate (the
+        first one registered stays, as in nats-server, and reconnects if it closes)."""
+        peer = self.peers.get(route.remote_id)
+        new = peer is None
+        if peer is None:
+            peer_pool = int(route.remote_info.get("route_pool_size") or 0)
+            # Effective pool size: the larger of both sides', none if either does not pool.
+            size = max(self.pool_size, peer_pool) if self.pool_size and peer_pool > 0 else 0
+            peer = Peer(route.remote_id, size, self.pinned_accounts if size else frozenset())
+            peer.url = route.url or self._peer_url(route)
+        slot = route.slot
+        if isinstance(slot, bytes):
+            if not peer.pool_size:
+                return False
+            peer.pinned = peer.pinned | {slot}
+        elif not peer.pool_size:
+            slot = 0
+        elif not 0 <= slot < peer.pool_size:
+            return False
+        existing = peer.slots.get(slot)
         if existing is not None:
             existing.retry = True
             if route.solicited and not existing.solicited:
@@ -238,20 +273,49 @@ class Cluster:
                 existing.configured = True
                 existing.url = route.url
             return False
-        self.routes[route.remote_id] = route
-        if route.remote_info.get("gossip_mode") != 1:
-            self._forward_new_route(route)
-        self._update_connect_urls()
+        route.slot = slot
+        peer.slots[slot] = route
+        if new:
+            self.peers[route.remote_id] = peer
+            if route.remote_info.get("gossip_mode") != 1:
+                self._forward_new_route(route)
+            self._update_connect_urls()
         return True
+
+    def fill_pool(self, route: Route) -> None:
+        """After a connection we dialed registers: dial the peer's next missing slot (pool
+        indexes first, then the pinned accounts), one at a time, as nats-server does."""
+        peer = self.peers.get(route.remote_id)
+        if peer is None or not peer.pool_size or not self.running:
+            return
+        for slot in peer.wanted():
+            if slot not in peer.slots:
+                url = route.url or peer.url
+                self._spawn(self._dial_slot(peer, slot, url))
+                return
+
+    async def _dial_slot(self, peer: Peer, slot: Slot, url: str, delay: float = 0.0) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        if not self.running or self.peers.get(peer.remote_id) is not peer or slot in peer.slots:
+            return
+        await self._dial(url, False, 1, slot)
 
     def route_closed(self, route: Route) -> None:
         self.connecting.discard(route)
-        if self.routes.get(route.remote_id) is not route:
+        peer = self.peers.get(route.remote_id)
+        if peer is None or peer.slots.get(route.slot) is not route:
             return
-        del self.routes[route.remote_id]
+        del peer.slots[route.slot]
+        if peer.slots:
+            # The peer is still there: this slot is dialed again by the side that dialed it.
+            if self.running and (route.solicited or route.retry):
+                self._spawn(self._dial_slot(peer, route.slot, route.url or peer.url, RETRY_DELAY))
+            return
+        del self.peers[route.remote_id]
         self._update_connect_urls()
         if self.running and not route.configured and (route.solicited or route.retry):
-            self._spawn(self._dial_implicit(self._peer_url(route), retry=True))
+            self._spawn(self._dial_implicit(peer.url, retry=True))
 
     def _peer_url(self, route: Route) -> str:
         info = route.remote_info
@@ -265,11 +329,12 @@ class Cluster:
 
     def _forward_new_route(self, route: Route) -> None:
         """Tell the other routes about a new peer so they dial it (gossip)."""
-        others = [r for r in self.routes.values() if r is not route]
+        others = [peer.first for pid, peer in self.peers.items() if pid != route.remote_id]
         if not others:
             return
         info = dict(route.remote_info)
-        info.pop("nonce", None)
+        for key in ("nonce", "route_account", "route_pool_idx"):
+            info.pop(key, None)
         info["ip"] = self._peer_url(route)
         info["gossip_mode"] = 1
         frame = b"INFO " + go_json_bytes(info) + b"\r\n"
@@ -279,7 +344,7 @@ class Cluster:
     def gossip(self, route: Route, info: dict[str, Any]) -> None:
         """An INFO about another server: dial it unless we know it already."""
         server_id = str(info.get("server_id") or "")
-        if server_id == self.server.server_id or server_id in self.routes:
+        if server_id == self.server.server_id or server_id in self.peers:
             return
         url = str(info.get("ip") or "")
         if not url:
@@ -300,10 +365,11 @@ class Cluster:
         if self.opts.no_advertise:
             return
         urls = list(self.client_urls())
-        for route in self.routes.values():
-            if route.remote_info.get("ldm"):
+        for peer in self.peers.values():
+            info = peer.first.remote_info
+            if info.get("ldm"):
                 continue
-            for url in route.remote_info.get("connect_urls") or ():
+            for url in info.get("connect_urls") or ():
                 if url not in urls:
                     urls.append(url)
         if len(urls) <= 1 and not server.connect_urls:
@@ -316,17 +382,18 @@ class Cluster:
                 server.send_async_info()
 
     def _announce_lame_duck(self) -> None:
-        frame = route_info_frame(self.route_info(ldm=True))
-        for route in list(self.routes.values()):
-            route.send_now(frame)
+        for route in self.connections():
+            route.send_now(route_info_frame(self.route_info(route=route, ldm=True)))
 
     # -- dialing ---------------------------------------------------------------------------------
 
-    async def _dial(self, url: str, configured: bool, attempt: int) -> Route | None:
+    async def _dial(self, url: str, configured: bool, attempt: int, slot: Slot = 0) -> Route | None:
         host, port = _host_port(url)
         try:
             _, protocol = await self.server.loop.create_connection(
-                lambda: Route(self, solicited=True, url=url, configured=configured), host, port
+                lambda: Route(self, solicited=True, url=url, configured=configured, slot=slot),
+                host,
+                port,
             )
         except OSError as e:
             reason = e.strerror or str(e)
@@ -343,7 +410,7 @@ class Cluster:
 
     def _route_for_url(self, url: str) -> Route | None:
         host, port = _host_port(url)
-        for route in self.routes.values():
+        for route in self.connections():
             if route.url == url:
                 return route
             info = route.remote_info
@@ -361,9 +428,11 @@ class Cluster:
             route = self._route_for_url(url)
             if route is not None and not route.configured:
                 # The peer dialed first: nats-server's own dial would be the duplicate, and
-                # the route kept becomes the configured one that reconnects.
-                route.configured = route.solicited = True
-                route.url = url
+                # the routes kept become the configured ones that reconnect.
+                peer = self.peers.get(route.remote_id)
+                for conn in peer.slots.values() if peer is not None else (route,):
+                    conn.configured = conn.solicited = True
+                    conn.url = url
             if route is None:
                 attempt += 1
                 route = await self._dial(url, True, attempt)
@@ -429,20 +498,25 @@ class Cluster:
             changed(sub, 1)
         account.sublist.watcher = changed
 
-    def interest_frames(self) -> bytes:
-        """RS+ for all local interest: what a new route is told after the handshake."""
+    def interest_frames(self, route: Route) -> bytes:
+        """RS+ for the local interest of the accounts `route` carries: what a new connection
+        is told after the handshake."""
+        peer = self.peers.get(route.remote_id)
         frames: list[bytes] = []
         for account, counts in self._interest.items():
             name = account.encode()
+            if peer is not None and not peer.carries(route, name):
+                continue
+            wire = b"" if route.pinned_account else name
             for (subject, queue), n in counts.items():
-                frames.append(rs_plus_frame(name, subject, queue, n))
+                frames.append(rs_plus_frame(wire, subject, queue, n))
         return b"".join(frames)
 
     # -- monitoring ------------------------------------------------------------------------------
 
     @property
     def num_routes(self) -> int:
-        return len(self.routes)
+        return len(self.connections())
 
 
 def _non_local_ips() -> list[str]:

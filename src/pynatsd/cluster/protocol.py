@@ -10,9 +10,11 @@ produces: an unknown op is `-ERR 'Unknown Protocol Operation'` and a close, a fi
 than CONNECT on an accepted route is `-ERR 'Authorization Violation'`, an argument error is a
 close without a word (a `ProtocolError` with no reply).
 
-This peer announces no `route_pool_size`, so every op carries its account. Leaf-origin ops
-(`LS+`, `LS-`, `LMSG`) are only sent to a peer that announced `lnoc`; they are parsed (as the
-same events, with their origin) so that a peer that sends them anyway is understood.
+On a connection pinned to one account (`route_account`, `$SYS` by default) ops carry no account
+token: the parser's `account` supplies it, and the frame builders omit an empty account.
+Leaf-origin ops (`LS+`, `LS-`, `LMSG`) are only sent to a peer that announced `lnoc`; they are
+parsed (as the same events, with their origin) so that a peer that sends them anyway is
+understood.
 
 Complexity promise: work is O(bytes received). An incomplete control line is kept and only the
 newly received bytes are searched for its end; a payload split over reads is collected in one
@@ -160,10 +162,25 @@ class RouteParser:
     makes any first op but CONNECT an authorization violation. After a `ProtocolError` the
     parser is dead and returns nothing more."""
 
-    __slots__ = ("_dead", "_partial", "_payload", "_pending", "expect_connect")
+    __slots__ = (
+        "_dead",
+        "_held",
+        "_partial",
+        "_payload",
+        "_pending",
+        "account",
+        "expect_connect",
+        "hold_after_info",
+    )
 
-    def __init__(self, expect_connect: bool = False) -> None:
+    def __init__(self, expect_connect: bool = False, account: bytes = b"") -> None:
         self.expect_connect = expect_connect
+        # The account of a connection pinned to one (its ops carry no account token).
+        self.account = account
+        # Stop after an INFO until the next feed: the INFO may say the connection is pinned,
+        # which changes how the ops after it read. `_held` keeps the bytes after it.
+        self.hold_after_info = False
+        self._held = b""
         self._partial = bytearray()  # an incomplete control line
         # A message waiting for its payload: (account, subject, reply, queues, size, hdr,
         # origin), and the payload bytes received so far.
@@ -175,8 +192,15 @@ class RouteParser:
     def dead(self) -> bool:
         return self._dead
 
+    @property
+    def held(self) -> bool:
+        """Bytes after an INFO wait for the next feed (see `hold_after_info`)."""
+        return bool(self._held)
+
     def feed(self, data: bytes) -> list[Event]:
         events: list[Event] = []
+        if self._held:
+            data, self._held = self._held + data, b""
         if self._dead or not data:
             return events
         pos = 0
@@ -207,6 +231,9 @@ class RouteParser:
                 line = data[pos : nl + 1]
             pos = nl + 1
             self._line(line, events)
+            if self.hold_after_info and events and isinstance(events[-1], RouteInfo):
+                self._held = data[pos:]
+                return events
         return events
 
     def _whole_rmsg(self, data: bytes, pos: int, nl: int, events: list[Event]) -> int:
@@ -214,6 +241,8 @@ class RouteParser:
         position after it, or 0 to take the general path (any other form, or incomplete)."""
         arg = data[pos + 5 : nl - 1] if data[nl - 1] == 0x0D else data[pos + 5 : nl]
         args = arg.split(b" ")
+        if self.account:
+            args.insert(0, self.account)
         nargs = len(args)
         if nargs == 3:
             account, subject, size_text = args
@@ -322,15 +351,25 @@ class RouteParser:
                 events.append(RouteConnect(decoded, arg))
             else:
                 events.append(RouteInfo(decoded, arg))
-        elif kind in ("rsub", "lsub"):
-            events.append(_route_sub(_split(arg), kind == "lsub"))
-        elif kind in ("runsub", "lunsub"):
-            events.append(_route_unsub(_split(arg), kind == "lunsub"))
+        elif kind == "rsub":
+            events.append(_route_sub(self._with_account(_split(arg)), False))
+        elif kind == "runsub":
+            events.append(_route_unsub(self._with_account(_split(arg)), False))
+        elif kind == "lsub":
+            events.append(_route_sub(_split(arg), True))
+        elif kind == "lunsub":
+            events.append(_route_unsub(_split(arg), True))
         else:
             self._start_msg(kind, arg, events)
 
+    def _with_account(self, args: list[bytes]) -> list[bytes]:
+        # A connection pinned to one account carries no account token.
+        return [self.account, *args] if self.account else args
+
     def _start_msg(self, kind: str, arg: bytes, events: list[Event]) -> None:
         args = _split(arg)
+        if kind != "lmsg":
+            args = self._with_account(args)
         origin = b""
         if kind == "lmsg":
             if not args:
@@ -406,15 +445,17 @@ def _msg_args(
 
 def rs_plus_frame(account: bytes, subject: bytes, queue: bytes = b"", weight: int = 0) -> bytes:
     """RS+; a queue subscription carries its weight (members on this server)."""
+    prefix = b"RS+ " + account + b" " if account else b"RS+ "
     if queue:
-        return b"RS+ %s %s %s %d\r\n" % (account, subject, queue, weight)
-    return b"RS+ %s %s\r\n" % (account, subject)
+        return prefix + b"%s %s %d\r\n" % (subject, queue, weight)
+    return prefix + subject + b"\r\n"
 
 
 def rs_minus_frame(account: bytes, subject: bytes, queue: bytes = b"") -> bytes:
+    prefix = b"RS- " + account + b" " if account else b"RS- "
     if queue:
-        return b"RS- %s %s %s\r\n" % (account, subject, queue)
-    return b"RS- %s %s\r\n" % (account, subject)
+        return prefix + subject + b" " + queue + b"\r\n"
+    return prefix + subject + b"\r\n"
 
 
 def rmsg_head(
@@ -428,6 +469,8 @@ def rmsg_head(
     """The RMSG control line (HMSG when `header_size` >= 0), CRLF included: with queues the
     reply follows a `+` (`+ reply q1 q2`) or a `|` stands for no reply (`| q1`)."""
     parts = [b"HMSG" if header_size >= 0 else b"RMSG", account, subject]
+    if not account:  # a connection pinned to the account
+        del parts[1]
     if queues:
         if reply:
             parts += [b"+", reply]
@@ -443,10 +486,7 @@ def rmsg_head(
 
 
 def rmsg_frame(
-    account: bytes,
-    msg: Pub,
-    queues: tuple[bytes, ...] | list[bytes] = (),
-    headers: bool = True,
+    account: bytes, msg: Pub, queues: tuple[bytes, ...] | list[bytes] = (), headers: bool = True
 ) -> bytes:
     """A message for a route; header blocks are stripped for a peer without headers."""
     payload = msg.payload

@@ -45,6 +45,7 @@ from pynatsd.sublist import SubListResult
 
 if TYPE_CHECKING:
     from pynatsd.cluster.cluster import Cluster
+    from pynatsd.cluster.pool import Slot
     from pynatsd.server.accounts import Account
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.subscription import Subscription
@@ -68,7 +69,13 @@ class Route(asyncio.Protocol):
     """A route to one peer server; also that server's receiver in every account SubList."""
 
     def __init__(
-        self, cluster: Cluster, *, solicited: bool, url: str = "", configured: bool = False
+        self,
+        cluster: Cluster,
+        *,
+        solicited: bool,
+        url: str = "",
+        configured: bool = False,
+        slot: Slot = 0,
     ) -> None:
         server = cluster.server
         self.cluster = cluster
@@ -77,7 +84,12 @@ class Route(asyncio.Protocol):
         self.configured = configured  # an explicit route of the configuration (is_configured)
         self.url = url
         self.rid = server.next_cid()
-        self.parser = RouteParser(expect_connect=not solicited)
+        # Its place in the pool to the peer: an index, or the account it is pinned to (a
+        # dialed connection knows it now, an accepted one from the peer's INFO).
+        self.slot: Slot = slot
+        self.pinned_account = slot if isinstance(slot, bytes) else b""
+        self.parser = RouteParser(expect_connect=not solicited, account=self.pinned_account)
+        self.parser.hold_after_info = True
         self.outbound = Outbound(
             server, server.options.max_pending, server.options.write_deadline, self._slow
         )
@@ -85,7 +97,7 @@ class Route(asyncio.Protocol):
         self.closed = False
         self.registered = False
         self.retry = False  # closed after being kept over a duplicate: dial the peer again
-        self.pinned = False  # a peer's pinned-account connection, left for the peer to close
+        self.pinned = False  # a peer's pinned connection we cannot take (no pool), left to it
         self.echo = True
         self.perms = _NO_PERMISSIONS
         self.headers = True  # the peer's INFO `headers`
@@ -129,7 +141,7 @@ class Route(asyncio.Protocol):
         self.deliver_remote(sub, msg, [sub.queue_bytes] if sub.queue else [])
 
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
-        account = sub.account_name if isinstance(sub, RemoteSubscription) else b"$G"
+        account = sub.wire_account if isinstance(sub, RemoteSubscription) else b"$G"
         frame = rmsg_frame(account, msg, queues, self.headers)
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
@@ -148,6 +160,11 @@ class Route(asyncio.Protocol):
         if peer is not None:
             self.host, self.port = peer
         self.label = f"{join_host_port(self.host, self.port)} - rid:{self.rid}"
+        if not self.cluster.running:
+            # The cluster stopped while this connection was being made.
+            self.closed = True
+            transport.abort()
+            return
         log.info("%s - Route connection created", self.label)
         self.cluster.connecting.add(self)
         if self.solicited:
@@ -163,10 +180,16 @@ class Route(asyncio.Protocol):
             return
         self.last_in = time.monotonic()
         self.last_activity = time.time()
-        for ev in self.parser.feed(data):
-            if self.closed:
+        parser = self.parser
+        events = parser.feed(data)
+        while True:
+            for ev in events:
+                if self.closed:
+                    break
+                self._handle(ev)
+            if self.closed or not parser.held:
                 break
-            self._handle(ev)
+            events = parser.feed(b"")  # what came after an INFO, read as it now says
         self.plans.settle()
         server = self.server
         server.flush_dirty()
@@ -280,12 +303,18 @@ class Route(asyncio.Protocol):
         self.remote_id = server_id
         self.remote_name = str(info.get("server_name") or "")
         self.remote_info = info
-        if info.get("route_account"):
-            # A Go peer's connection pinned to one account ($SYS): without a pool we take
-            # none; the peer sees our INFO has no route_pool_size, says so with -ERR and
-            # closes it. Never registered, so it can not displace the real route.
-            self.pinned = True
-            return
+        if not self.solicited:
+            pinned = str(info.get("route_account") or "").encode()
+            if pinned and not cluster.pool_size:
+                # A Go peer's pinned connection: without a pool we take none; the peer sees
+                # our INFO has no route_pool_size, says so with -ERR and closes it. Never
+                # registered, so it can not displace the real route.
+                self.pinned = True
+                return
+            if pinned:
+                self.slot = self.pinned_account = self.parser.account = pinned
+            else:
+                self.slot = int(info.get("route_pool_idx") or 0)
         if "headers" in info:
             self.headers = (
                 self.headers and bool(info.get("headers"))
@@ -294,20 +323,23 @@ class Route(asyncio.Protocol):
             )
         if self.solicited:
             # The dialer's INFO waits for the peer's (nats-server delays it the same way).
-            self.send_now(route_info_frame(cluster.route_info()))
+            self.send_now(route_info_frame(cluster.route_info(route=self)))
         if not cluster.register(self):
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s - Detected duplicate remote route %r", self.label, server_id)
             self.close(DUPLICATE_ROUTE)
             return
         self.registered = True
+        self.parser.hold_after_info = False
         label = self.remote_name or server_id
         log.info("%s - Route connection registered with %s", self.label, label)
-        self.outbound.push(cluster.interest_frames())
+        self.outbound.push(cluster.interest_frames(self))
         if self.solicited:
             self._rtt_start = time.monotonic()
             self.outbound.push(PING_FRAME)
         self.outbound.flush()
+        if self.solicited:
+            cluster.fill_pool(self)
 
     # -- interest and messages -------------------------------------------------------------------
 
@@ -327,7 +359,8 @@ class Route(asyncio.Protocol):
         if sub is not None:
             sub.weight = max(ev.weight, 1)  # a queue group's new size over there
             return
-        sub = RemoteSubscription(self, ev.account, ev.subject, ev.queue, max(ev.weight, 1))
+        wire = b"" if self.pinned_account else ev.account
+        sub = RemoteSubscription(self, ev.account, ev.subject, ev.queue, max(ev.weight, 1), wire)
         try:
             account.sublist.insert(sub)
         except ValueError:

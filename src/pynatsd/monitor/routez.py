@@ -19,7 +19,7 @@ def routez(server: Server, query: dict[str, str]) -> dict[str, Any]:
     detail = subs == "detail"
     listed = detail or subs.lower() in ("1", "true")
     cluster = cluster_of(server)
-    routes = sorted(cluster.routes.values(), key=lambda r: r.rid) if cluster else []
+    routes = sorted(cluster.connections(), key=lambda r: r.rid) if cluster else []
     now = time.time()
     return {
         "server_id": server.server_id,
@@ -63,6 +63,8 @@ def _route(route: Route, now: float, listed: bool, detail: bool) -> dict[str, An
             out["subscriptions_list"] = [
                 subject.decode(errors="replace") for (_, subject, _) in route.subs
             ]
+    if route.pinned_account:
+        out["account"] = route.pinned_account.decode()
     out["compression"] = "off"
     return out
 
@@ -108,7 +110,7 @@ def varz_route_counts(server: Server) -> tuple[int, int]:
     cluster = cluster_of(server)
     if cluster is None:
         return 0, 0
-    return len(cluster.routes), len(cluster.routes)
+    return len(cluster.connections()), len(cluster.peers)
 
 
 def _host_port(url: str) -> str:

@@ -146,9 +146,9 @@ def _plannable(sub: Subscription) -> bool:
 def _remote_target(sub: Subscription, ev: Pub) -> Target:
     outbound = sub.client.outbound
     assert outbound is not None
-    account: bytes = sub.account_name  # type: ignore[attr-defined]
-    head = b"RMSG %s %s %s%s\r\n" % (
-        account,
+    account: bytes = sub.wire_account  # type: ignore[attr-defined]
+    head = b"RMSG %s%s %s%s\r\n" % (
+        account + b" " if account else b"",
         ev.subject,
         ev.reply + b" " if ev.reply else b"",
         ev.size_text,
