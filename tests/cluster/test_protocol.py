@@ -233,3 +233,14 @@ def test_hold_after_info_until_the_next_feed() -> None:
     parser.account = b"$SYS"
     parser.hold_after_info = False
     assert [describe(ev) for ev in parser.feed(b"")] == [("RS+", b"", b"$SYS", b"foo", b"", 0)]
+
+
+def test_pool_index_is_nats_servers() -> None:
+    """fnv32a(account) % pool size: `$G` goes on connection 2 of 3, as observed between Go
+    servers (nats-cluster-facts §1.5)."""
+    from pynatsd.cluster.pool import fnv32a, pool_index
+
+    assert fnv32a(b"$G") == 2059166108
+    assert pool_index(b"$G", 3) == 2
+    assert pool_index(b"$SYS", 3) == 0
+    assert pool_index(b"$G", 1) == 0

@@ -4,8 +4,9 @@ announced to every route.
 Corresponds to the server half of nats-server's `server/route.go` (`startRouteAcceptLoop`,
 `connectToRoute`, `addRoute`, `forwardNewRouteInfoToKnownServers`, `processImplicitRoute`,
 `updateRouteSubscriptionMap`, `sendSubsToRoute`) and the `connect_urls` updates of
-`server.go`. This peer announces no `route_pool_size` and no `compression`: a Go peer then keeps
-one plain connection to it carrying every account (see docs/clustering.md).
+`server.go`. Each peer is reached by a pool of connections as nats-server pools them
+(`cluster/pool.py`), or by one carrying every account with `pool_size: -1`; no `compression`
+is announced, so a Go peer talks plain text to us (see docs/clustering.md).
 
 Local interest (clients, the server's internal subscriptions) is learned through each account
 SubList's `watcher`, the one hook in the core: RS+ when a subject's count goes 0 -> 1, RS- when
