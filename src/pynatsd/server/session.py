@@ -476,6 +476,9 @@ class ClientSession:
         if sub is not None:
             if ev.max_msgs > 0 and ev.max_msgs > sub.delivered:
                 sub.max_msgs = ev.max_msgs
+                # Delivery plans made before (a publisher's, a route's) skip the count:
+                # a new generation drops them.
+                self.account.sublist.genid += 1
             else:
                 self.unsubscribe(sub)
         if self.verbose:
