@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.jetstream.schedules import MsgScheduling, check_publish
 from pynatsd.jetstream.sourcing import Source
 from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
+from pynatsd.jetstream.ttl import parse_message_ttl
 from pynatsd.jetstream.util import (
     go_duration,
     go_hash,
     go_json,
     now_ns,
-    parse_go_duration,
     rfc3339_ns,
 )
 from pynatsd.logger import log
@@ -61,24 +62,6 @@ def limits_of(config: StreamConfig) -> StreamLimits:
         discard=config.discard,
         discard_new_per_subject=config.discard_new_per_subject,
     )
-
-
-def parse_message_ttl(text: str) -> int:
-    """Go's parseMessageTTL: seconds; -1 for "never"; ApiError 10165 when invalid."""
-    if text.lower() == "never":
-        return -1
-    ns = parse_go_duration(text)
-    if ns is not None:
-        if ns < NS:
-            raise js_error("MessageTTLInvalid")
-        return ns // NS
-    try:
-        value = int(text)
-    except ValueError:
-        raise js_error("MessageTTLInvalid") from None
-    if value < 0:
-        raise js_error("MessageTTLInvalid")
-    return value
 
 
 def _ttl_or_zero(header: bytes) -> int:
@@ -132,6 +115,8 @@ class Stream:
         self._ttls: list[tuple[int, int]] = []
         self._ttl_timer: asyncio.TimerHandle | None = None
         self._ttl_at = 0
+        # Message schedules (schedules.py), only for streams with allow_msg_schedules.
+        self.scheduling: MsgScheduling | None = None
         self._transform: SubjectTransform | None = None
         self._republish: SubjectTransform | None = None
         self.sources: list[Source] = []
@@ -151,7 +136,13 @@ class Stream:
         self._setup_sourcing()
         if self.config.allow_msg_ttl:
             self._rebuild_ttls()
+        if self.config.allow_msg_schedules:
+            self._start_scheduling()
         self.schedule_expiry()
+
+    def _start_scheduling(self) -> None:
+        self.scheduling = MsgScheduling(self)
+        self.scheduling.rebuild()
 
     def _setup_transforms(self) -> None:
         cfg = self.config
@@ -237,6 +228,8 @@ class Stream:
             self._setup_sourcing()
         if config.allow_msg_ttl and not old.allow_msg_ttl:
             self._rebuild_ttls()
+        if config.allow_msg_schedules and self.scheduling is None:
+            self._start_scheduling()
 
     # -- max_age ---------------------------------------------------------------------------------
 
@@ -457,9 +450,9 @@ class Stream:
                 b"\r\nNats-Expected-" in header
                 or b"\r\nNats-TTL:" in header
                 or b"\r\nNats-Incr:" in header
-                or b"\r\nNats-Schedule:" in header
+                or b"\r\nNats-Schedule" in header
             ):
-                self._check_headers(subject, header)  # only when it has something to check
+                header = self._check_headers(subject, header)  # only when it has something to check
             msg_id = header_value(header, "Nats-Msg-Id") or ""
             if msg_id and cfg.mirror is None:
                 order = self._msg_id_order
@@ -532,6 +525,8 @@ class Stream:
                 self.purge(subject=subject, keep=1)
             else:
                 self.purge(keep=1)
+        if self.scheduling is not None:
+            self.scheduling.stored(seq, subject, header, ts)
         if ttl > 0 and cfg.allow_msg_ttl:
             self._track_ttl(seq, ts, ttl)
         if self._republish is not None:
@@ -559,8 +554,8 @@ class Stream:
             self._msg_ids[msg_id] = (seq, ts)
             self._msg_id_order.append((ts, msg_id))
 
-    def _check_headers(self, subject: str, header: bytes) -> None:
-        """The publish expectations, in nats-server's order."""
+    def _check_headers(self, subject: str, header: bytes) -> bytes:
+        """The publish expectations, in nats-server's order; the header to store."""
         # Each lookup only when its key is there at all (a scan is cheaper than a lookup).
         cfg = self.config
         if b"\r\nNats-Incr:" in header and not cfg.allow_msg_counter:
@@ -591,8 +586,9 @@ class Stream:
                 raise errors.wrong_last_sequence(last).traced_as(
                     f"last sequence mismatch: {_as_int(expected_last)} vs {last}"
                 )
-        if b"\r\nNats-Schedule:" in header and not cfg.allow_msg_schedules:
-            raise js_error("MessageSchedulesDisabled")
+        if b"\r\nNats-Schedule" in header:
+            return check_publish(self, subject, header)
+        return header
 
     def _do_republish(self, subject: str, header: bytes, data: bytes, seq: int, ts: int) -> None:
         assert self._republish is not None
@@ -773,6 +769,8 @@ class Stream:
         if self._ttl_timer is not None:
             self._ttl_timer.cancel()
             self._ttl_timer = None
+        if self.scheduling is not None:
+            self.scheduling.stop()
         for src in self._all_sources():
             src.stop()
         self.unsubscribe()
