@@ -4,7 +4,6 @@ errors, and the messages the schedules produce (`@at`, `@every`, cron, `Nats-Sch
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from support.jspair import Step, assert_same, go_server, py_server, run_steps
+from support.jspair import Step, assert_same, side_by_side_at_once
 from support.natsserver import nats_server_binary
 
 pytestmark = pytest.mark.skipif(nats_server_binary() is None, reason="nats-server not installed")
@@ -44,20 +43,7 @@ def _normalise(value: Any) -> Any:
 async def both(
     tmp_path: Path, steps: Callable[[], list[Step]], norm: Callable[[Any], Any] = lambda v: v
 ) -> None:
-    """Run the steps against nats-server and pynatsd at the same time (each gets its steps
-    built when it starts, so that `@at` times are fresh) and compare."""
-    (tmp_path / "go").mkdir()
-    (tmp_path / "py").mkdir()
-
-    async def go() -> list[Any]:
-        async with go_server(tmp_path / "go") as url:
-            return await run_steps(url, steps())
-
-    async def py() -> list[Any]:
-        async with py_server(tmp_path / "py") as url:
-            return await run_steps(url, steps())
-
-    expected, got = await asyncio.gather(go(), py())
+    expected, got = await side_by_side_at_once(tmp_path, steps)
     assert_same(norm(_normalise(expected)), norm(_normalise(got)))
 
 

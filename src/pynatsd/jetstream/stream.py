@@ -22,7 +22,7 @@ from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.schedules import MsgScheduling, check_publish
 from pynatsd.jetstream.sourcing import Source
 from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
-from pynatsd.jetstream.ttl import parse_message_ttl
+from pynatsd.jetstream.ttl import age_out, is_delete_marker, parse_message_ttl, ttl_or_zero
 from pynatsd.jetstream.util import (
     go_duration,
     go_hash,
@@ -56,31 +56,13 @@ def limits_of(config: StreamConfig) -> StreamLimits:
     return StreamLimits(
         max_msgs=config.max_msgs,
         max_bytes=config.max_bytes,
-        max_age=config.max_age,
+        # A stream with per-message TTLs ages its messages itself (ttl.age_out): a message
+        # with `Nats-TTL: never` stays, and the last of a subject may leave a marker.
+        max_age=0 if config.allow_msg_ttl else config.max_age,
         max_msgs_per_subject=config.max_msgs_per_subject,
         max_msg_size=config.max_msg_size,
         discard=config.discard,
         discard_new_per_subject=config.discard_new_per_subject,
-    )
-
-
-def _ttl_or_zero(header: bytes) -> int:
-    """The TTL as Go's first (lenient) look at it sees it: 0 when absent or unparsable."""
-    text = header_value(header, "Nats-TTL")
-    if not text:
-        return 0
-    try:
-        return parse_message_ttl(text)
-    except ApiError:
-        return 0
-
-
-def is_delete_marker(header: bytes) -> bool:
-    """nats-server's isSubjectDeleteMarker."""
-    if not header:
-        return False
-    return bool(header_value(header, "Nats-Marker-Reason")) or (
-        header_value(header, "KV-Operation") == "PURGE"
     )
 
 
@@ -115,6 +97,8 @@ class Stream:
         self._ttls: list[tuple[int, int]] = []
         self._ttl_timer: asyncio.TimerHandle | None = None
         self._ttl_at = 0
+        # With per-message TTLs: no max_age check before this (ns), see _next_age_check.
+        self._age_next = 0
         # Message schedules (schedules.py), only for streams with allow_msg_schedules.
         self.scheduling: MsgScheduling | None = None
         self._transform: SubjectTransform | None = None
@@ -235,7 +219,7 @@ class Stream:
 
     def schedule_expiry(self) -> None:
         """max_age: remove messages when they age out, not only when the next one arrives."""
-        when = self.store.next_expiry()
+        when = self._next_age_check() if self.config.allow_msg_ttl else self.store.next_expiry()
         if when is None or self.closed:
             return
         if self._expiry_at and self._expiry_timer is not None and self._expiry_at <= when:
@@ -251,8 +235,11 @@ class Stream:
         self._expiry_at = 0
         if self.closed:
             return
-        if self.config.subject_delete_marker_ttl > 0:
-            self._mark_aged_out()
+        if self.config.allow_msg_ttl:
+            next_check = age_out(self)
+            self._age_next = next_check or now_ns() + self.config.max_age
+            self.schedule_expiry()
+            return
         before = self.store.state().first_seq
         self.store.expire()
         if self.store.state().first_seq != before:
@@ -261,24 +248,16 @@ class Stream:
                 consumer.signal()
         self.schedule_expiry()
 
-    def _mark_aged_out(self) -> None:
-        """Subject delete markers for the subjects whose last message ages out now."""
-        cutoff = now_ns() - self.config.max_age
-        seq = self.store.state().first_seq
-        done: set[str] = set()
-        while True:
-            msg = self.store.load_next_msg("", seq)
-            if msg is None or msg.ts > cutoff:
-                return
-            seq = msg.seq + 1
-            if msg.subject in done or is_delete_marker(msg.header):
-                continue
-            last = self.store.load_last_msg(msg.subject)
-            if last is not None and last.seq == msg.seq:
-                done.add(msg.subject)
-                self._place_marker(msg.subject)
+    def _next_age_check(self) -> int | None:
+        max_age = self.config.max_age
+        if max_age <= 0:
+            return None
+        st = self.store.state()
+        if not st.messages:
+            return None
+        return max(st.first_ts + max_age, self._age_next)
 
-    def _place_marker(self, subject: str) -> None:
+    def place_marker(self, subject: str) -> None:
         # Go writes the TTL as time.Duration(seconds)*time.Second: "3s", "1m0s".
         marker_ttl = go_duration(self.config.subject_delete_marker_ttl // NS * NS)
         header = (
@@ -301,7 +280,7 @@ class Stream:
             if msg is None:
                 break
             seq = msg.seq + 1
-            ttl = _ttl_or_zero(msg.header) if msg.header else 0
+            ttl = ttl_or_zero(msg.header) if msg.header else 0
             if ttl > 0:
                 self._ttls.append((msg.ts + ttl * NS, msg.seq))
         heapq.heapify(self._ttls)
@@ -339,7 +318,7 @@ class Stream:
             if sdm and not is_delete_marker(msg.header):
                 last = self.store.load_last_msg(msg.subject)
                 if last is not None and last.seq == seq:
-                    self._place_marker(msg.subject)
+                    self.place_marker(msg.subject)
                     continue
             self.remove_msg(seq)
         self._schedule_ttl()
@@ -563,7 +542,7 @@ class Stream:
         expected_stream = header_value(header, "Nats-Expected-Stream")
         if expected_stream and expected_stream != self.name:
             raise errors.stream_not_match().traced_as("expected stream does not match")
-        if b"\r\nNats-TTL:" in header and _ttl_or_zero(header) != 0 and not cfg.allow_msg_ttl:
+        if b"\r\nNats-TTL:" in header and ttl_or_zero(header) != 0 and not cfg.allow_msg_ttl:
             raise js_error("MessageTTLDisabled").traced_as("message TTL disabled")
         if b"\r\nNats-Expected-Last-" not in header:
             subject_seq = for_subject = expected_last = None
