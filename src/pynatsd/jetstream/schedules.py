@@ -254,7 +254,18 @@ class MsgScheduling:
             self._seq_subject.pop(old[0], None)
         self.schedules[subject] = (seq, when)
         self._seq_subject[seq] = subject
-        heapq.heappush(self._due, (when, seq))
+        self._push(when, seq)
+
+    def _push(self, when: int, seq: int) -> None:
+        """Heap (when, seq), already recorded in `schedules`."""
+        due = self._due
+        if len(due) > 2 * len(self.schedules) + 64:
+            # Replaced schedules leave their entries behind until due: drop them now and then,
+            # so that a schedule rewritten often does not grow the heap without end.
+            due[:] = [(w, q) for q, w in self.schedules.values()]
+            heapq.heapify(due)
+            return
+        heapq.heappush(due, (when, seq))
 
     def _remove_subject(self, subject: str) -> None:
         old = self.schedules.pop(subject, None)
@@ -265,7 +276,7 @@ class MsgScheduling:
         old = self.schedules.get(subject)
         if old is not None:
             self.schedules[subject] = (old[0], when)
-            heapq.heappush(self._due, (when, old[0]))
+            self._push(when, old[0])
 
     def stored(self, seq: int, subject: str, header: bytes, ts: int) -> None:
         """A message was stored (the store's part of nats-server's storeRawMsg, and the purge
@@ -361,13 +372,13 @@ class MsgScheduling:
 
     def _fire_due(self) -> None:
         now = now_ns()
-        due: list[tuple[int, int, str]] = []
+        found: dict[int, tuple[int, int, str]] = {}
         while self._due and self._due[0][0] <= now:
             when, seq = heapq.heappop(self._due)
             subject = self._seq_subject.get(seq)
             if subject is not None and self.schedules.get(subject) == (seq, when):
-                due.append((seq, when, subject))
-        due.sort()  # by sequence, as nats-server sorts what its wheel returns
+                found[seq] = (seq, when, subject)
+        due = sorted(found.values())  # by sequence, as nats-server sorts what its wheel gives
         store = self.stream.store
         for seq, when, subject in due:
             msg = store.load_msg(seq)
