@@ -5,7 +5,8 @@ transform, the header checks in Go's order (`Nats-Expected-*`, `Nats-TTL`, `Nats
 duplicates, `Nats-Rollup`), the size limits, per-message TTLs with subject delete markers, the
 rollup purge, republish, and the PubAck, which is sent only once the record is durable (see
 `StreamStore.when_durable`). Mirrors and sources follow other streams of the same account
-(`sourcing.py`).
+(`sourcing.py`); message schedules are `schedules.py`'s, and a stream with per-message TTLs
+ages its messages with `ttl.py`.
 """
 
 from __future__ import annotations
