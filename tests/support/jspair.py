@@ -25,7 +25,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -239,3 +239,24 @@ def assert_same(expected: list[Any], got: list[Any]) -> None:
                 f"step {want[0]} {want[1]}\n nats-server: {json.dumps(want[2], sort_keys=True)}"
                 f"\n pynatsd:     {json.dumps(have[2], sort_keys=True)}"
             )
+
+
+async def side_by_side_at_once(
+    tmp_path: Path, steps: Callable[[], list[Step]]
+) -> tuple[list[Any], list[Any]]:
+    """`side_by_side` with both servers running the steps at the same time (for scenarios
+    that wait on timers: half the wall time), each with the steps built as it starts (so that
+    times in them are fresh)."""
+    (tmp_path / "go").mkdir()
+    (tmp_path / "py").mkdir()
+
+    async def go() -> list[Any]:
+        async with go_server(tmp_path / "go") as url:
+            return await run_steps(url, steps())
+
+    async def py() -> list[Any]:
+        async with py_server(tmp_path / "py") as url:
+            return await run_steps(url, steps())
+
+    expected, got = await asyncio.gather(go(), py())
+    return expected, got

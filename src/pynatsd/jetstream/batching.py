@@ -184,7 +184,7 @@ def check_batch_msg(
 ) -> None:
     """One message of a batch, in the order of nats-server's
     checkMsgHeadersPreClusteredProposal (single server: no counters in flight)."""
-    from pynatsd.jetstream.stream import parse_message_ttl
+    from pynatsd.jetstream.ttl import parse_message_ttl
 
     cfg = stream.config
     if header:

@@ -5,7 +5,8 @@ transform, the header checks in Go's order (`Nats-Expected-*`, `Nats-TTL`, `Nats
 duplicates, `Nats-Rollup`), the size limits, per-message TTLs with subject delete markers, the
 rollup purge, republish, and the PubAck, which is sent only once the record is durable (see
 `StreamStore.when_durable`). Mirrors and sources follow other streams of the same account
-(`sourcing.py`).
+(`sourcing.py`); message schedules are `schedules.py`'s, and a stream with per-message TTLs
+ages its messages with `ttl.py`.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.batching import FAST_SUFFIX, Batching, recover_partial_batch
 from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.jetstream.schedules import MsgScheduling, check_publish
 from pynatsd.jetstream.sourcing import Source
 from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
+from pynatsd.jetstream.ttl import age_out, is_delete_marker, parse_message_ttl, ttl_or_zero
 from pynatsd.jetstream.util import (
     go_duration,
     go_hash,
     go_json,
     now_ns,
-    parse_go_duration,
     rfc3339_ns,
 )
 from pynatsd.logger import log
@@ -58,49 +60,13 @@ def limits_of(config: StreamConfig) -> StreamLimits:
     return StreamLimits(
         max_msgs=config.max_msgs,
         max_bytes=config.max_bytes,
-        max_age=config.max_age,
+        # A stream with per-message TTLs ages its messages itself (ttl.age_out): a message
+        # with `Nats-TTL: never` stays, and the last of a subject may leave a marker.
+        max_age=0 if config.allow_msg_ttl else config.max_age,
         max_msgs_per_subject=config.max_msgs_per_subject,
         max_msg_size=config.max_msg_size,
         discard=config.discard,
         discard_new_per_subject=config.discard_new_per_subject,
-    )
-
-
-def parse_message_ttl(text: str) -> int:
-    """Go's parseMessageTTL: seconds; -1 for "never"; ApiError 10165 when invalid."""
-    if text.lower() == "never":
-        return -1
-    ns = parse_go_duration(text)
-    if ns is not None:
-        if ns < NS:
-            raise js_error("MessageTTLInvalid")
-        return ns // NS
-    try:
-        value = int(text)
-    except ValueError:
-        raise js_error("MessageTTLInvalid") from None
-    if value < 0:
-        raise js_error("MessageTTLInvalid")
-    return value
-
-
-def _ttl_or_zero(header: bytes) -> int:
-    """The TTL as Go's first (lenient) look at it sees it: 0 when absent or unparsable."""
-    text = header_value(header, "Nats-TTL")
-    if not text:
-        return 0
-    try:
-        return parse_message_ttl(text)
-    except ApiError:
-        return 0
-
-
-def is_delete_marker(header: bytes) -> bool:
-    """nats-server's isSubjectDeleteMarker."""
-    if not header:
-        return False
-    return bool(header_value(header, "Nats-Marker-Reason")) or (
-        header_value(header, "KV-Operation") == "PURGE"
     )
 
 
@@ -135,6 +101,10 @@ class Stream:
         self._ttls: list[tuple[int, int]] = []
         self._ttl_timer: asyncio.TimerHandle | None = None
         self._ttl_at = 0
+        # With per-message TTLs: no max_age check before this (ns), see _next_age_check.
+        self._age_next = 0
+        # Message schedules (schedules.py), only for streams with allow_msg_schedules.
+        self.scheduling: MsgScheduling | None = None
         self._transform: SubjectTransform | None = None
         self._republish: SubjectTransform | None = None
         self.sources: list[Source] = []
@@ -157,7 +127,13 @@ class Stream:
         self._setup_sourcing()
         if self.config.allow_msg_ttl:
             self._rebuild_ttls()
+        if self.config.allow_msg_schedules:
+            self._start_scheduling()
         self.schedule_expiry()
+
+    def _start_scheduling(self) -> None:
+        self.scheduling = MsgScheduling(self)
+        self.scheduling.rebuild()
 
     def _setup_transforms(self) -> None:
         cfg = self.config
@@ -256,12 +232,14 @@ class Stream:
             self._rebuild_ttls()
         if self._batching is not None:
             self._batching.config_changed()
+        if config.allow_msg_schedules and self.scheduling is None:
+            self._start_scheduling()
 
     # -- max_age ---------------------------------------------------------------------------------
 
     def schedule_expiry(self) -> None:
         """max_age: remove messages when they age out, not only when the next one arrives."""
-        when = self.store.next_expiry()
+        when = self._next_age_check() if self.config.allow_msg_ttl else self.store.next_expiry()
         if when is None or self.closed:
             return
         if self._expiry_at and self._expiry_timer is not None and self._expiry_at <= when:
@@ -277,8 +255,11 @@ class Stream:
         self._expiry_at = 0
         if self.closed:
             return
-        if self.config.subject_delete_marker_ttl > 0:
-            self._mark_aged_out()
+        if self.config.allow_msg_ttl:
+            next_check = age_out(self)
+            self._age_next = next_check or now_ns() + self.config.max_age
+            self.schedule_expiry()
+            return
         before = self.store.state().first_seq
         self.store.expire()
         if self.store.state().first_seq != before:
@@ -287,24 +268,16 @@ class Stream:
                 consumer.signal()
         self.schedule_expiry()
 
-    def _mark_aged_out(self) -> None:
-        """Subject delete markers for the subjects whose last message ages out now."""
-        cutoff = now_ns() - self.config.max_age
-        seq = self.store.state().first_seq
-        done: set[str] = set()
-        while True:
-            msg = self.store.load_next_msg("", seq)
-            if msg is None or msg.ts > cutoff:
-                return
-            seq = msg.seq + 1
-            if msg.subject in done or is_delete_marker(msg.header):
-                continue
-            last = self.store.load_last_msg(msg.subject)
-            if last is not None and last.seq == msg.seq:
-                done.add(msg.subject)
-                self._place_marker(msg.subject)
+    def _next_age_check(self) -> int | None:
+        max_age = self.config.max_age
+        if max_age <= 0:
+            return None
+        st = self.store.state()
+        if not st.messages:
+            return None
+        return max(st.first_ts + max_age, self._age_next)
 
-    def _place_marker(self, subject: str) -> None:
+    def place_marker(self, subject: str) -> None:
         # Go writes the TTL as time.Duration(seconds)*time.Second: "3s", "1m0s".
         marker_ttl = go_duration(self.config.subject_delete_marker_ttl // NS * NS)
         header = (
@@ -327,7 +300,7 @@ class Stream:
             if msg is None:
                 break
             seq = msg.seq + 1
-            ttl = _ttl_or_zero(msg.header) if msg.header else 0
+            ttl = ttl_or_zero(msg.header) if msg.header else 0
             if ttl > 0:
                 self._ttls.append((msg.ts + ttl * NS, msg.seq))
         heapq.heapify(self._ttls)
@@ -365,7 +338,7 @@ class Stream:
             if sdm and not is_delete_marker(msg.header):
                 last = self.store.load_last_msg(msg.subject)
                 if last is not None and last.seq == seq:
-                    self._place_marker(msg.subject)
+                    self.place_marker(msg.subject)
                     continue
             self.remove_msg(seq)
         self._schedule_ttl()
@@ -531,9 +504,9 @@ class Stream:
                 b"\r\nNats-Expected-" in header
                 or b"\r\nNats-TTL:" in header
                 or b"\r\nNats-Incr:" in header
-                or b"\r\nNats-Schedule:" in header
+                or b"\r\nNats-Schedule" in header
             ):
-                self._check_headers(subject, header)  # only when it has something to check
+                header = self._check_headers(subject, header)  # only when it has something to check
             msg_id = header_value(header, "Nats-Msg-Id") or ""
             if msg_id and cfg.mirror is None:
                 order = self._msg_id_order
@@ -606,6 +579,8 @@ class Stream:
                 self.purge(subject=subject, keep=1)
             else:
                 self.purge(keep=1)
+        if self.scheduling is not None:
+            self.scheduling.stored(seq, subject, header, ts)
         if ttl > 0 and cfg.allow_msg_ttl:
             self._track_ttl(seq, ts, ttl)
         if self._republish is not None:
@@ -633,8 +608,8 @@ class Stream:
             self._msg_ids[msg_id] = (seq, ts)
             self._msg_id_order.append((ts, msg_id))
 
-    def _check_headers(self, subject: str, header: bytes) -> None:
-        """The publish expectations, in nats-server's order."""
+    def _check_headers(self, subject: str, header: bytes) -> bytes:
+        """The publish expectations, in nats-server's order; the header to store."""
         # Each lookup only when its key is there at all (a scan is cheaper than a lookup).
         cfg = self.config
         if b"\r\nNats-Incr:" in header and not cfg.allow_msg_counter:
@@ -642,7 +617,7 @@ class Stream:
         expected_stream = header_value(header, "Nats-Expected-Stream")
         if expected_stream and expected_stream != self.name:
             raise errors.stream_not_match().traced_as("expected stream does not match")
-        if b"\r\nNats-TTL:" in header and _ttl_or_zero(header) != 0 and not cfg.allow_msg_ttl:
+        if b"\r\nNats-TTL:" in header and ttl_or_zero(header) != 0 and not cfg.allow_msg_ttl:
             raise js_error("MessageTTLDisabled").traced_as("message TTL disabled")
         if b"\r\nNats-Expected-Last-" not in header:
             subject_seq = for_subject = expected_last = None
@@ -665,8 +640,9 @@ class Stream:
                 raise errors.wrong_last_sequence(last).traced_as(
                     f"last sequence mismatch: {_as_int(expected_last)} vs {last}"
                 )
-        if b"\r\nNats-Schedule:" in header and not cfg.allow_msg_schedules:
-            raise js_error("MessageSchedulesDisabled")
+        if b"\r\nNats-Schedule" in header:
+            return check_publish(self, subject, header)
+        return header
 
     def _do_republish(self, subject: str, header: bytes, data: bytes, seq: int, ts: int) -> None:
         assert self._republish is not None
@@ -849,6 +825,8 @@ class Stream:
         if self._ttl_timer is not None:
             self._ttl_timer.cancel()
             self._ttl_timer = None
+        if self.scheduling is not None:
+            self.scheduling.stop()
         for src in self._all_sources():
             src.stop()
         self.unsubscribe()
