@@ -13,6 +13,7 @@ import secrets
 import string
 
 from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.protocol.headers import header_value
 
 NS = 1_000_000_000
 MS = 1_000_000
@@ -87,3 +88,17 @@ def ephemeral_name() -> str:
     """nats-server's createConsumerName: 8 characters of a hash of a fresh NUID."""
     alphabet = string.ascii_letters + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+def refuses_api_level(header: bytes) -> bool:
+    """nats-server's errorOnRequiredApiLevel: the request's `Nats-Required-Api-Level` header
+    asks for more than this server's API level (or is not a number)."""
+    if not header:
+        return False
+    wanted = header_value(header, "Nats-Required-Api-Level")
+    if not wanted:
+        return False
+    try:
+        return int(API_LEVEL) < int(wanted)
+    except ValueError:
+        return True
