@@ -84,6 +84,9 @@ SCENARIOS: dict[str, list[Step]] = {
         reset("S", "C", {"seq": 2}, {"Nats-Required-Api-Level": "99"}),
         reset("S", "C", {"seq": 2}, {"Nats-Required-Api-Level": "x"}),
         reset("S", "C", {"seq": 2}, {"Nats-Required-Api-Level": "1"}),
+        # The stream's identity comes back in a header when the request asks for it.
+        reset("S", "C", {"seq": 2}, {"Nats-Stream-Identity": "anything"}),
+        reset("S", "C", "[]", {"Nats-Stream-Identity": "anything"}),
         # Nobody answers for a consumer or a stream that does not exist.
         reset("S", "NOPE"),
         reset("NOPE", "C"),

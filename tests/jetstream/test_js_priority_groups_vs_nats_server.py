@@ -120,6 +120,7 @@ SCENARIOS: dict[str, list[Step]] = {
         pull("O", {"batch": 1, "no_wait": True, "group": "A", "min_pending": -5}),
         # Not JSON: no priority fields at all, so no group is missing.
         pull("O", "1"),
+        ("req", f"{API}.CONSUMER.MSG.NEXT.S.O", "1", {"Nats-Required-Api-Level": "6"}),
     ],
     "pinned client": [
         stream("S", subjects=["s.>"]),

@@ -117,7 +117,7 @@ def normalize_ack_subject(subject: str) -> str:
 
 def _record_msg(msg: Any) -> dict[str, Any]:
     headers = dict(msg.headers or {})
-    for k in ("Nats-Time-Stamp",):
+    for k in ("Nats-Time-Stamp", "Nats-Stream-Identity"):
         if k in headers:
             headers[k] = "<volatile>"
     if headers.get("Nats-Pin-Id"):

@@ -10,7 +10,8 @@ as new. `{"seq": N}` moves it to stream sequence N instead, which the deliver po
 `all` any N, `by_start_sequence` no N below `opt_start_seq` ("below start seq"),
 `by_start_time` no N below the first message at `opt_start_time` ("below start time"), the
 other policies none ("not allowed"). Either way the consumer starts counting deliveries from
-1 again, and the reply is the consumer info plus `reset_seq`, the sequence it resumes from.
+1 again, and the reply is the consumer info plus `reset_seq`, the sequence it resumes from
+(with the stream's identity in a `Nats-Stream-Identity` header when the request had one).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pynatsd.jetstream.delivery import Delivery
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.gostruct import RawNumber, decode_int, json_kind
 from pynatsd.jetstream.util import go_json, go_unmarshal_syntax_error, parse_go_time
+from pynatsd.protocol.headers import header_value
 
 if TYPE_CHECKING:
     from pynatsd.protocol.events import Pub
@@ -77,6 +79,7 @@ class ConsumerReset(Delivery):
         header = ev.payload[:hs] if hs > 0 else b""
         body = ev.payload[hs:] if hs > 0 else ev.payload
         out: dict[str, Any] = {"type": _RESPONSE_TYPE}
+        reply_header = b""
         try:
             if refuses_api_level(header):
                 raise js_error("RequiredApiLevel")
@@ -87,7 +90,11 @@ class ConsumerReset(Delivery):
         else:
             out.update(self.info_reply())
             out["reset_seq"] = seq
-        self.ajs.reply(ev.reply, go_json(out))
+            if header_value(header, "Nats-Stream-Identity") is not None:
+                # The requester checks it was this stream, not one recreated under its name.
+                identity = self.stream.identity()
+                reply_header = f"NATS/1.0\r\nNats-Stream-Identity: {identity}\r\n\r\n".encode()
+        self.ajs.reply(ev.reply, go_json(out), reply_header)
 
     def reset_to(self, seq: int) -> int:
         """Go's resetStartingSeqLocked: deliver from stream sequence `seq` (0: the ack floor)

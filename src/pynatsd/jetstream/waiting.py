@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pynatsd.jetstream.config import refuses_api_level
 from pynatsd.jetstream.consumer_state import (
     NS,
     ConsumerState,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from pynatsd.server.subscription import InternalSubscription, Subscription
 
 _NO_MESSAGES = b"NATS/1.0 404 No Messages\r\n\r\n"
+_API_LEVEL = b"NATS/1.0 412 Required Api Level\r\n\r\n"
 
 
 @dataclass(slots=True)
@@ -70,6 +72,9 @@ class PullQueue(ConsumerState):
     ) -> None:
         hs = ev.header_size
         body = ev.payload[hs:] if hs > 0 else ev.payload
+        if hs > 0 and ev.reply and not self.push and refuses_api_level(ev.payload[:hs]):
+            self._send_status(ev.reply.decode("utf-8", "surrogateescape"), _API_LEVEL)
+            return
         self.process_next_request(ev.reply.decode("utf-8", "surrogateescape"), body)
 
     def process_next_request(self, reply: str, body: bytes) -> None:
