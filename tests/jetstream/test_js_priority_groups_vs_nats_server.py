@@ -179,6 +179,19 @@ SCENARIOS: dict[str, list[Step]] = {
         pull("T", {"batch": 1, "expires": EXPIRES, "group": "A"}),
         *COLLECT_ADVISORIES,
     ],
+    "pins and requests without priority fields or room": [
+        stream("S", subjects=["s.>"]),
+        ("pub", "s.big", "x" * 200),
+        durable("M", priority_policy="pinned_client", priority_groups=["A"]),
+        # Too small for the message: ended with 409, and the pin it was given is released.
+        pull("M", {"batch": 1, "max_bytes": 10, "expires": EXPIRES, "group": "A"}),
+        info("M"),
+        pull("M", {"batch": 1, "expires": EXPIRES, "group": "A"}),
+        durable("PLAIN", priority_policy="pinned_client", priority_groups=["A"]),
+        # A plain batch size has no group: it is served, and pins nobody.
+        pull("PLAIN", "1"),
+        info("PLAIN"),
+    ],
     "pinned client among waiting requests": [
         stream("S", subjects=["s.>"]),
         durable(
