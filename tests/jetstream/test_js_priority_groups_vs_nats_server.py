@@ -138,6 +138,7 @@ SCENARIOS: dict[str, list[Step]] = {
         # While the pin holds: others wait (and time out), a wrong id is refused at once.
         pull("P", {"batch": 1, "expires": EXPIRES, "group": "A"}),
         pull("P", {"batch": 1, "expires": EXPIRES, "group": "A", "id": "bogus"}),
+        pull("P", {"batch": 1, "no_wait": True, "group": "A"}),
         pull("P", {"batch": 1, "expires": EXPIRES, "group": "A", "id": "<pin>"}),
         *COLLECT_ADVISORIES,
         unpin("P", ""),
