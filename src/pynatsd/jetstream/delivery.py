@@ -72,7 +72,10 @@ class Delivery(PriorityGroups, AckTracker):
         push = self.push
         ack_prefix = self._ack_prefix
         headers_only = self.config.headers_only
-        pinned = self.config.priority_policy == "pinned_client"
+        # Chosen once a round: a consumer without priority groups pays nothing for them.
+        policy = self.config.priority_policy
+        next_waiting = self._next_waiting_priority if policy else self._next_waiting
+        pinned = policy == "pinned_client"
         hit_max_ack_pending = False
         yielded = False
         while True:
@@ -110,7 +113,7 @@ class Delivery(PriorityGroups, AckTracker):
             if push:
                 dsubj = self.config.deliver_subject
             else:
-                wr = self._next_waiting(size, now)
+                wr = next_waiting(size, now)
                 if wr is None:
                     self._did_not_take(msg.seq, dc, self._from_lss)
                     break

@@ -248,9 +248,8 @@ class PullQueue(ConsumerState):
         return asked, deadline
 
     def _next_waiting(self, size: int, now: int) -> PullRequest | None:
-        """Go's nextWaiting: the request to get a message of `size`."""
-        if self.config.priority_policy:
-            return self._next_waiting_priority(size, now)
+        """Go's nextWaiting: the request to get a message of `size` (a consumer with a
+        priority policy uses `_next_waiting_priority` instead; the pump picks once a round)."""
         while self.waiting:
             wr = self.waiting[0]
             if wr.expires_ns and now >= wr.expires_ns:
