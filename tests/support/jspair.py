@@ -6,7 +6,8 @@ A step is a tuple:
 
 - ``("req", subject, body)``: a request; records the reply's headers and JSON body.
 - ``("pub", subject, data[, headers])``: a publish expecting a PubAck; records it.
-- ``("send", subject, data)``: a publish with no reply (an ack, for instance).
+- ``("send", subject, data[, reply])``: a publish with no reply (an ack, for instance), or
+  with the given reply subject (a pull request whose messages a ``watch`` collects).
 - ``("ack", subject, data)``: an acknowledgement sent as a request (`ack_sync`); records the
   reply, or that none came within 0.3 s.
 - ``("fetch", subject, body, seconds)``: a request whose answers arrive on a private inbox
@@ -17,6 +18,9 @@ A step is a tuple:
   a given time is a matter of timers, what they say is not).
 - ``("answer_fc", subject)``: answer the last flow-control request the watch received.
 - ``("sleep", seconds)``.
+
+A pinned pull consumer's `Nats-Pin-Id` is recorded as ``<pin>``; the text ``<pin>`` in a later
+step's body stands for the last pin id the run received.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ _VOLATILE = {
     "id",
     "pause_remaining",
     "active",
+    "pinned_id",
+    "pinned_client_id",
 }
 _GENERATED = re.compile(r"^[A-Za-z0-9]{8}$")
 
@@ -84,6 +90,8 @@ def _normalize(value: Any, key: str = "") -> Any:
                 out[k] = "<volatile>"
             elif k == "cluster":
                 out[k] = "<cluster>"
+            elif k == "pinned_ts" and isinstance(v, str) and not v.startswith("0001-"):
+                out[k] = "<volatile>"
             else:
                 out[k] = _normalize(v, k)
         return out
@@ -109,9 +117,11 @@ def normalize_ack_subject(subject: str) -> str:
 
 def _record_msg(msg: Any) -> dict[str, Any]:
     headers = dict(msg.headers or {})
-    for k in ("Nats-Time-Stamp",):
+    for k in ("Nats-Time-Stamp", "Nats-Stream-Identity"):
         if k in headers:
             headers[k] = "<volatile>"
+    if headers.get("Nats-Pin-Id"):
+        headers["Nats-Pin-Id"] = "<pin>"
     if "Nats-Consumer-Stalled" in headers:
         headers["Nats-Consumer-Stalled"] = normalize_ack_subject(headers["Nats-Consumer-Stalled"])
     body: Any = msg.data.decode("utf-8", "replace")
@@ -133,6 +143,17 @@ async def run_steps(url: str, steps: list[Step]) -> list[Any]:
     out: list[Any] = []
     watched: dict[str, list[Any]] = {}
     last_fc: dict[str, str] = {}
+    pin = [""]
+
+    def seen(msg: Any) -> Any:
+        if msg.headers and msg.headers.get("Nats-Pin-Id"):
+            pin[0] = msg.headers["Nats-Pin-Id"]
+        return msg
+
+    def body(value: Any) -> bytes:
+        data = _bytes(value)
+        return data.replace(b"<pin>", pin[0].encode()) if pin[0] else data
+
     try:
         for step in steps:
             kind = step[0]
@@ -141,7 +162,7 @@ async def run_steps(url: str, steps: list[Step]) -> list[Any]:
                 watched[step[1]] = got_msgs
 
                 async def keep(msg: Any, into: list[Any] = got_msgs, key: str = step[1]) -> None:
-                    into.append(msg)
+                    into.append(seen(msg))
                     if msg.reply.startswith("$JS.FC."):
                         last_fc[key] = msg.reply
 
@@ -169,7 +190,7 @@ async def run_steps(url: str, steps: list[Step]) -> list[Any]:
                 await asyncio.sleep(step[1])
                 continue
             if kind == "send":
-                await nc.publish(step[1], _bytes(step[2]))
+                await nc.publish(step[1], body(step[2]), reply=step[3] if len(step) > 3 else "")
                 await nc.flush()
                 continue
             if kind == "ack":
@@ -182,8 +203,8 @@ async def run_steps(url: str, steps: list[Step]) -> list[Any]:
             if kind in ("req", "pub"):
                 headers = step[3] if len(step) > 3 else None
                 try:
-                    msg = await nc.request(step[1], _bytes(step[2]), timeout=2, headers=headers)
-                    out.append((kind, step[1], _record_msg(msg)))
+                    msg = await nc.request(step[1], body(step[2]), timeout=2, headers=headers)
+                    out.append((kind, step[1], _record_msg(seen(msg))))
                 except Exception as e:  # no responders, timeout: part of the transcript
                     out.append((kind, step[1], type(e).__name__))
                 continue
@@ -191,7 +212,7 @@ async def run_steps(url: str, steps: list[Step]) -> list[Any]:
                 inbox = nc.new_inbox()
                 got: list[dict[str, Any]] = []
                 sub = await nc.subscribe(inbox)
-                await nc.publish(step[1], _bytes(step[2]), reply=inbox)
+                await nc.publish(step[1], body(step[2]), reply=inbox)
                 deadline = time.monotonic() + step[3]
                 while True:
                     left = deadline - time.monotonic()
@@ -201,7 +222,7 @@ async def run_steps(url: str, steps: list[Step]) -> list[Any]:
                         msg = await sub.next_msg(timeout=left)
                     except Exception:
                         break
-                    got.append(_record_msg(msg))
+                    got.append(_record_msg(seen(msg)))
                 await sub.unsubscribe()
                 out.append((kind, step[1], got))
                 continue

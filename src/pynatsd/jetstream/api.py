@@ -23,6 +23,7 @@ from pynatsd.jetstream.config import (
     valid_name,
 )
 from pynatsd.jetstream.consumer_checks import (
+    GROUP_NAME,
     check_consumer_config,
     check_consumer_update,
     check_workqueue,
@@ -49,6 +50,7 @@ from pynatsd.jetstream.util import (
     format_go_time,
     go_json,
     go_json_syntax_error,
+    go_unmarshal_syntax_error,
     now_ns,
     parse_go_time,
     rfc3339_ns,
@@ -101,6 +103,7 @@ _ARITY: dict[tuple[str, ...], tuple[int, int | None]] = {
     ("CONSUMER", "INFO"): (2, 2),
     ("CONSUMER", "DELETE"): (2, 2),
     ("CONSUMER", "PAUSE"): (2, 2),
+    ("CONSUMER", "UNPIN"): (2, 2),
     ("CONSUMER", "NAMES"): (1, 1),
     ("CONSUMER", "LIST"): (1, 1),
 }
@@ -203,6 +206,7 @@ class JetStreamApi:
             ("CONSUMER", "NAMES"): ("consumer_names_response", self.consumer_names),
             ("CONSUMER", "LIST"): ("consumer_list_response", self.consumer_list),
             ("CONSUMER", "PAUSE"): ("consumer_pause_response", self.consumer_pause),
+            ("CONSUMER", "UNPIN"): ("consumer_unpin_response", self.consumer_unpin),
         }
 
     # -- dispatch --------------------------------------------------------------------------------
@@ -623,12 +627,7 @@ class JetStreamApi:
             config.pause_until = existing.config.pause_until
         set_static_consumer_metadata(config)
         consumer = self._add_consumer(stream, config, action, pedantic)
-        out = consumer.info()
-        out["ts"] = rfc3339_ns(now_ns())
-        groups = consumer.priority_groups_info()
-        if groups:
-            out["priority_groups"] = groups
-        return out
+        return consumer.info_reply()
 
     def _add_consumer(
         self, stream: Stream, config: ConsumerConfig, action: str, pedantic: bool
@@ -689,13 +688,7 @@ class JetStreamApi:
 
     def consumer_info(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         _require_empty(body)
-        consumer = self._consumer(rest)
-        out: dict[str, Any] = consumer.info()
-        out["ts"] = rfc3339_ns(now_ns())
-        groups = consumer.priority_groups_info()
-        if groups:
-            out["priority_groups"] = groups
-        return out
+        return self._consumer(rest).info_reply()
 
     def consumer_delete(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         _require_empty(body)
@@ -730,6 +723,36 @@ class JetStreamApi:
             out["pause_remaining"] = remaining
         return out
 
+    def consumer_unpin(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        """nats-server's jsConsumerUnpinRequest: end the pin of a pinned_client group."""
+        text = body.decode("utf-8", "replace")
+        try:
+            req = json.loads(text)
+        except ValueError as e:
+            raise errors.invalid_json(go_unmarshal_syntax_error(text, e)) from None
+        if req is not None and not isinstance(req, dict):
+            raise errors.invalid_json(
+                f"json: cannot unmarshal {json_kind(req)} into Go value of type "
+                "server.JSApiConsumerUnpinRequest"
+            )
+        group = None
+        if req:
+            # Go's json.Unmarshal: unknown fields ignored, names matched in any case.
+            group = req.get("group")
+            if group is None:
+                group = next((v for k, v in req.items() if k.lower() == "group"), None)
+        if group is not None and not isinstance(group, str):
+            raise unmarshal_error(group, "JSApiConsumerUnpinRequest.group", "string")
+        if not group:
+            raise errors.invalid_json("consumer group not specified")
+        if not GROUP_NAME.fullmatch(group):
+            raise js_error("ConsumerInvalidGroupName")
+        consumer = self._consumer(rest)
+        if group not in consumer.config.priority_groups:
+            raise js_error("ConsumerInvalidPriorityGroup")
+        consumer.unpin(group)
+        return {}
+
     def consumer_names(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         if len(rest) != 1:
             raise errors.bad_request()
@@ -753,12 +776,8 @@ class JetStreamApi:
         offset = max(_int_field(req, "offset", "JSApiConsumersRequest", "int"), 0)
         stream = self._stream(rest[0])
         consumers = [stream.consumers[n] for n in sorted(stream.consumers)]
-        now = rfc3339_ns(now_ns())
-        items = []
-        for c in consumers[offset : offset + _LIST_LIMIT]:
-            info = c.info(full_metadata=False)
-            info["ts"] = now
-            items.append(info)
+        page = consumers[offset : offset + _LIST_LIMIT]
+        items = [c.info_reply(full_metadata=False) for c in page]
         return {"total": len(consumers), "offset": offset, "limit": _LIST_LIMIT, "consumers": items}
 
 

@@ -2,8 +2,9 @@
 
 A port of nats-server's `server/consumer.go` to one event loop, in parts of one job each:
 `consumer_state.py` (the fields and shared helpers), `pending.py` (acks and redelivery),
-`waiting.py` (pull requests), `delivery.py` (the delivery loop, push flow control and
-heartbeats) and `consumer_config.py` (what the configuration means). This module starts and
+`waiting.py` (pull requests), `priority.py` (priority groups of pull requests), `delivery.py`
+(the delivery loop, push flow control and heartbeats), `reset.py` (CONSUMER.RESET) and
+`consumer_config.py` (what the configuration means). This module starts and
 stops a consumer, restores and saves its state, follows interest in a push consumer's deliver
 subject, deletes it when inactive, and answers for it (info, updates, pause, stream purges).
 """
@@ -14,8 +15,8 @@ from typing import Any
 
 from pynatsd.jetstream.consumer_config import ConsumerConfig, cheap_filters
 from pynatsd.jetstream.consumer_state import MS, NS, status
-from pynatsd.jetstream.delivery import Delivery
 from pynatsd.jetstream.pending import Pending
+from pynatsd.jetstream.reset import ConsumerReset
 from pynatsd.jetstream.store.base import StoreError
 from pynatsd.jetstream.util import now_ns, parse_go_time, rfc3339_ns
 from pynatsd.logger import log
@@ -25,7 +26,7 @@ from pynatsd.server.subscription import InternalSubscription
 _SAVE_DELAY = 0.05
 
 
-class Consumer(Delivery):
+class Consumer(ConsumerReset):
     """One consumer of a stream (Go's `consumer`)."""
 
     def start(self, restored: dict[str, Any] | None = None) -> None:
@@ -45,6 +46,11 @@ class Consumer(Delivery):
             self._subs.append(
                 InternalSubscription(
                     self._owner, f"{api}.CONSUMER.MSG.NEXT.{stream}.{name}", self._on_next_request
+                )
+            )
+            self._subs.append(
+                InternalSubscription(
+                    self._owner, f"{api}.CONSUMER.RESET.{stream}.{name}", self._on_reset
                 )
             )
         if self.config.flow_control:
@@ -348,11 +354,15 @@ class Consumer(Delivery):
                 out["pause_remaining"] = remaining
         return out
 
-    def priority_groups_info(self) -> list[dict[str, Any]]:
-        groups = self.config.priority_groups
-        if not groups:
-            return []
-        return [{"group": groups[0], "pinned_ts": "0001-01-01T00:00:00Z"}]
+    def info_reply(self, full_metadata: bool = True) -> dict[str, Any]:
+        """The consumer info an API reply carries (Go's ConsumerInfo): `info()`, the time, and
+        the priority groups' state."""
+        out = self.info(full_metadata)
+        out["ts"] = rfc3339_ns(now_ns())
+        groups = self.priority_groups_info()
+        if groups:
+            out["priority_groups"] = groups
+        return out
 
     def stop(self, save: bool = True) -> None:
         if self._save_handle is not None:
@@ -373,10 +383,12 @@ class Consumer(Delivery):
             self._hbtmr,
             self._dtmr,
             self._pause_tmr,
+            self._pin_tmr,
             self._pump_handle,
         ):
             self._cancel(handle)
         self._ptmr = self._wtmr = self._hbtmr = self._dtmr = self._pause_tmr = None
+        self._pin_tmr = None
         self._pump_handle = None
         if self.push:
             self.ajs.unwatch_interest(self)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.stream import Stream
     from pynatsd.jetstream.stream_config import StreamConfig
 
-_GROUP_NAME = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")
+GROUP_NAME = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")
 
 
 def check_consumer_config(
@@ -152,7 +152,7 @@ def check_consumer_config(
         for group in cfg.priority_groups:
             if not group:
                 raise js_error("ConsumerEmptyGroupName")
-            if not _GROUP_NAME.match(group):
+            if not GROUP_NAME.match(group):
                 raise js_error("ConsumerInvalidGroupName")
     else:
         if cfg.priority_groups:

@@ -94,6 +94,11 @@ class ConsumerState:
         self.waiting_last = now_ns()  # last pull activity, for the inactive threshold
         self._wtmr: asyncio.TimerHandle | None = None  # expiry and heartbeat timer of requests
 
+        # -- priority groups of a pull consumer (priority.py) --
+        self.pin_id = ""  # Go's currentPinId: the pinned client's id (pinned_client policy)
+        self.pinned_ts = 0  # Go's pinnedTS: when that pin was given (ns)
+        self._pin_tmr: asyncio.TimerHandle | None = None  # Go's pinnedTtl: the pin's expiry
+
         # -- push mode (delivery.py) --
         self.active = False  # the deliver subject has interest
         self.pbytes = 0  # Go's pbytes: bytes delivered and not yet covered by flow control

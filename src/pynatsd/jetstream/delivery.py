@@ -12,7 +12,7 @@ Push consumers publish to their deliver subject while it has interest, with flow
 (`$JS.FC.` requests answered by the client, a window that grows from 2 MiB to 32 MiB as Go's
 does) and idle heartbeats carrying the last consumer and stream sequences (what ordered
 consumers check for gaps). Pull consumers hand messages to the waiting requests
-(`waiting.py`).
+(`waiting.py`, with the priority group rules of `priority.py`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from pynatsd.jetstream.consumer_state import B62, NS, pending_extra, status
 from pynatsd.jetstream.pending import AckTracker
+from pynatsd.jetstream.priority import PriorityGroups, pin_header
 from pynatsd.jetstream.util import now_ns
-from pynatsd.jetstream.waiting import PullQueue
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.store.base import StoredMsg
@@ -40,7 +40,7 @@ _PUMP_BUDGET = 1000
 _READ_AHEAD = 128
 
 
-class Delivery(PullQueue, AckTracker):
+class Delivery(PriorityGroups, AckTracker):
     """The delivery loop and what it needs: the next message, the ack reply, push flow
     control and heartbeats, the count of what is left."""
 
@@ -72,6 +72,10 @@ class Delivery(PullQueue, AckTracker):
         push = self.push
         ack_prefix = self._ack_prefix
         headers_only = self.config.headers_only
+        # Chosen once a round: a consumer without priority groups pays nothing for them.
+        policy = self.config.priority_policy
+        next_waiting = self._next_waiting_priority if policy else self._next_waiting
+        pinned = policy == "pinned_client"
         hit_max_ack_pending = False
         yielded = False
         while True:
@@ -109,11 +113,13 @@ class Delivery(PullQueue, AckTracker):
             if push:
                 dsubj = self.config.deliver_subject
             else:
-                wr = self._next_waiting(size, now)
+                wr = next_waiting(size, now)
                 if wr is None:
                     self._did_not_take(msg.seq, dc, self._from_lss)
                     break
                 dsubj = wr.reply
+                if pinned:
+                    header = pin_header(header, self.pin_id)
             delivered = self._deliver(dsubj, msg, reply, header, data, dc, now, wr)
             budget -= 1
             if wr is not None:

@@ -172,6 +172,11 @@ _INT_RANGES = {
 _ENUM_AS_ZERO = (("persist_mode", "default"), ("priority_policy", "none"))
 
 
+class RawNumber(str):
+    """A JSON number with a fraction or an exponent, kept as written (`json.loads(text,
+    parse_float=RawNumber)`): Go refuses one for an integer field and quotes it as written."""
+
+
 def json_kind(value: Any) -> str:
     """The JSON kind Go's decoder names in an UnmarshalTypeError."""
     if isinstance(value, bool):
@@ -245,6 +250,11 @@ def _decode_list(value: Any, kind: str, path: str) -> list[Any]:
 def _decode_value(value: Any, f: Field, path: str) -> Any:
     kind = f.go
     if kind.startswith("enum:"):
+        if f.key == "priority_policy" and (
+            not isinstance(value, str) or value not in kind[5:].split(",")
+        ):
+            # PriorityPolicy's UnmarshalJSON words it differently from the other enums.
+            raise errors.invalid_json(f"unknown priority policy: {json.dumps(value)}")
         if not isinstance(value, str) or value not in kind[5:].split(","):
             # Go's UnmarshalJSON of these enums: `can not unmarshal %q` of the raw JSON.
             raise errors.invalid_json(f"can not unmarshal {json.dumps(json.dumps(value))}")
@@ -311,6 +321,8 @@ def decode(
                 continue
             raise errors.invalid_json(f'json: unknown field "{key}"')
         if value is None:
+            if key == "priority_policy":
+                raise errors.invalid_json("unknown priority policy: null")
             if f.go.startswith("enum:"):
                 raise errors.invalid_json('can not unmarshal "null"')
             continue

@@ -23,6 +23,7 @@ __all__ = [
     "go_hash",
     "go_json",
     "go_json_syntax_error",
+    "go_unmarshal_syntax_error",
     "now_ns",
     "parse_go_duration",
     "parse_go_time",
@@ -85,6 +86,16 @@ def go_json_syntax_error(text: str, e: ValueError) -> str:
     else:
         return msg
     return f"invalid character {_go_char(ch)} {context} at offset {pos + 1}"
+
+
+def go_unmarshal_syntax_error(text: str, e: ValueError) -> str:
+    """The same for Go's json.Unmarshal (the handlers that decode a whole body at once): its
+    SyntaxError names no offset, and a cut-off body is "unexpected end of JSON input"."""
+    msg = go_json_syntax_error(text, e)
+    if msg == "unexpected EOF":
+        return "unexpected end of JSON input"
+    head, sep, tail = msg.rpartition(" at offset ")
+    return head if sep and tail.isdigit() else msg
 
 
 def _after_element(text: str, pos: int) -> str:
