@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pynatsd.jetstream import advisories
 from pynatsd.jetstream.consumer_config import ConsumerConfig, cheap_filters
 from pynatsd.jetstream.consumer_state import MS, NS, status
 from pynatsd.jetstream.delivery import Delivery
@@ -261,6 +262,9 @@ class Consumer(Delivery):
         self._npc = None
         p = self.pending.pop(seq, None)
         if p is not None:
+            advisories.terminated(
+                self, p.dseq, seq, self._delivery_count(seq), advisories.TERM_UNACKED_DELETED
+            )
             self.rdc.pop(seq, None)
             self._remove_from_rdq(seq)
             self._move_ack_floor(p.dseq, seq)
@@ -268,8 +272,11 @@ class Consumer(Delivery):
             self.signal()
 
     def set_pause(self, until: str) -> None:
+        changed = until != self.config.pause_until
         self.config.pause_until = until
         self._update_pause_timer()
+        if changed:
+            advisories.consumer_pause(self)
         self.save()
         self.signal()
 
@@ -284,7 +291,12 @@ class Consumer(Delivery):
         except ValueError:
             return
         if delay > 0:
-            self._pause_tmr = self.ajs.loop.call_later(delay / NS, self.signal)
+            self._pause_tmr = self.ajs.loop.call_later(delay / NS, self._pause_ended)
+
+    def _pause_ended(self) -> None:
+        self._pause_tmr = None
+        advisories.consumer_pause(self)
+        self.signal()
 
     def update_config(self, cfg: ConsumerConfig) -> None:
         """Go's updateConfig, after check_consumer_update allowed it."""
@@ -301,6 +313,7 @@ class Consumer(Delivery):
                 self._dtmr = self.ajs.loop.call_later(self.dthresh / NS, self._delete_not_active)
         if cfg.pause_until != old.pause_until:
             self._update_pause_timer()
+            advisories.consumer_pause(self)
         if cfg.filters() != self.filters:
             self.filters = cfg.filters()
             self._cheap_pending = cheap_filters(self.filters)
@@ -385,6 +398,7 @@ class Consumer(Delivery):
 
     def delete(self) -> None:
         self.stop(save=False)
+        advisories.consumer_action(self, advisories.DELETE)
         for wr in self.waiting:
             self._send_status(wr.reply, status(409, "Consumer Deleted"))
         self.waiting.clear()
