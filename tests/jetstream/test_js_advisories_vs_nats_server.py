@@ -55,7 +55,7 @@ def _normalise_event(subject: str, data: bytes, soon: str) -> dict[str, Any]:
     if "response" in event:
         event["response"] = _normalize(json.loads(event["response"]))
     name = event.get("consumer")
-    if isinstance(name, str) and len(name) == 8 and name not in ("C", "P"):
+    if isinstance(name, str) and len(name) == 8 and name not in ("C", "P", "LC"):
         event["consumer"] = "<generated>"  # an ephemeral's generated name
         subject = subject.replace(name, "<generated>")
     return {"subject": subject, "event": event}
@@ -78,11 +78,12 @@ async def _scenario(url: str) -> list[dict[str, Any]]:
         msg = await nc.request(subject, data, timeout=2)
         return json.loads(msg.data)
 
-    async def fetch(n: int, expires: float = 0.5) -> list[Any]:
+    async def fetch(n: int, expires: float = 0.5, consumer: str = "S.C") -> list[Any]:
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox)
         body = {"batch": n, "expires": int(expires * 1e9)}
-        await nc.publish(f"{API}.CONSUMER.MSG.NEXT.S.C", json.dumps(body).encode(), reply=inbox)
+        subject = f"{API}.CONSUMER.MSG.NEXT.{consumer}"
+        await nc.publish(subject, json.dumps(body).encode(), reply=inbox)
         got = []
         deadline = time.monotonic() + expires
         while len(got) < n and time.monotonic() < deadline:
@@ -142,6 +143,15 @@ async def _scenario(url: str) -> list[dict[str, Any]]:
         await nc.request("s.6", b"m6", timeout=2)
         assert len(await fetch(1)) == 1
         await req(f"{API}.STREAM.MSG.DELETE.S", {"seq": 6})
+        # A pending message pushed out by the stream's limits: terminated too (nats-server at
+        # once, pynatsd when the consumer's ack wait next looks).
+        limited = {"name": "L", "subjects": ["l"], "storage": "memory", "max_msgs": 1}
+        await req(f"{API}.STREAM.CREATE.L", limited)
+        cfg = {"durable_name": "LC", "ack_policy": "explicit", "ack_wait": 300_000_000}
+        await req(f"{API}.CONSUMER.CREATE.L.LC", {"stream_name": "L", "config": cfg})
+        await nc.request("l", b"1", timeout=2)
+        assert len(await fetch(1, consumer="L.LC")) == 1
+        await nc.request("l", b"2", timeout=2)
         # An ephemeral push consumer nobody listens to goes away after its inactive threshold.
         eph = {"deliver_subject": "nobody.here", "inactive_threshold": 200_000_000}
         await req(f"{API}.CONSUMER.CREATE.S", {"stream_name": "S", "config": eph})

@@ -142,6 +142,11 @@ class AckTracker(ConsumerState):
         changed = False
         for seq, p in list(self.pending.items()):
             if seq < st.first_seq or seq <= self.asflr:
+                if seq < st.first_seq:
+                    # Removed by the stream's limits: nats-server terminates it when it goes,
+                    # this store tells no one, so the advisory comes now.
+                    dc = self._delivery_count(seq)
+                    advisories.terminated(self, p.dseq, seq, dc, advisories.TERM_UNACKED_DELETED)
                 del self.pending[seq]
                 self.rdc.pop(seq, None)
                 self._remove_from_rdq(seq)
