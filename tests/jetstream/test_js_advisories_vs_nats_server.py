@@ -61,7 +61,7 @@ def _normalise_event(subject: str, data: bytes, soon: str) -> dict[str, Any]:
     return {"subject": subject, "event": event}
 
 
-async def _scenario(url: str) -> list[dict[str, Any]]:
+async def _scenario(url: str, domain: str) -> list[dict[str, Any]]:
     """The same calls on either server; returns the events seen, in order per subject."""
     watcher = await nats.connect(url, name="watcher")
     seen: list[tuple[str, bytes]] = []
@@ -105,6 +105,8 @@ async def _scenario(url: str) -> list[dict[str, Any]]:
         await req(f"{API}.STREAM.INFO.NOPE")
         await req(f"{API}.STREAM.INFO.S")  # the replies of info, list and update carry a domain
         await req(f"{API}.STREAM.LIST")
+        if domain:  # audited under the $JS.API subject it is mapped onto
+            await req(f"$JS.{domain}.API.STREAM.INFO.S")
         durable = {
             "durable_name": "C",
             "ack_policy": "explicit",
@@ -192,9 +194,9 @@ async def test_advisories_side_by_side(tmp_path: Path, domain: str) -> None:
     (tmp_path / "py").mkdir()
     config = f"jetstream {{ domain: {domain} }}\n" if domain else ""
     async with go_server(tmp_path / "go", config) as url:
-        expected = await _scenario(url)
+        expected = await _scenario(url, domain)
     async with _py_server(tmp_path / "py", domain) as url:
-        got = await _scenario(url)
+        got = await _scenario(url, domain)
     kinds = {e["event"]["type"].rsplit(".", 1)[1] for e in expected}
     assert {
         "api_audit",

@@ -339,6 +339,9 @@ def api_audit(
     (`request`, left out when empty) and the reply's JSON (`response`) as strings."""
     if not ajs.has_interest(API_AUDIT_SUBJECT):
         return
+    if not subject.startswith("$JS.API."):
+        # `$JS.<domain>.API.>` reaches nats-server's API mapped onto `$JS.API.>`.
+        subject = "$JS.API." + subject.split(".", 3)[3]
     event = _typed_event(_ADVISORY + "api_audit")
     event["server"] = ajs.server.server_name
     event["client"] = _client(client)
