@@ -197,16 +197,9 @@ def consumer_pause(o: ConsumerState) -> None:
     subject = f"{ADVISORY_PREFIX}.CONSUMER.PAUSE.{o.stream.name}.{o.name}"
     if not o.ajs.has_interest(subject):
         return
-    until = o.config.pause_until
-    paused = False
-    if until:
-        try:
-            paused = now_ns() < parse_go_time(until)[0]
-        except ValueError:
-            paused = False
     event = _consumer_event(o, _ADVISORY + "consumer_pause")
-    event["paused"] = paused
-    event["pause_until"] = until or ZERO_TIME
+    event["paused"] = paused_ahead(o)
+    event["pause_until"] = o.config.pause_until or ZERO_TIME
     _send(o.ajs, subject, event)
 
 
