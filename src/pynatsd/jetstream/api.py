@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.jetstream import direct, errors
+from pynatsd.jetstream import advisories, direct, errors
 from pynatsd.jetstream.config import (
     api_level_unmet,
     ephemeral_name,
@@ -255,7 +255,9 @@ class JetStreamApi:
             self.ajs.api_errors += 1
         if result is None:
             return
-        self.ajs.reply(reply, go_json({"type": _PREFIX + rtype, **result}))
+        response = go_json({"type": _PREFIX + rtype, **result})
+        self.ajs.reply(reply, response)
+        advisories.api_audit(self.ajs, publisher, subject, body, response)
 
     # -- account ---------------------------------------------------------------------------------
 
@@ -341,8 +343,20 @@ class JetStreamApi:
         check_stream_update(stream.config, config)
         self._check_consumer_limits_update(stream, config)
         self.ajs.update_stream(stream, config)
-        out = stream.info()
+        out = self._with_domain(stream.info())
         out["ts"] = rfc3339_ns(now_ns())
+        return out
+
+    def _with_domain(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Go's StreamInfo.Domain, after `state`: the info, update and list replies carry it
+        (the create reply does not)."""
+        if not self.ajs.domain:
+            return info
+        out: dict[str, Any] = {}
+        for key, value in info.items():
+            out[key] = value
+            if key == "state":
+                out["domain"] = self.ajs.domain
         return out
 
     @staticmethod
@@ -383,7 +397,9 @@ class JetStreamApi:
             out = {"total": len(names), "offset": offset, "limit": 100_000}
         for key, value in info.items():
             out[key] = value
-            if key == "state":  # Go's StreamInfo order: config, created, state, cluster, ...
+            if key == "state":  # Go's StreamInfo order: config, created, state, domain, cluster
+                if self.ajs.domain:
+                    out["domain"] = self.ajs.domain
                 out["cluster"] = {"leader": self.ajs.server.server_name}
         out["ts"] = rfc3339_ns(now_ns())
         return out
@@ -445,7 +461,7 @@ class JetStreamApi:
         now = rfc3339_ns(now_ns())
         items = []
         for s in page:
-            info = s.info(full_metadata=False)
+            info = self._with_domain(s.info(full_metadata=False))
             info["ts"] = now
             items.append(info)
         return {"total": len(streams), "offset": offset, "limit": _LIST_LIMIT, "streams": items}
@@ -627,7 +643,10 @@ class JetStreamApi:
             config.pause_until = existing.config.pause_until
         set_static_consumer_metadata(config)
         consumer = self._add_consumer(stream, config, action, pedantic)
-        return consumer.info_reply()
+        out = consumer.info_reply()
+        if advisories.paused_ahead(consumer):
+            advisories.consumer_pause(consumer)  # nats-server: after every create while paused
+        return out
 
     def _add_consumer(
         self, stream: Stream, config: ConsumerConfig, action: str, pedantic: bool

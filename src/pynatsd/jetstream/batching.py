@@ -30,7 +30,6 @@ import contextlib
 import hashlib
 import json
 import os
-import random
 import shutil
 import struct
 import time
@@ -38,9 +37,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.jetstream import errors
+from pynatsd.jetstream import advisories, errors
 from pynatsd.jetstream.errors import ApiError, js_error
-from pynatsd.jetstream.util import go_json, now_ns, rfc3339_ns
+from pynatsd.jetstream.util import go_json
 from pynatsd.logger import log
 from pynatsd.protocol.headers import append_headers, header_value
 
@@ -58,8 +57,6 @@ DEFAULT_FAST_INFLIGHT_TOTAL = 50_000
 FAST_SUFFIX = b".$FI"
 _OP_START, _OP_APPEND, _OP_COMMIT, _OP_COMMIT_EOB, _OP_PING = range(5)
 _MAX_ID = 64
-_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-_ADVISORY = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 
 
 def _quote(text: str) -> str:
@@ -349,21 +346,7 @@ class Batching:
             self.stream.queue_ack(reply, body, self.stream.store.state().last_seq)
 
     def _advisory(self, batch_id: str, reason: str) -> None:
-        stream = self.stream
-        subject = f"$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.{stream.name}"
-        if not stream.ajs.has_interest(subject):
-            return
-        body: dict[str, Any] = {
-            "type": _ADVISORY,
-            "id": "".join(random.choice(_B62) for _ in range(22)),
-            "timestamp": rfc3339_ns(now_ns()),
-            "stream": stream.name,
-        }
-        if stream.ajs.domain:
-            body["domain"] = stream.ajs.domain
-        body["batch"] = batch_id
-        body["reason"] = reason
-        stream.ajs.reply(subject, go_json(body))
+        advisories.batch_abandoned(self.stream, batch_id, reason)
 
     def _common_checks(self, reply: bytes, header: bytes, data: bytes) -> bool:
         """What both kinds check first: sealed, resources, the message size."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pynatsd.jetstream import advisories
 from pynatsd.jetstream.consumer_config import ConsumerConfig, cheap_filters
 from pynatsd.jetstream.consumer_state import MS, NS, status
 from pynatsd.jetstream.pending import Pending
@@ -270,6 +271,9 @@ class Consumer(ConsumerReset):
         self._npc = None
         p = self.pending.pop(seq, None)
         if p is not None:
+            advisories.terminated(
+                self, p.dseq, seq, self._delivery_count(seq), advisories.TERM_UNACKED_DELETED
+            )
             self.rdc.pop(seq, None)
             self._remove_from_rdq(seq)
             self._move_ack_floor(p.dseq, seq)
@@ -277,8 +281,11 @@ class Consumer(ConsumerReset):
             self.signal()
 
     def set_pause(self, until: str) -> None:
+        changed = until != self.config.pause_until
         self.config.pause_until = until
         self._update_pause_timer()
+        if changed:
+            advisories.consumer_pause(self)
         self.save()
         self.signal()
 
@@ -293,7 +300,12 @@ class Consumer(ConsumerReset):
         except ValueError:
             return
         if delay > 0:
-            self._pause_tmr = self.ajs.loop.call_later(delay / NS, self.signal)
+            self._pause_tmr = self.ajs.loop.call_later(delay / NS, self._pause_ended)
+
+    def _pause_ended(self) -> None:
+        self._pause_tmr = None
+        advisories.consumer_pause(self)
+        self.signal()
 
     def update_config(self, cfg: ConsumerConfig) -> None:
         """Go's updateConfig, after check_consumer_update allowed it."""
@@ -310,6 +322,7 @@ class Consumer(ConsumerReset):
                 self._dtmr = self.ajs.loop.call_later(self.dthresh / NS, self._delete_not_active)
         if cfg.pause_until != old.pause_until:
             self._update_pause_timer()
+            advisories.consumer_pause(self)
         if cfg.filters() != self.filters:
             self.filters = cfg.filters()
             self._cheap_pending = cheap_filters(self.filters)
@@ -400,6 +413,7 @@ class Consumer(ConsumerReset):
 
     def delete(self) -> None:
         self.stop(save=False)
+        advisories.consumer_action(self, advisories.DELETE)
         for wr in self.waiting:
             self._send_status(wr.reply, status(409, "Consumer Deleted"))
         self.waiting.clear()

@@ -10,13 +10,12 @@ state saving. Where a field keeps Go's name, its comment says what the name mean
 from __future__ import annotations
 
 import asyncio
-import random
 import string
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pynatsd.jetstream.consumer_config import cheap_filters, delete_threshold
-from pynatsd.jetstream.util import go_json, now_ns, parse_go_time, rfc3339_ns
+from pynatsd.jetstream.util import now_ns, parse_go_time
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import match_literal
 
@@ -31,7 +30,6 @@ NS = 1_000_000_000
 MS = 1_000_000
 # Flow control: nats-server's JsFlowControlMaxPending, and the first window is 1/16 of it.
 FC_MAX_PENDING = 32 * 1024 * 1024
-_ADVISORY = "io.nats.jetstream.advisory.v1."
 B62 = string.ascii_letters + string.digits
 
 
@@ -188,21 +186,6 @@ class ConsumerState:
             self.ajs.deliver_push(subject, subject, b"", header, b"")
         else:
             self.ajs.deliver(subject, subject, b"", header, b"")
-
-    def _advisory(self, subject: str, kind: str, fields: dict[str, Any]) -> None:
-        if not self.ajs.has_interest(subject):
-            return
-        body: dict[str, Any] = {
-            "type": _ADVISORY + kind,
-            "id": "".join(random.choice(B62) for _ in range(22)),
-            "timestamp": rfc3339_ns(now_ns()),
-            "stream": self.stream.name,
-            "consumer": self.name,
-            **fields,
-        }
-        if self.ajs.domain:
-            body["domain"] = self.ajs.domain
-        self.ajs.reply(subject, go_json(body))
 
     @staticmethod
     def _cancel(handle: asyncio.TimerHandle | asyncio.Handle | None) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
+from pynatsd.jetstream.advisories import TERM_UNACKED_DELETED
 from pynatsd.jetstream.consumer_state import B62, NS, pending_extra, status
 from pynatsd.jetstream.pending import AckTracker
 from pynatsd.jetstream.priority import PriorityGroups, pin_header
@@ -179,7 +180,7 @@ class Delivery(PriorityGroups, AckTracker):
                 self._dec_delivery_count(seq)
                 p = self.pending.get(seq)
                 if p is not None:
-                    self._process_term(seq, p.dseq, dc - 1, "Unacknowledged Message Removed")
+                    self._process_term(seq, p.dseq, dc - 1, TERM_UNACKED_DELETED)
                 continue
             return msg, dc
         if self._at_max_ack_pending():

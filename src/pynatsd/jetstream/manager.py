@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.jetstream import errors
+from pynatsd.jetstream import advisories, errors
 from pynatsd.jetstream.batching import InflightCounts
 from pynatsd.jetstream.batching import limits_from as batch_limits_from
 from pynatsd.jetstream.consumer import Consumer
@@ -231,6 +231,7 @@ class AccountJetStream:
         for other in list(self.streams.values()):
             if other is not stream:
                 other.origin_created(stream.name)
+        advisories.stream_action(stream, advisories.CREATE)
         return stream
 
     def stream_configs(self) -> dict[str, StreamConfig]:
@@ -253,9 +254,11 @@ class AccountJetStream:
             self._write_meta(config, stream.created_ns)
         for consumer in list(stream.consumers.values()):
             consumer.signal()
+        advisories.stream_action(stream, advisories.MODIFY)
 
     def delete_stream(self, stream: Stream) -> None:
-        stream.delete()
+        stream.delete()  # each consumer's delete advisory first, as nats-server sends them
+        advisories.stream_action(stream, advisories.DELETE)
         self.streams.pop(stream.name, None)
         shutil.rmtree(self._stream_dir(stream.name), ignore_errors=True)
         for other in self.streams.values():
@@ -265,6 +268,7 @@ class AccountJetStream:
         consumer = Consumer(stream, config, now_ns(), name)
         stream.consumers[consumer.name] = consumer
         consumer.start()
+        advisories.consumer_action(consumer, advisories.CREATE)
         return consumer
 
     def delete_consumer(self, stream: Stream, name: str) -> bool:

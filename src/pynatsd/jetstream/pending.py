@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pynatsd.jetstream import advisories
 from pynatsd.jetstream.consumer_state import MS, NS, ConsumerState
 from pynatsd.jetstream.util import now_ns, parse_go_duration
 
@@ -111,11 +112,7 @@ class AckTracker(ConsumerState):
         return True
 
     def _notify_delivery_exceeded(self, sseq: int, dc: int) -> None:
-        self._advisory(
-            f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream.name}.{self.name}",
-            "max_deliver",
-            {"stream_seq": sseq, "deliveries": dc},
-        )
+        advisories.max_deliver(self, sseq, dc)
 
     def _reset_ptmr(self, deadline: int) -> None:
         self._cancel(self._ptmr)
@@ -145,6 +142,11 @@ class AckTracker(ConsumerState):
         changed = False
         for seq, p in list(self.pending.items()):
             if seq < st.first_seq or seq <= self.asflr:
+                if seq < st.first_seq:
+                    # Removed by the stream's limits: nats-server terminates it when it goes,
+                    # this store tells no one, so the advisory comes now.
+                    dc = self._delivery_count(seq)
+                    advisories.terminated(self, p.dseq, seq, dc, advisories.TERM_UNACKED_DELETED)
                 del self.pending[seq]
                 self.rdc.pop(seq, None)
                 self._remove_from_rdq(seq)
@@ -205,9 +207,9 @@ class AckTracker(ConsumerState):
         skip_reply = sseq == 0
         if sseq:
             if not body or body in (b"+ACK", b"+OK"):
-                skip_reply = not self.ack(sseq, dseq)
+                skip_reply = not self.ack(sseq, dseq, dc, sample=True)
             elif body.startswith(b"+NXT"):
-                self.ack(sseq, dseq)
+                self.ack(sseq, dseq, dc, sample=True)
                 self.process_next_request(reply, body[4:])
                 skip_reply = True
             elif body.startswith(b"-NAK"):
@@ -223,10 +225,11 @@ class AckTracker(ConsumerState):
         if reply and not skip_reply:
             self.ajs.reply(reply, b"")
 
-    def ack(self, sseq: int, dseq: int = 0) -> bool:
+    def ack(self, sseq: int, dseq: int = 0, dc: int = 0, sample: bool = False) -> bool:
         """Go's processAckMsg. Returns whether an acknowledgement with a reply subject is
         answered (nats-server stays silent for an ack beyond what was delivered, and for an
-        ack-none consumer on a limits stream)."""
+        ack-none consumer on a limits stream). `sample`: a client's ack, which the consumer's
+        `sample_freq` may report as a metric (a +TERM is not)."""
         if self.closed:
             return False
         config = self.config
@@ -238,6 +241,8 @@ class AckTracker(ConsumerState):
         if policy == "explicit":
             p = self.pending.pop(sseq, None)
             if p is not None:
+                if sample and config.sample_freq:
+                    advisories.ack_metric(self, dseq, sseq, dc, p.ts)
                 self._move_ack_floor(p.dseq, sseq)
                 acked.append(sseq)
             if self.rdc:
@@ -286,11 +291,7 @@ class AckTracker(ConsumerState):
     def _process_nak(self, sseq: int, dseq: int, dc: int, body: bytes) -> None:
         if dseq <= self.adflr or dseq > self.dseq or sseq not in self.pending:
             return
-        self._advisory(
-            f"$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.{self.stream.name}.{self.name}",
-            "nak",
-            {"consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc},
-        )
+        advisories.nak(self, dseq, sseq, dc)
         arg = body[4:].strip()
         if arg:
             delay = _parse_nak_delay(arg)
@@ -312,11 +313,7 @@ class AckTracker(ConsumerState):
         a reply is due (as for an ack)."""
         p = self.pending.get(sseq)
         answered = self.ack(sseq, p.dseq if p is not None else dseq)
-        self._advisory(
-            f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{self.stream.name}.{self.name}",
-            "terminated",
-            {"consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc, "reason": reason},
-        )
+        advisories.terminated(self, dseq, sseq, dc, reason)
         return answered
 
 

@@ -21,22 +21,15 @@ so does this. A consumer without a priority policy never calls into this module.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
-from pynatsd.jetstream.consumer_state import B62, NS, pending_extra, status
-from pynatsd.jetstream.util import go_json, now_ns, rfc3339_ns
+from pynatsd.jetstream import advisories
+from pynatsd.jetstream.consumer_state import NS, pending_extra, status
+from pynatsd.jetstream.util import now_ns, rfc3339_ns
 from pynatsd.jetstream.waiting import PriorityRequest, PullQueue, PullRequest
 
-_ADVISORY_PRE = "$JS.EVENT.ADVISORY.CONSUMER."
-_ADVISORY_TYPE = "io.nats.jetstream.advisory.v1."
 # Go's waitQueue orders a request without priority fields after every other one.
 _NO_PRIORITY = 2**31 - 1
-
-
-def new_nuid() -> str:
-    """An id in the shape of Go's nuid.Next(): 22 base-62 characters."""
-    return "".join(random.choices(B62, k=22))
 
 
 def pin_header(header: bytes, pin_id: str) -> bytes:
@@ -183,11 +176,11 @@ class PriorityGroups(PullQueue):
         pg = wr.pg
         if pg is None or not pg.group:
             return
-        self.pin_id = new_nuid()
+        self.pin_id = advisories.new_nuid()
         self.pinned_ts = now_ns()
         pg.id = self.pin_id
         self._set_pin_timer(pg.group)
-        self._pin_advisory("PINNED", "consumer_group_pinned", pg.group, "pinned_id", self.pin_id)
+        advisories.group_pinned(self, pg.group, self.pin_id)
 
     def _unassign_pin(self) -> None:
         """Go's unassignPinId."""
@@ -208,34 +201,15 @@ class PriorityGroups(PullQueue):
         if self.closed or not self.pin_id:
             return
         self._unassign_pin()
-        self._pin_advisory("UNPINNED", "consumer_group_unpinned", group, "reason", "timeout")
+        advisories.group_unpinned(self, group, "timeout")
         self.signal()
 
     def unpin(self, group: str) -> None:
         """`$JS.API.CONSUMER.UNPIN`: end the pin, whoever holds it; the next request of the
         group to get a message is pinned anew."""
         self._unassign_pin()
-        self._pin_advisory("UNPINNED", "consumer_group_unpinned", group, "reason", "admin")
+        advisories.group_unpinned(self, group, "admin")
         self.signal()
-
-    def _pin_advisory(self, event: str, kind: str, group: str, key: str, value: str) -> None:
-        """JSConsumerGroupPinnedAdvisory / JSConsumerGroupUnpinnedAdvisory."""
-        subject = f"{_ADVISORY_PRE}{event}.{self.stream.name}.{self.name}"
-        if not self.ajs.has_interest(subject):
-            return
-        body: dict[str, Any] = {
-            "type": _ADVISORY_TYPE + kind,
-            "id": new_nuid(),
-            "timestamp": rfc3339_ns(now_ns()),
-            "account": self.ajs.account.name,
-            "stream": self.stream.name,
-            "consumer": self.name,
-        }
-        if self.ajs.domain:
-            body["domain"] = self.ajs.domain
-        body["group"] = group
-        body[key] = value
-        self.ajs.reply(subject, go_json(body))
 
     def priority_groups_info(self) -> list[dict[str, Any]]:
         """Consumer info's `priority_groups` (Go's PriorityGroupState), for the first group."""

@@ -55,7 +55,7 @@ def server_info(server: Server) -> dict[str, Any]:
     return info
 
 
-def _client_info(client: ClientSession, stopped: bool) -> dict[str, Any]:
+def client_info(client: ClientSession, stopped: bool) -> dict[str, Any]:
     opts = client.connect_opts
     info: dict[str, Any] = {
         "start": rfc3339_ns(int(client.start * 1e9)),
@@ -90,7 +90,7 @@ def client_connected(server: Server, client: ClientSession) -> None:
     body = {
         **_event(CONNECT_TYPE),
         "server": server_info(server),
-        "client": _client_info(client, stopped=False),
+        "client": client_info(client, stopped=False),
     }
     server.publish_internal(system, subject, "", b"", go_json(body))
 
@@ -103,7 +103,7 @@ def client_disconnected(server: Server, client: ClientSession) -> None:
     body = {
         **_event(DISCONNECT_TYPE),
         "server": server_info(server),
-        "client": _client_info(client, stopped=True),
+        "client": client_info(client, stopped=True),
         "sent": {"msgs": client.stats.out_msgs, "bytes": client.stats.out_bytes},
         "received": {"msgs": client.stats.in_msgs, "bytes": client.stats.in_bytes},
         "reason": client.close_reason,
