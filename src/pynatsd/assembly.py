@@ -8,6 +8,7 @@ gateways and MQTT plug in here the same way.
 
 from __future__ import annotations
 
+from pynatsd.cluster import Cluster
 from pynatsd.jetstream import JetStream
 from pynatsd.monitor.http import MonitorServer
 from pynatsd.monitor.system_services import SystemServices
@@ -16,7 +17,7 @@ from pynatsd.server.server import Server
 
 def attach_parts(server: Server) -> None:
     """Attach what `server.options` enables, in nats-server's start-up order: the HTTP monitor,
-    the system account's services, then JetStream."""
+    the system account's services, JetStream, then the cluster's routes."""
     opts = server.options
     if opts.http_port:
         server.add_part(MonitorServer(server))
@@ -24,3 +25,5 @@ def attach_parts(server: Server) -> None:
         server.add_part(SystemServices(server))
     if opts.jetstream:
         server.add_part(JetStream(server))
+    if opts.cluster is not None:
+        server.add_part(Cluster(server))

@@ -49,6 +49,9 @@ def apply_flags(opts: Options, flags: dict[str, Any]) -> Options:
     from pynatsd.config.loader import apply_tls_flags
 
     apply_tls_flags(opts, flags)
+    from pynatsd.config.cluster import apply_cluster_flags
+
+    apply_cluster_flags(opts, flags)
     if flags.get("debug_trace") or flags.get("debug_trace_verbose"):
         opts.debug = opts.trace = True
     if flags.get("trace_verbose") or flags.get("debug_trace_verbose"):

@@ -227,6 +227,8 @@ class ClusterOptions:
     compression: str = "accept"  # routes never start compression; pynatsd declines it
     ping_interval: float = 30.0  # capped at 30 s for routes, as nats-server does
     ping_max: int = 2
+    write_deadline: float = 0.0  # 0: the server's write_deadline
+    write_timeout: str = ""  # "": the server's write_timeout policy
 
 
 @dataclass(slots=True)

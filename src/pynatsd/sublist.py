@@ -18,7 +18,7 @@ stay free of locks. Use :class:`LockedSubList` to share a SubList between thread
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -400,10 +400,14 @@ class SubList(Generic[S]):
         "_removes",
         "_root",
         "genid",
+        "watcher",
     )
 
     def __init__(self, cache: bool = True) -> None:
         self.genid: int = 0
+        # Told of every subscription inserted (+1) or removed (-1): how a cluster learns of
+        # local interest to announce to its routes. None (no cost) without a cluster.
+        self.watcher: Callable[[S, int], None] | None = None
         self._root: _Level[S] = _Level()
         self._cache_on = cache
         # Disabled caches stay empty, so the hit path needs no "is the cache on" test.
@@ -493,6 +497,8 @@ class SubList(Generic[S]):
         self._inserts += 1
         self.genid += 1
         self._invalidate(subject, wild)
+        if self.watcher is not None:
+            self.watcher(sub, 1)
 
     def remove(self, sub: S) -> bool:
         """Remove ``sub``; False (and nothing changes) if it was not inserted."""
@@ -581,6 +587,8 @@ class SubList(Generic[S]):
 
         self._count -= 1
         self._removes += 1
+        if self.watcher is not None:
+            self.watcher(sub, -1)
         # Prune from the leaf up: a node goes when it has no subscriber and nothing below it,
         # and an emptied level is dropped from its node so leaves stay small.
         for lv, t, node in reversed(path):

@@ -273,12 +273,12 @@ ERROR_CASES = [
     (
         "authorization { users: [{user: a, permissions: {subscribe: 'a b c'}}] }",
         'subject "a b c" is not a valid subject',
-        "1:48",
+        None,  # nats-server names no position for a bare list
     ),
     (
         "authorization { users: [{user: a, permissions: {subscribe: 'a.> b..c'}}] }",
         'queue "b..c" is not a valid queue',
-        "1:48",
+        None,  # nats-server names no position for a bare list
     ),
     (
         "authorization { users: [{user: a, permissions: {pub: [1,]}}] }",
@@ -314,9 +314,12 @@ ERROR_CASES = [
 
 
 @pytest.mark.parametrize(("text", "message", "position"), ERROR_CASES)
-def test_errors_name_the_position(text: str, message: str, position: str) -> None:
+def test_errors_name_the_position(text: str, message: str, position: str | None) -> None:
     err = load_error(text)
     lines = str(err).splitlines()
+    if position is None:
+        assert message in lines, lines
+        return
     assert any(line.startswith(f"t.conf:{position}") and message in line for line in lines), lines
 
 
@@ -355,7 +358,7 @@ def test_warnings(text: str, warning: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "cluster { port: 6222, routes: [nats://a:6222] }",
+        "cluster { port: 6222, tls { timeout: 3 } }",
         "gateway { name: A }",
         "leafnodes { port: 7422 }",
         "leaf { port: 7422 }",
@@ -381,11 +384,11 @@ def test_unsupported_keys_are_ignored_with_a_warning(
 
 def test_load_config_file(tmp_path: Path) -> None:
     path = tmp_path / "n.conf"
-    path.write_text("port: 4333\nping_interval: 5\ncluster { port: 6222 }\n")
+    path.write_text("port: 4333\nping_interval: 5\ngateway { name: G }\n")
     loaded = load_config(path)
     assert loaded.options.port == 4333
     assert loaded.options.config_file == str(path)
-    assert loaded.ignored == ["cluster"]
+    assert loaded.ignored == ["gateway"]
     assert loaded.digest.startswith("sha256:")
     assert len(loaded.warnings) == 1
     opts, warnings = load_options(path)

@@ -59,6 +59,12 @@ def _apply_authorization(loader: Loader, name: str, node: Node) -> None:
         opts.users.append(user)
 
 
+def parse_authorization(loader: Loader, name: str, node: Node) -> _Auth:
+    """An `authorization` map as nats-server's parseAuthorization reads it (the cluster block
+    has one too)."""
+    return _parse_authorization(loader, name, node)
+
+
 def _parse_authorization(loader: Loader, name: str, node: Node) -> _Auth:
     auth = _Auth()
     for key, entry in loader.mapping(name, node).items():

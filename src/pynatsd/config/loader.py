@@ -6,7 +6,7 @@ This is the entry point: it dispatches every top-level key of a file through the
 `cluster`, `gateway`, `leafnodes`, `mqtt`). Shared value readers live in `values` and `registry`.
 
 Top-level keys are matched case-insensitively, with the real server's names and aliases. Keys that
-nats-server knows but pynatsd does not implement yet (cluster, gateway, leafnodes, ...)
+nats-server knows but pynatsd does not implement yet (gateway, leafnodes, ...)
 are accepted and ignored with a logged warning, so existing files still load. Anything else
 that is unknown, of the wrong type or out of range is an error that names `file:line:col`.
 
@@ -27,7 +27,7 @@ from typing import Any
 from pynatsd.config import (
     accounts,
     authorization,
-    cluster,  # noqa: F401
+    cluster,
     gateway,  # noqa: F401
     jetstream,  # noqa: F401
     leafnodes,  # noqa: F401
@@ -113,6 +113,7 @@ def _settle_baseline(opts: Options) -> None:
     if opts.tls and not opts.auth_timeout_set:
         # With TLS the default auth timeout covers the handshake too.
         opts.auth_timeout = opts.tls_timeout + 1.0
+    cluster.settle(opts)
 
 
 # -- public API ------------------------------------------------------------------------------
@@ -178,4 +179,5 @@ def startup_errors(opts: Options) -> list[str]:
         *operator.startup_problems(opts),
         *authorization.startup_problems(opts),
         *accounts.startup_problems(opts),
+        *cluster.startup_problems(opts),
     ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from pynatsd.config.parser import Node, to_plain
+from pynatsd.config.parser import ConfigError, Node, to_plain
 from pynatsd.config.registry import Loader
 from pynatsd.config.values import NANOS, go_type
 from pynatsd.gofmt import parse_go_duration
@@ -161,7 +161,8 @@ def _subject_permission(
     loader: Loader, node: Node, *, allow_queue: bool
 ) -> SubjectPermission | None:
     if not isinstance(node.value, dict):
-        return SubjectPermission(allow=_subjects(loader, node, allow_queue))
+        # nats-server reports a bad subject of a bare list without a position.
+        return SubjectPermission(allow=_subjects(loader, node, allow_queue, positioned=False))
     if not node.value:
         return None  # `{}` sets nothing, as in nats-server
     permission = SubjectPermission()
@@ -180,7 +181,9 @@ def _subject_permission(
     return permission
 
 
-def _subjects(loader: Loader, node: Node, allow_queue: bool) -> list[str] | None:
+def _subjects(
+    loader: Loader, node: Node, allow_queue: bool, *, positioned: bool = True
+) -> list[str] | None:
     value = node.value
     if isinstance(value, str):
         subjects = [value]
@@ -200,7 +203,10 @@ def _subjects(loader: Loader, node: Node, allow_queue: bool) -> list[str] | None
         return None
     problem = _check_subjects(subjects, allow_queue)
     if problem:
-        loader.error(node, problem)
+        if positioned:
+            loader.error(node, problem)
+        else:
+            loader.errors.append(ConfigError(problem))
         return None
     # An empty array is no list at all in nats-server (a nil slice), not "nothing allowed".
     return subjects or None

@@ -11,6 +11,7 @@ import resource
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pynatsd.gofmt import NANOS_PER_SECOND, go_duration_ns, go_uptime, rfc3339
 from pynatsd.jetstream import jetstream_of
@@ -90,7 +91,7 @@ def varz(server: Server) -> dict[str, Any]:
         "max_control_line": opts.max_control_line,
         "max_payload": opts.max_payload,
         "max_pending": opts.max_pending,
-        "cluster": {},
+        "cluster": _varz_cluster(server),
         "gateway": {},
         "leaf": {},
         "mqtt": {},
@@ -137,6 +138,29 @@ def varz(server: Server) -> dict[str, Any]:
         "disk_io_wait_stats": {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0},
     }
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _varz_cluster(server: Server) -> dict[str, Any]:
+    """The `cluster` section (nats-server's ClusterOptsVarz): every field is omitted when
+    empty, so a server outside a cluster shows `{}`. The name and port are the running ones
+    (a generated name, the port bound for `-1`) once the cluster part has them."""
+    cluster = server.options.cluster
+    if cluster is None:
+        return {}
+    part = server.parts.get("cluster")
+    fields: dict[str, Any] = {
+        "name": getattr(part, "cluster_name", "") or cluster.name,
+        "addr": cluster.host,
+        "cluster_port": getattr(part, "port", 0) or cluster.port,
+        "auth_timeout": cluster.auth_timeout,
+        # A route URL as Go's url.URL.Host: host:port without the credentials.
+        "urls": [urlsplit(route).netloc.rpartition("@")[2] for route in cluster.routes],
+        "tls_timeout": cluster.tls_timeout,
+        "pool_size": cluster.pool_size,
+        "write_deadline": round(cluster.write_deadline * NANOS_PER_SECOND),
+        "write_timeout": cluster.write_timeout,
+    }
+    return {key: value for key, value in fields.items() if value}
 
 
 def _connection_info(

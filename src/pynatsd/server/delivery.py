@@ -18,8 +18,9 @@ Two shortcuts keep the hot paths cheap without a second set of rules:
 
 from __future__ import annotations
 
+import random
 from itertools import count
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import stored_msg_frame
@@ -40,6 +41,17 @@ if TYPE_CHECKING:
 
 # Rotates the starting member of queue groups so load spreads evenly.
 queue_rr = count()
+
+# True once a server of this process has routes: `fan_out` then looks for the interest of
+# other servers in each result. A process without a cluster never pays for the search.
+_remote_delivery = False
+
+
+def enable_remote_delivery() -> None:
+    """Called by the cluster part when it starts (there is no way back: a result may hold
+    remote interest from then on)."""
+    global _remote_delivery
+    _remote_delivery = True
 
 
 class Stats:
@@ -100,6 +112,14 @@ class Receiver(Protocol):
     def unsubscribe(self, sub: Subscription) -> None: ...
 
 
+class RemoteReceiver(Receiver, Protocol):
+    """The receiver of `RemoteSubscription`s: another server (through a route). It is sent one
+    message however many of its subscriptions match, naming the queue groups whose member it
+    holds (a route's RMSG `| q1 q2`)."""
+
+    def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None: ...
+
+
 def deliver(
     publisher: Receiver | None, sub: Subscription, msg: Pub, trace: MsgTrace | None = None
 ) -> bool:
@@ -149,6 +169,8 @@ def fan_out(
 ) -> bool:
     """Deliver to every plain subscription and to one member of each queue group (the next in
     turn that takes it): True when at least one subscription received the message."""
+    if _remote_delivery:
+        return _fan_out_with_remotes(publisher, result, msg, trace)
     delivered = False
     for sub in result.psubs:
         if deliver(publisher, sub, msg, trace):
@@ -158,6 +180,76 @@ def fan_out(
         start = next(queue_rr) % n
         for i in range(n):
             if deliver(publisher, group[(start + i) % n], msg, trace):
+                delivered = True
+                break
+    return delivered
+
+
+def _fan_out_with_remotes(
+    publisher: Receiver | None,
+    result: SubListResult[Subscription],
+    msg: Pub,
+    trace: MsgTrace | None,
+) -> bool:
+    """`fan_out` where other servers may have interest (nats-server's processMsgResults for a
+    message from a client): each such server gets the message once, and a queue group's member
+    is picked at random over the local members and the remote ones, a remote subscription
+    counting as many members as its weight; a remote member picked is final."""
+    delivered = False
+    # Each remote server's receiver: one of its subscriptions (for the account) and the
+    # queue groups it was picked for.
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] = {}
+    for sub in result.psubs:
+        if sub.remote:
+            remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
+        elif deliver(publisher, sub, msg, trace):
+            delivered = True
+    for group in result.qsubs:
+        weights = [sub.weight if sub.remote else 1 for sub in group]  # type: ignore[attr-defined]
+        pick = random.randrange(sum(weights)) if len(group) > 1 else 0
+        start = 0
+        while pick >= weights[start]:
+            pick -= weights[start]
+            start += 1
+        n = len(group)
+        for i in range(n):
+            sub = group[(start + i) % n]
+            if sub.remote:
+                remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
+                    sub.queue_bytes
+                )
+                break
+            if deliver(publisher, sub, msg, trace):
+                delivered = True
+                break
+    if remotes and (trace is None or not trace.only):
+        for receiver, (first, queues) in remotes.items():
+            if not receiver.closed:
+                receiver.deliver_remote(first, msg, queues)
+                delivered = True
+    return delivered
+
+
+def fan_out_routed(
+    publisher: Receiver, result: SubListResult[Subscription], msg: Pub, queues: tuple[bytes, ...]
+) -> bool:
+    """Deliver a message that came from another server (a route's RMSG): to local receivers
+    only (one hop: never to another server), and to queue groups only those the sender
+    named, a local member each."""
+    delivered = False
+    for sub in result.psubs:
+        if not sub.remote and deliver(publisher, sub, msg):
+            delivered = True
+    if not queues:
+        return delivered
+    for group in result.qsubs:
+        if group[0].queue_bytes not in queues:
+            continue
+        local = [sub for sub in group if not sub.remote]
+        n = len(local)
+        start = random.randrange(n) if n > 1 else 0
+        for i in range(n):
+            if deliver(publisher, local[(start + i) % n], msg):
                 delivered = True
                 break
     return delivered

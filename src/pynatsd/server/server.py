@@ -142,6 +142,12 @@ class Server:
         self.parts: dict[str, ServerPart] = {}
         # Called with each client as it closes (the monitor keeps /connz?state=closed with it).
         self.client_closed_hooks: list[Callable[[Client], None]] = []
+        # Run when lame duck mode starts, before clients are told (the cluster tells routes).
+        self.lame_duck_hooks: list[Callable[[], None]] = []
+        # Set by the cluster part: the cluster's name and every node's client URL (own first),
+        # which client INFOs carry (nats-server's info.Cluster and info.ClientConnectURLs).
+        self.cluster_name = ""
+        self.connect_urls: list[str] = []
         self.accepting = False
         self.lame_duck = False
         self.running = False
@@ -301,6 +307,10 @@ class Server:
         info["client_ip"] = client.host
         if greeting and client.nonce:
             info["nonce"] = client.nonce
+        if self.cluster_name:
+            info["cluster"] = self.cluster_name
+        if self.connect_urls:
+            info["connect_urls"] = list(self.connect_urls)
         if ldm:
             info["ldm"] = True
         if connect_info:
@@ -562,6 +572,8 @@ class Server:
         log.info("Entering lame duck mode, stop accepting new clients")
         self.lame_duck = True
         self.accepting = False
+        for hook in self.lame_duck_hooks:
+            hook()
         for listener in (self._listener, self._ws_listener):
             if listener is not None:
                 listener.close()

@@ -43,6 +43,10 @@ class Subscription:
         "subject_bytes",
     )
 
+    # True for the interest of another server (`RemoteSubscription`): fan_out sends such a
+    # server one message however many of its subscriptions match.
+    remote = False
+
     def __init__(
         self,
         client: Any,
@@ -118,3 +122,19 @@ class InternalSubscription(Subscription):
         super().__init__(owner, subject.encode(), queue.encode(), b"")
         self.callback = callback
         self.traced: TracedCallback | None = None
+
+
+class RemoteSubscription(Subscription):
+    """Interest of another server, learned from a route (nats-server's subscriptions of a
+    ROUTER client): `weight` is the number of members of a queue group over there."""
+
+    __slots__ = ("account_name", "weight")
+
+    remote = True
+
+    def __init__(
+        self, owner: Any, account_name: bytes, subject: bytes, queue: bytes, weight: int
+    ) -> None:
+        super().__init__(owner, subject, queue, b"R " + account_name + b" " + subject)
+        self.account_name = account_name
+        self.weight = weight

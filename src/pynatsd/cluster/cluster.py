@@ -1,0 +1,439 @@
+"""The cluster part: the route listener, the routes we dial, gossip, and the local interest
+announced to every route.
+
+Corresponds to the server half of nats-server's `server/route.go` (`startRouteAcceptLoop`,
+`connectToRoute`, `addRoute`, `forwardNewRouteInfoToKnownServers`, `processImplicitRoute`,
+`updateRouteSubscriptionMap`, `sendSubsToRoute`) and the `connect_urls` updates of
+`server.go`. This peer announces no `route_pool_size` and no `compression`: a Go peer then keeps
+one plain connection to it carrying every account (see docs/clustering.md).
+
+Local interest (clients, the server's internal subscriptions) is learned through each account
+SubList's `watcher`, the one hook in the core: RS+ when a subject's count goes 0 -> 1, RS- when
+it goes back to 0, and for a queue group an RS+ with the new weight at every change. Interest
+learned from a route is never announced to another route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import secrets
+import socket
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from pynatsd.cluster.protocol import rs_minus_frame, rs_plus_frame
+from pynatsd.cluster.route import Route, route_info_frame
+from pynatsd.logger import log
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.frames import go_json_bytes
+from pynatsd.server.delivery import enable_remote_delivery
+from pynatsd.server.listen import WILDCARD_HOSTS, bound_port, join_host_port, listen
+from pynatsd.version import COMPAT_VERSION
+
+if TYPE_CHECKING:
+    from pynatsd.options import ClusterOptions
+    from pynatsd.server.accounts import Account
+    from pynatsd.server.server import Server
+    from pynatsd.server.subscription import Subscription
+
+# The route protocol version announced: 2 (accounts), not 3 (message tracing), so a Go peer
+# never forwards us trace-only messages, which this server would deliver.
+ROUTE_PROTO = 2
+# Explicit routes are retried forever, every second plus up to 100 ms of jitter.
+RETRY_DELAY = 1.0
+RETRY_JITTER = 0.1
+
+
+def _retry_delay() -> float:
+    return RETRY_DELAY + random.random() * RETRY_JITTER
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parsed = urlparse(url if "://" in url else f"nats-route://{url}")
+    return parsed.hostname or "127.0.0.1", parsed.port or 6222
+
+
+class Cluster:
+    """The `cluster` part of a server."""
+
+    name = "cluster"
+
+    def __init__(self, server: Server) -> None:
+        opts = server.options.cluster
+        assert opts is not None
+        self.server = server
+        self.opts: ClusterOptions = opts
+        self.dynamic = not opts.name
+        self.cluster_name = opts.name or secrets.token_hex(11).upper()
+        self.routes: dict[str, Route] = {}  # registered, by the peer's server_id
+        self.connecting: set[Route] = set()  # every open route connection
+        self.self_urls: set[str] = set()  # configured URLs that turned out to be ourselves
+        self.host = opts.host
+        self.port = 0
+        self.running = False
+        self._listener: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._dialing: set[str] = set()
+        # Local interest per account: (subject, queue) -> number of local subscriptions.
+        self._interest: dict[str, dict[tuple[bytes, bytes], int]] = {}
+
+    # -- the part --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        server = self.server
+        opts = self.opts
+        port = 0 if opts.port in (-1, 0) else opts.port
+        self._listener = await listen(
+            server.loop,
+            lambda: Route(self, solicited=False),
+            opts.host,
+            port,
+            lambda err: f"Error listening on router port: {opts.port} - {err}",
+        )
+        self.port = bound_port(self._listener, port)
+        self.running = True
+        enable_remote_delivery()
+        server.cluster_name = self.cluster_name
+        for account in list(server.accounts.values()):
+            self._watch(account)
+        server.account_added_hooks.append(self._watch)
+        server.lame_duck_hooks.append(self._announce_lame_duck)
+        log.info("Cluster name is %s", self.cluster_name)
+        log.info("Listening for route connections on %s", join_host_port(opts.host, self.port))
+        for url in opts.routes:
+            self._spawn(self._keep_route(url))
+
+    async def stop(self) -> None:
+        self.running = False
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for task in list(self._tasks):
+            task.cancel()
+        for route in list(self.connecting):
+            route.close(CloseReason.SERVER_SHUTDOWN)
+        self.server.connect_urls = []
+
+    def _spawn(self, coro: Any) -> None:
+        task = self.server.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- what we tell peers ----------------------------------------------------------------------
+
+    def route_url(self) -> str:
+        """host:port peers reach our route listener at."""
+        if self.opts.advertise:
+            return self.opts.advertise
+        return join_host_port(self.host, self.port)
+
+    def client_urls(self) -> list[str]:
+        """This server's client URLs, as nats-server lists them in connect_urls."""
+        server = self.server
+        opts = server.options
+        if opts.client_advertise:
+            return [opts.client_advertise]
+        if not server.port:
+            return []
+        if opts.host in WILDCARD_HOSTS:
+            return [join_host_port(ip, server.port) for ip in _non_local_ips()]
+        return [join_host_port(opts.host, server.port)]
+
+    def route_info(self, **extra: Any) -> dict[str, Any]:
+        """The INFO we send a route (nats-server's route INFO, without pool and compression)."""
+        server = self.server
+        opts = self.opts
+        info: dict[str, Any] = {
+            "server_id": server.server_id,
+            "server_name": server.server_name,
+            "version": COMPAT_VERSION,
+            "proto": ROUTE_PROTO,
+            "host": self.host,
+            "port": self.port,
+            "headers": not server.options.no_header_support,
+        }
+        if opts.username:
+            info["auth_required"] = True
+        info["max_payload"] = server.options.max_payload
+        if server.options.jetstream:
+            info["jetstream"] = True
+        if opts.advertise:
+            info["ip"] = f"nats-route://{opts.advertise}/"
+        info["cluster"] = self.cluster_name
+        if self.dynamic:
+            info["cluster_dynamic"] = True
+        if not opts.no_advertise:
+            urls = self.client_urls()
+            if urls:
+                info["connect_urls"] = urls
+        if server.lame_duck:
+            info["ldm"] = True
+        info.update(extra)
+        return info
+
+    def connect_frame(self, url: str) -> bytes:
+        """The CONNECT a dialed route sends first; the URL's user and password go in it."""
+        connect: dict[str, Any] = {
+            "echo": True,
+            "verbose": False,
+            "pedantic": False,
+        }
+        parsed = urlparse(url)
+        if parsed.username:
+            connect["user"] = unquote(parsed.username)
+            connect["pass"] = unquote(parsed.password or "")
+        elif self.opts.username:
+            connect["user"] = self.opts.username
+            connect["pass"] = self.opts.password
+        connect["tls_required"] = False
+        connect["headers"] = not self.server.options.no_header_support
+        connect["name"] = self.server.server_id
+        connect["cluster"] = self.cluster_name
+        if self.dynamic:
+            connect["cluster_dynamic"] = True
+        return b"CONNECT " + go_json_bytes(connect) + b"\r\n"
+
+    def authorized(self, connect: dict[str, Any]) -> bool:
+        """The cluster's one user (`authorization { user, password }`), if any."""
+        if not self.opts.username:
+            return True
+        return (
+            connect.get("user") == self.opts.username and connect.get("pass") == self.opts.password
+        )
+
+    def adopt_name(self, name: str) -> None:
+        """A dynamic (generated) cluster name takes a configured peer's name."""
+        self.cluster_name = name
+        self.dynamic = False
+        self.server.cluster_name = name
+
+    # -- routes come and go ----------------------------------------------------------------------
+
+    def register(self, route: Route) -> bool:
+        """Keep `route` as the connection to its peer; False for a duplicate (the first one
+        registered stays, as in nats-server, and reconnects if it closes)."""
+        existing = self.routes.get(route.remote_id)
+        if existing is not None:
+            existing.retry = True
+            if route.solicited and not existing.solicited:
+                existing.solicited = True
+                existing.url = route.url
+            if route.configured:
+                existing.configured = True
+                existing.url = route.url
+            return False
+        self.routes[route.remote_id] = route
+        if route.remote_info.get("gossip_mode") != 1:
+            self._forward_new_route(route)
+        self._update_connect_urls()
+        return True
+
+    def route_closed(self, route: Route) -> None:
+        self.connecting.discard(route)
+        if self.routes.get(route.remote_id) is not route:
+            return
+        del self.routes[route.remote_id]
+        self._update_connect_urls()
+        if self.running and not route.configured and (route.solicited or route.retry):
+            self._spawn(self._dial_implicit(self._peer_url(route), retry=True))
+
+    def _peer_url(self, route: Route) -> str:
+        info = route.remote_info
+        ip = str(info.get("ip") or "")
+        if ip:
+            return ip
+        host = str(info.get("host") or "")
+        if not host or host in WILDCARD_HOSTS:
+            host = route.host
+        return f"nats-route://{join_host_port(host, int(info.get('port') or 0))}/"
+
+    def _forward_new_route(self, route: Route) -> None:
+        """Tell the other routes about a new peer so they dial it (gossip)."""
+        others = [r for r in self.routes.values() if r is not route]
+        if not others:
+            return
+        info = dict(route.remote_info)
+        info.pop("nonce", None)
+        info["ip"] = self._peer_url(route)
+        info["gossip_mode"] = 1
+        frame = b"INFO " + go_json_bytes(info) + b"\r\n"
+        for other in others:
+            other.send_now(frame)
+
+    def gossip(self, route: Route, info: dict[str, Any]) -> None:
+        """An INFO about another server: dial it unless we know it already."""
+        server_id = str(info.get("server_id") or "")
+        if server_id == self.server.server_id or server_id in self.routes:
+            return
+        url = str(info.get("ip") or "")
+        if not url:
+            url = (
+                f"nats-route://{join_host_port(str(info.get('host')), int(info.get('port') or 0))}/"
+            )
+        if url in self.self_urls or url in self._dialing:
+            return
+        self._spawn(self._dial_implicit(url, retry=False))
+
+    def peer_update(self, route: Route, info: dict[str, Any]) -> None:
+        """An INFO from a registered peer about itself: lame duck, new client URLs."""
+        route.remote_info.update(info)
+        self._update_connect_urls()
+
+    def _update_connect_urls(self) -> None:
+        server = self.server
+        if self.opts.no_advertise:
+            return
+        urls = list(self.client_urls())
+        for route in self.routes.values():
+            if route.remote_info.get("ldm"):
+                continue
+            for url in route.remote_info.get("connect_urls") or ():
+                if url not in urls:
+                    urls.append(url)
+        if len(urls) <= 1:
+            urls = []
+        if urls != server.connect_urls:
+            server.connect_urls = urls
+            if server.running:
+                server.send_async_info()
+
+    def _announce_lame_duck(self) -> None:
+        frame = route_info_frame(self.route_info(ldm=True))
+        for route in list(self.routes.values()):
+            route.send_now(frame)
+
+    # -- dialing ---------------------------------------------------------------------------------
+
+    async def _dial(self, url: str, configured: bool, attempt: int) -> Route | None:
+        host, port = _host_port(url)
+        try:
+            _, protocol = await self.server.loop.create_connection(
+                lambda: Route(self, solicited=True, url=url, configured=configured), host, port
+            )
+        except OSError as e:
+            reason = e.strerror or str(e)
+            if isinstance(e, ConnectionRefusedError):
+                reason = "connection refused"
+            log.error(
+                "Error trying to connect to route (attempt %d): dial tcp %s: connect: %s",
+                attempt,
+                join_host_port(host, port),
+                reason.lower(),
+            )
+            return None
+        return protocol
+
+    def _route_for_url(self, url: str) -> Route | None:
+        host, port = _host_port(url)
+        for route in self.routes.values():
+            if route.url == url:
+                return route
+            info = route.remote_info
+            if info.get("port") == port and info.get("host") in (host, route.host):
+                return route
+        return None
+
+    async def _keep_route(self, url: str) -> None:
+        """An explicit route: connected, and dialed again a second after it closes, forever
+        (unless it leads to ourselves)."""
+        attempt = 0
+        while self.running:
+            if url in self.self_urls:
+                return
+            route = self._route_for_url(url)
+            if route is None:
+                attempt += 1
+                route = await self._dial(url, True, attempt)
+            if route is not None:
+                attempt = 0
+                await route.done
+            await asyncio.sleep(_retry_delay())
+
+    async def _dial_implicit(self, url: str, retry: bool) -> None:
+        """A route learned by gossip (or kept over a duplicate): `connect_retries` + 1
+        attempts."""
+        self._dialing.add(url)
+        try:
+            for attempt in range(1, self.opts.connect_retries + 2):
+                if retry or attempt > 1:
+                    await asyncio.sleep(_retry_delay())
+                if not self.running or url in self.self_urls or self._route_for_url(url):
+                    return
+                route = await self._dial(url, False, attempt)
+                if route is not None:
+                    return
+        finally:
+            self._dialing.discard(url)
+
+    # -- local interest --------------------------------------------------------------------------
+
+    def _watch(self, account: Account) -> None:
+        counts = self._interest.setdefault(account.name, {})
+        name = account.name.encode()
+        server = self.server
+
+        def changed(sub: Subscription, delta: int) -> None:
+            if sub.remote:
+                return  # a route's interest is never announced to another route
+            key = (sub.subject_bytes, sub.queue_bytes)
+            old = counts.get(key, 0)
+            n = old + delta
+            if n > 0:
+                counts[key] = n
+            else:
+                counts.pop(key, None)
+            routes = self.routes
+            if not routes:
+                return
+            queue = sub.queue_bytes
+            if queue:
+                frame = (
+                    rs_plus_frame(name, key[0], queue, n)
+                    if n > 0
+                    else rs_minus_frame(name, key[0], queue)
+                )
+            elif old <= 0 < n:
+                frame = rs_plus_frame(name, key[0])
+            elif n <= 0 < old:
+                frame = rs_minus_frame(name, key[0])
+            else:
+                return
+            for route in routes.values():
+                route.outbound.push(frame)
+            server.flush_soon()
+
+        for sub in account.sublist.all():
+            changed(sub, 1)
+        account.sublist.watcher = changed
+
+    def interest_frames(self) -> bytes:
+        """RS+ for all local interest: what a new route is told after the handshake."""
+        frames: list[bytes] = []
+        for account, counts in self._interest.items():
+            name = account.encode()
+            for (subject, queue), n in counts.items():
+                frames.append(rs_plus_frame(name, subject, queue, n))
+        return b"".join(frames)
+
+    # -- monitoring ------------------------------------------------------------------------------
+
+    @property
+    def num_routes(self) -> int:
+        return len(self.routes)
+
+
+def _non_local_ips() -> list[str]:
+    """The global unicast addresses of this host (nats-server's getNonLocalIPsIfHostIsIPAny);
+    loopback when there is none."""
+    found: list[str] = []
+    with contextlib.suppress(OSError):
+        for family, _, _, _, addr in socket.getaddrinfo(socket.gethostname(), None):
+            ip = str(addr[0])
+            if family not in (socket.AF_INET, socket.AF_INET6) or ip in found:
+                continue
+            if ip.startswith("127.") or ip == "::1" or ip.startswith("fe80"):
+                continue
+            found.append(ip)
+    return found or ["127.0.0.1"]

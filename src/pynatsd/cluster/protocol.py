@@ -1,0 +1,410 @@
+"""Sans-IO codec of the route protocol: `RouteParser.feed(bytes) -> list[event]`, and the frames
+a server sends to a route.
+
+Corresponds to the route half of nats-server's `server/parser.go` (`RS+`, `RS-`, `RMSG`,
+`HMSG`, `LS+`, `LS-`, `LMSG`) and the argument parsing of `route.go` (`processRemoteSub`,
+`processRemoteUnsub`) and `client.go` (`processRoutedMsgArgs`,
+`processRoutedHeaderMsgArgs`, `processRoutedOriginClusterMsgArgs`). Ops are case-insensitive
+and arguments are split on spaces and tabs. What nats-server answers to bad input, this
+produces: an unknown op is `-ERR 'Unknown Protocol Operation'` and a close, a first op other
+than CONNECT on an accepted route is `-ERR 'Authorization Violation'`, an argument error is a
+close without a word (a `ProtocolError` with no reply).
+
+This peer announces no `route_pool_size`, so every op carries its account. Leaf-origin ops
+(`LS+`, `LS-`, `LMSG`) are only sent to a peer that announced `lnoc`; they are parsed (as the
+same events, with their origin) so that a peer that sends them anyway is understood.
+
+Complexity promise: work is O(bytes received). An incomplete control line is kept and only the
+newly received bytes are searched for its end; a payload split over reads is collected in one
+buffer and sliced once, so a message sent one byte at a time never costs quadratic time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pynatsd.protocol import errors
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.events import OK, PING, PONG, Err, Event, Ok, Ping, Pong, ProtocolError, Pub
+
+__all__ = [
+    "MAX_CONTROL_LINE",
+    "RouteConnect",
+    "RouteInfo",
+    "RouteMsg",
+    "RouteParser",
+    "RouteSub",
+    "RouteUnsub",
+    "rmsg_frame",
+    "rmsg_head",
+    "rs_minus_frame",
+    "rs_plus_frame",
+]
+
+# Longest control line kept while waiting for its end. Route lines carry queue names and can
+# be long; nats-server applies no client limit to them, this only bounds memory.
+MAX_CONTROL_LINE = 1024 * 1024
+_MAX_SIZE_DIGITS = 9
+
+RouteEvent = Event | Ping | Pong | Ok
+
+
+class RouteInfo(Event):
+    """An INFO from the peer (the first one, gossip about another server, or an update)."""
+
+    __slots__ = ("info", "raw")
+
+    def __init__(self, info: dict[str, Any], raw: bytes) -> None:
+        self.info = info
+        self.raw = raw
+
+
+class RouteConnect(Event):
+    __slots__ = ("options", "raw")
+
+    def __init__(self, options: dict[str, Any], raw: bytes) -> None:
+        self.options = options
+        self.raw = raw
+
+
+class RouteSub(Event):
+    """RS+ (or LS+ with its `origin` cluster): interest of the peer's server. `weight` is the
+    number of members of a queue group there (0 for a plain subscription)."""
+
+    __slots__ = ("account", "origin", "queue", "subject", "weight")
+
+    def __init__(
+        self, account: bytes, subject: bytes, queue: bytes, weight: int, origin: bytes = b""
+    ) -> None:
+        self.account = account
+        self.subject = subject
+        self.queue = queue
+        self.weight = weight
+        self.origin = origin
+
+
+class RouteUnsub(Event):
+    """RS- (or LS-): the peer's server lost its interest."""
+
+    __slots__ = ("account", "origin", "queue", "subject")
+
+    def __init__(self, account: bytes, subject: bytes, queue: bytes, origin: bytes = b"") -> None:
+        self.account = account
+        self.subject = subject
+        self.queue = queue
+        self.origin = origin
+
+
+class RouteMsg(Event):
+    """RMSG, HMSG or LMSG: `msg` is the same `Pub` a client's publish makes; `queues` names the
+    queue groups the sender picked a member of here (only those may receive it)."""
+
+    __slots__ = ("account", "msg", "origin", "queues")
+
+    def __init__(
+        self, account: bytes, msg: Pub, queues: tuple[bytes, ...], origin: bytes = b""
+    ) -> None:
+        self.account = account
+        self.msg = msg
+        self.queues = queues
+        self.origin = origin
+
+
+def _split(arg: bytes) -> list[bytes]:
+    return arg.replace(b"\t", b" ").split()
+
+
+def _size(text: bytes) -> int:
+    if not text or len(text) > _MAX_SIZE_DIGITS or not text.isdigit():
+        return -1
+    return int(text)
+
+
+# op name (upper case) -> handler kind
+_OPS = {
+    b"RS+": "rsub",
+    b"RS-": "runsub",
+    b"LS+": "lsub",
+    b"LS-": "lunsub",
+    b"RMSG": "rmsg",
+    b"HMSG": "hmsg",
+    b"LMSG": "lmsg",
+    b"PING": "ping",
+    b"PONG": "pong",
+    b"+OK": "ok",
+    b"-ERR": "err",
+    b"INFO": "info",
+    b"CONNECT": "connect",
+}
+
+
+class _BadArgs(Exception):
+    """An argument error: nats-server closes the route without a word."""
+
+
+class RouteParser:
+    """Turns the bytes a route peer sends into events. `expect_connect` (an accepted route)
+    makes any first op but CONNECT an authorization violation. After a `ProtocolError` the
+    parser is dead and returns nothing more."""
+
+    __slots__ = ("_dead", "_partial", "_payload", "_pending", "expect_connect")
+
+    def __init__(self, expect_connect: bool = False) -> None:
+        self.expect_connect = expect_connect
+        self._partial = bytearray()  # an incomplete control line
+        # A message waiting for its payload: (account, subject, reply, queues, size, hdr,
+        # origin), and the payload bytes received so far.
+        self._pending: tuple[bytes, bytes, bytes, tuple[bytes, ...], int, int, bytes] | None = None
+        self._payload = bytearray()
+        self._dead = False
+
+    @property
+    def dead(self) -> bool:
+        return self._dead
+
+    def feed(self, data: bytes) -> list[Event]:
+        events: list[Event] = []
+        if self._dead or not data:
+            return events
+        pos = 0
+        n = len(data)
+        while pos < n and not self._dead:
+            if self._pending is not None:
+                pos = self._take_payload(data, pos, events)
+                continue
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                self._partial += data[pos:]
+                if len(self._partial) > MAX_CONTROL_LINE:
+                    self._fail(events, errors.MAXIMUM_CONTROL_LINE_EXCEEDED, "control line")
+                elif self._unknown_start(bytes(self._partial[:8])):
+                    self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "unknown op")
+                return events
+            if self._partial:
+                self._partial += data[pos : nl + 1]
+                line = bytes(self._partial)
+                self._partial = bytearray()
+            else:
+                line = data[pos : nl + 1]
+            pos = nl + 1
+            self._line(line, events)
+        return events
+
+    # -- payloads --------------------------------------------------------------------------------
+
+    def _take_payload(self, data: bytes, pos: int, events: list[Event]) -> int:
+        assert self._pending is not None
+        size = self._pending[4]
+        need = size + 2 - len(self._payload)
+        chunk = data[pos : pos + need]
+        if not self._payload and len(chunk) == need:
+            body = chunk  # the whole payload in this read: no copy
+        else:
+            self._payload += chunk
+            if len(self._payload) < size + 2:
+                return len(data)
+            body = bytes(self._payload)
+            self._payload = bytearray()
+        pending, self._pending = self._pending, None
+        if body[size:] != b"\r\n":
+            self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
+            return len(data)
+        account, subject, reply, queues, _, hdr, origin = pending
+        events.append(RouteMsg(account, Pub(subject, reply, body[:size], hdr), queues, origin))
+        return pos + len(chunk)
+
+    # -- lines -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _unknown_start(head: bytes) -> bool:
+        """True when an incomplete line can never become a known op."""
+        head = head.upper()
+        return not any(head.startswith(name) or name.startswith(head) for name in _OPS)
+
+    def _fail(self, events: list[Event], reply: str | None, detail: str, reason: str = "") -> None:
+        events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail))
+        self._dead = True
+
+    def _line(self, line: bytes, events: list[Event]) -> None:
+        body = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        stripped = body.lstrip(b" \t")
+        sp = len(stripped)
+        for i, b in enumerate(stripped):
+            if b in b" \t":
+                sp = i
+                break
+        op = stripped[:sp].upper()
+        arg = stripped[sp:].strip(b" \t")
+        kind = _OPS.get(op)
+        if self.expect_connect and kind != "connect":
+            self._fail(
+                events,
+                errors.AUTHORIZATION_VIOLATION,
+                "expected CONNECT",
+                CloseReason.AUTHENTICATION_VIOLATION,
+            )
+            return
+        if kind is None:
+            self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, f"unknown op {body[:32]!r}")
+            return
+        try:
+            self._dispatch(kind, arg, events)
+        except _BadArgs as e:
+            self._fail(events, None, str(e))
+
+    def _dispatch(self, kind: str, arg: bytes, events: list[Event]) -> None:
+        if kind == "ping":
+            events.append(PING)
+        elif kind == "pong":
+            events.append(PONG)
+        elif kind == "ok":
+            events.append(OK)
+        elif kind == "err":
+            events.append(Err(arg))
+        elif kind in ("info", "connect"):
+            try:
+                decoded = json.loads(arg.decode("utf-8", "replace"))
+            except ValueError:
+                decoded = None
+            if not isinstance(decoded, dict):
+                raise _BadArgs(f"invalid {kind.upper()} JSON")
+            if kind == "connect":
+                self.expect_connect = False
+                events.append(RouteConnect(decoded, arg))
+            else:
+                events.append(RouteInfo(decoded, arg))
+        elif kind in ("rsub", "lsub"):
+            events.append(_route_sub(_split(arg), kind == "lsub"))
+        elif kind in ("runsub", "lunsub"):
+            events.append(_route_unsub(_split(arg), kind == "lunsub"))
+        else:
+            self._start_msg(kind, arg, events)
+
+    def _start_msg(self, kind: str, arg: bytes, events: list[Event]) -> None:
+        args = _split(arg)
+        origin = b""
+        if kind == "lmsg":
+            if not args:
+                raise _BadArgs(f"processRoutedOriginClusterMsgArgs Parse Error: '{arg!r}'")
+            origin, args = args[0], args[1:]
+        headers = kind != "rmsg"
+        account, subject, reply, queues, hdr, size = _msg_args(args, headers, arg)
+        if kind == "lmsg" and hdr == 0:
+            hdr = -1  # LMSG always carries a header length; 0 means no header block
+        self._pending = (account, subject, reply, queues, size, hdr, origin)
+        self._payload = bytearray()
+
+
+def _route_sub(args: list[bytes], leaf: bool) -> RouteSub:
+    origin = b""
+    if leaf:
+        if not args:
+            raise _BadArgs("processRemoteSub Parse Error")
+        origin, args = args[0], args[1:]
+    if len(args) == 2:
+        return RouteSub(args[0], args[1], b"", 0, origin)
+    if len(args) == 4:
+        weight = _size(args[3])
+        if weight < 0:
+            raise _BadArgs("processRemoteSub Parse Error: bad queue weight")
+        return RouteSub(args[0], args[1], args[2], weight, origin)
+    raise _BadArgs("processRemoteSub Parse Error")
+
+
+def _route_unsub(args: list[bytes], leaf: bool) -> RouteUnsub:
+    origin = b""
+    if leaf and len(args) >= 3:
+        origin, args = args[0], args[1:]
+    if len(args) == 2:
+        return RouteUnsub(args[0], args[1], b"", origin)
+    if len(args) == 3:
+        return RouteUnsub(args[0], args[1], args[2], origin)
+    raise _BadArgs("processRemoteUnsub Parse Error")
+
+
+def _msg_args(
+    args: list[bytes], headers: bool, raw: bytes
+) -> tuple[bytes, bytes, bytes, tuple[bytes, ...], int, int]:
+    """account, subject, reply, queues, header size (-1: none), total size."""
+    name = "processRoutedHeaderMsgArgs" if headers else "processRoutedMsgArgs"
+    tail = 2 if headers else 1
+    nargs = len(args)
+    if nargs < 2 + tail:
+        raise _BadArgs(f"{name} Parse Error: '{raw!r}'")
+    account, subject = args[0], args[1]
+    reply = b""
+    queues: tuple[bytes, ...] = ()
+    middle = args[2 : nargs - tail]
+    if len(middle) == 1:
+        reply = middle[0]
+    elif len(middle) > 1:
+        indicator = middle[0]
+        if indicator == b"+":
+            reply, queues = middle[1], tuple(middle[2:])
+        elif indicator == b"|":
+            queues = tuple(middle[1:])
+        else:
+            raise _BadArgs(f"{name} Bad or Missing Reply Indicator: '{raw!r}'")
+    size = _size(args[-1])
+    hdr = _size(args[-2]) if headers else -1
+    if size < 0 or (headers and (hdr < 0 or hdr > size)):
+        raise _BadArgs(f"{name} Bad or Missing Size: '{raw!r}'")
+    return account, subject, reply, queues, hdr, size
+
+
+# -- frames ------------------------------------------------------------------------------------
+
+
+def rs_plus_frame(account: bytes, subject: bytes, queue: bytes = b"", weight: int = 0) -> bytes:
+    """RS+; a queue subscription carries its weight (members on this server)."""
+    if queue:
+        return b"RS+ %s %s %s %d\r\n" % (account, subject, queue, weight)
+    return b"RS+ %s %s\r\n" % (account, subject)
+
+
+def rs_minus_frame(account: bytes, subject: bytes, queue: bytes = b"") -> bytes:
+    if queue:
+        return b"RS- %s %s %s\r\n" % (account, subject, queue)
+    return b"RS- %s %s\r\n" % (account, subject)
+
+
+def rmsg_head(
+    account: bytes,
+    subject: bytes,
+    reply: bytes,
+    queues: tuple[bytes, ...] | list[bytes],
+    size: int,
+    header_size: int = -1,
+) -> bytes:
+    """The RMSG control line (HMSG when `header_size` >= 0), CRLF included: with queues the
+    reply follows a `+` (`+ reply q1 q2`) or a `|` stands for no reply (`| q1`)."""
+    parts = [b"HMSG" if header_size >= 0 else b"RMSG", account, subject]
+    if queues:
+        if reply:
+            parts += [b"+", reply]
+        else:
+            parts.append(b"|")
+        parts.extend(queues)
+    elif reply:
+        parts.append(reply)
+    if header_size >= 0:
+        parts.append(b"%d" % header_size)
+    parts.append(b"%d" % size)
+    return b" ".join(parts) + b"\r\n"
+
+
+def rmsg_frame(
+    account: bytes,
+    msg: Pub,
+    queues: tuple[bytes, ...] | list[bytes] = (),
+    headers: bool = True,
+) -> bytes:
+    """A message for a route; header blocks are stripped for a peer without headers."""
+    payload = msg.payload
+    hdr = msg.header_size
+    if hdr >= 0 and not headers:
+        payload = payload[hdr:]
+        hdr = -1
+    head = rmsg_head(account, msg.subject, msg.reply, queues, len(payload), hdr)
+    return head + payload + b"\r\n"

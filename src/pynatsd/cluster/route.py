@@ -1,0 +1,397 @@
+"""One route connection: the asyncio adapter over the route codec, and the receiver that stands
+for the peer server in the account SubLists.
+
+Corresponds to the connection half of nats-server's `server/route.go` (`createRoute`,
+`processRouteConnect`, `processRouteInfo`, `processRemoteSub`, `processRemoteUnsub`,
+`processInboundRoutedMsg`) and the ROUTER kind of `client.go`. The handshake, as nats-server
+does it: the accepting side sends its INFO at once and expects CONNECT first; the dialing side
+sends CONNECT at once and its INFO once the peer's INFO has arrived. The route registers with
+the cluster (`Cluster.register`) when the peer's INFO is in; a duplicate (both servers dialed
+each other) or a route to ourselves is closed without a word.
+
+As a receiver (`server.delivery.RemoteReceiver`) a route is handed each message once, with the
+queue groups whose member it holds, and frames it as RMSG/HMSG with the account.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from pynatsd.auth import PermissionChecker
+from pynatsd.cluster.protocol import (
+    RouteConnect,
+    RouteInfo,
+    RouteMsg,
+    RouteParser,
+    RouteSub,
+    RouteUnsub,
+    rmsg_frame,
+)
+from pynatsd.logger import log
+from pynatsd.protocol import errors
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
+from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_bytes
+from pynatsd.server.delivery import Stats, fan_out_routed
+from pynatsd.server.listen import join_host_port, peer_address
+from pynatsd.server.outbound import Outbound
+from pynatsd.server.subscription import RemoteSubscription
+
+if TYPE_CHECKING:
+    from pynatsd.cluster.cluster import Cluster
+    from pynatsd.server.accounts import Account
+    from pynatsd.server.delivery import Receiver
+    from pynatsd.server.subscription import Subscription
+
+# Route permissions are not enforced yet: a route may send and receive anything.
+_NO_PERMISSIONS = PermissionChecker(None)
+# nats-server's first PING on a route comes after about a second (plus up to 20% jitter).
+FIRST_PING = 1.0
+ROUTE_PING_MAX_INTERVAL = 30.0
+
+DUPLICATE_ROUTE = "Duplicate Route"
+CLUSTER_NAME_CONFLICT = "Cluster Name Conflict"
+
+
+def route_info_frame(info: dict[str, Any]) -> bytes:
+    # As a client INFO: a space before the CRLF.
+    return b"INFO " + go_json_bytes(info) + b" \r\n"
+
+
+class Route(asyncio.Protocol):
+    """A route to one peer server; also that server's receiver in every account SubList."""
+
+    def __init__(
+        self, cluster: Cluster, *, solicited: bool, url: str = "", configured: bool = False
+    ) -> None:
+        server = cluster.server
+        self.cluster = cluster
+        self.server = server
+        self.solicited = solicited  # we dialed it (did_solicit)
+        self.configured = configured  # an explicit route of the configuration (is_configured)
+        self.url = url
+        self.rid = server.next_cid()
+        self.parser = RouteParser(expect_connect=not solicited)
+        self.outbound = Outbound(
+            server, server.options.max_pending, server.options.write_deadline, self._slow
+        )
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.registered = False
+        self.retry = False  # closed after being kept over a duplicate: dial the peer again
+        self.echo = True
+        self.perms = _NO_PERMISSIONS
+        self.headers = True  # the peer's INFO `headers`
+        self.stats = Stats()
+        self.remote_id = ""
+        self.remote_name = ""
+        self.remote_info: dict[str, Any] = {}
+        self.host = ""
+        self.port = 0
+        self.label = ""
+        self.start = time.time()
+        self.last_activity = self.start
+        self.last_in = time.monotonic()
+        self.pings_out = 0
+        self.rtt = 0.0
+        self._rtt_start = 0.0
+        self._ping_timer: asyncio.TimerHandle | None = None
+        self.done: asyncio.Future[None] = server.loop.create_future()
+        # Interest learned from the peer: (account, subject, queue) -> its subscription.
+        self.subs: dict[tuple[bytes, bytes, bytes], RemoteSubscription] = {}
+
+    # -- the Receiver protocol -------------------------------------------------------------------
+
+    @property
+    def cid(self) -> int:
+        return self.rid
+
+    @property
+    def account(self) -> Account:
+        return self.server.global_account
+
+    @property
+    def plain(self) -> bool:
+        return False  # frames carry the account: never part of a client's delivery plan
+
+    def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
+        self.deliver_remote(sub, msg, [sub.queue_bytes] if sub.queue else [])
+
+    def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
+        account = sub.account_name if isinstance(sub, RemoteSubscription) else b"$G"
+        frame = rmsg_frame(account, msg, queues, self.headers)
+        self.stats.sent(1, len(msg.payload))
+        self.last_activity = time.time()
+        self.outbound.push(frame)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        pass  # a route's subscriptions never auto-unsubscribe
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base)
+        self.transport = transport
+        self.outbound.attach(transport)
+        peer = peer_address(transport)
+        if peer is not None:
+            self.host, self.port = peer
+        self.label = f"{join_host_port(self.host, self.port)} - rid:{self.rid}"
+        log.info("%s - Route connection created", self.label)
+        self.cluster.connecting.add(self)
+        if self.solicited:
+            self.send_now(self.cluster.connect_frame(self.url))
+        else:
+            self.send_now(route_info_frame(self.cluster.route_info()))
+        self._ping_timer = self.server.loop.call_later(
+            FIRST_PING * (1 + random.random() * 0.2), self._ping_fired
+        )
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_in = time.monotonic()
+        self.last_activity = time.time()
+        for ev in self.parser.feed(data):
+            if self.closed:
+                break
+            self._handle(ev)
+        server = self.server
+        server.flush_dirty()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.close(CloseReason.CLIENT_CLOSED if exc is None else CloseReason.READ_ERROR)
+
+    def pause_writing(self) -> None:
+        self.outbound.pause_writing(self.server.loop)
+
+    def resume_writing(self) -> None:
+        self.outbound.resume_writing()
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def _handle(self, ev: Event) -> None:
+        if isinstance(ev, RouteMsg):
+            self._process_msg(ev)
+        elif isinstance(ev, RouteSub):
+            self._process_sub(ev)
+        elif isinstance(ev, RouteUnsub):
+            self._process_unsub(ev)
+        elif isinstance(ev, Ping):
+            self.send_now(PONG_FRAME)
+        elif isinstance(ev, Pong):
+            self.pings_out = 0
+            if self._rtt_start:
+                self.rtt = time.monotonic() - self._rtt_start
+        elif isinstance(ev, RouteInfo):
+            self._process_info(ev.info)
+        elif isinstance(ev, RouteConnect):
+            self._process_connect(ev.options)
+        elif isinstance(ev, Err):
+            log.error("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
+            self.close(CloseReason.PARSE_ERROR)
+        elif isinstance(ev, ProtocolError):
+            if ev.reply is not None:
+                self.send_now(err_frame(ev.reply))
+            log.error("%s - %s", self.label, ev.detail)
+            self.close(ev.close_reason)
+        elif isinstance(ev, Ok):
+            pass
+
+    def _process_connect(self, opts: dict[str, Any]) -> None:
+        """The CONNECT of a peer that dialed us (nats-server's processRouteConnect)."""
+        if "lang" in opts or opts.get("lang"):
+            self._refuse("attempted to connect to route port", CloseReason.PROTOCOL_VIOLATION)
+            return
+        if opts.get("gateway"):
+            self._refuse("attempted to connect to route port", CloseReason.PROTOCOL_VIOLATION)
+            return
+        cluster = self.cluster
+        peer_cluster = str(opts.get("cluster") or "")
+        if (
+            peer_cluster
+            and peer_cluster != cluster.cluster_name
+            and not cluster.dynamic
+            and not opts.get("cluster_dynamic")
+        ):
+            self._refuse(
+                f'Rejecting connection, cluster name "{peer_cluster}" does not match '
+                f'"{cluster.cluster_name}"',
+                CLUSTER_NAME_CONFLICT,
+            )
+            return
+        if not cluster.authorized(opts):
+            log.error("%s - authentication error", self.label)
+            self._refuse(errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION)
+            return
+        if peer_cluster and cluster.dynamic and not opts.get("cluster_dynamic"):
+            cluster.adopt_name(peer_cluster)
+        self.headers = bool(opts.get("headers"))
+
+    def _refuse(self, text: str, reason: str) -> None:
+        self.send_now(err_frame(text))
+        self.close(reason)
+
+    def _process_info(self, info: dict[str, Any]) -> None:
+        server_id = str(info.get("server_id") or "")
+        if self.registered:
+            if server_id and server_id != self.remote_id:
+                self.cluster.gossip(self, info)  # about another server: dial it
+            else:
+                self.cluster.peer_update(self, info)
+            return
+        cluster = self.cluster
+        if server_id == self.server.server_id:
+            if self.url:
+                log.warning("Detected route to self, ignoring %s", self.url)
+                cluster.self_urls.add(self.url)
+            self.close(DUPLICATE_ROUTE)
+            return
+        peer_cluster = str(info.get("cluster") or "")
+        if peer_cluster and peer_cluster != cluster.cluster_name:
+            if cluster.dynamic and not info.get("cluster_dynamic"):
+                cluster.adopt_name(peer_cluster)
+            elif not info.get("cluster_dynamic") or not cluster.dynamic:
+                log.error(
+                    "%s - Cluster name conflict: %s vs %s",
+                    self.label,
+                    peer_cluster,
+                    cluster.cluster_name,
+                )
+                self.close(CLUSTER_NAME_CONFLICT)
+                return
+        self.remote_id = server_id
+        self.remote_name = str(info.get("server_name") or "")
+        self.remote_info = info
+        if "headers" in info:
+            self.headers = (
+                self.headers and bool(info.get("headers"))
+                if not self.solicited
+                else bool(info.get("headers"))
+            )
+        if self.solicited:
+            # The dialer's INFO waits for the peer's (nats-server delays it the same way).
+            self.send_now(route_info_frame(cluster.route_info()))
+        if not cluster.register(self):
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s - Detected duplicate remote route %r", self.label, server_id)
+            self.close(DUPLICATE_ROUTE)
+            return
+        self.registered = True
+        label = self.remote_name or server_id
+        log.info("%s - Route connection registered with %s", self.label, label)
+        self.outbound.push(cluster.interest_frames())
+        if self.solicited:
+            self._rtt_start = time.monotonic()
+            self.outbound.push(PING_FRAME)
+        self.outbound.flush()
+
+    # -- interest and messages -------------------------------------------------------------------
+
+    def _process_sub(self, ev: RouteSub) -> None:
+        account = self.server.accounts.get(ev.account.decode(errors="replace"))
+        if account is None:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s - Unknown account %r for subject %r",
+                    self.label,
+                    ev.account.decode(errors="replace"),
+                    ev.subject.decode(errors="replace"),
+                )
+            return
+        key = (ev.account, ev.subject, ev.queue)
+        sub = self.subs.get(key)
+        if sub is not None:
+            sub.weight = max(ev.weight, 1)  # a queue group's new size over there
+            return
+        sub = RemoteSubscription(self, ev.account, ev.subject, ev.queue, max(ev.weight, 1))
+        try:
+            account.sublist.insert(sub)
+        except ValueError:
+            log.debug("%s - invalid remote subscription %r", self.label, ev.subject)
+            return
+        self.subs[key] = sub
+
+    def _process_unsub(self, ev: RouteUnsub) -> None:
+        sub = self.subs.pop((ev.account, ev.subject, ev.queue), None)
+        if sub is None:
+            return
+        sub.closed = True
+        account = self.server.accounts.get(ev.account.decode(errors="replace"))
+        if account is not None:
+            account.sublist.remove(sub)
+
+    def _process_msg(self, ev: RouteMsg) -> None:
+        msg = ev.msg
+        self.stats.received(1, len(msg.payload))
+        account = self.server.accounts.get(ev.account.decode(errors="replace"))
+        if account is None:
+            return
+        result = account.sublist.match_bytes(msg.subject)
+        if result.psubs or result.qsubs:
+            fan_out_routed(self, result, msg, ev.queues)
+
+    # -- output and closing ----------------------------------------------------------------------
+
+    def send_now(self, frame: bytes) -> None:
+        if self.closed:
+            return
+        self.outbound.push(frame)
+        self.outbound.flush()
+
+    def _slow(self, kind: str) -> None:
+        self.server.stats_slow_consumer()
+        reason = (
+            CloseReason.SLOW_CONSUMER_PENDING_BYTES
+            if kind == "pending"
+            else CloseReason.SLOW_CONSUMER_WRITE_DEADLINE
+        )
+        log.info("%s - Slow Consumer Detected", self.label)
+        self.close(reason, abort=True)
+
+    def _ping_fired(self) -> None:
+        self._ping_timer = None
+        if self.closed:
+            return
+        opts = self.server.options.cluster
+        interval = min(opts.ping_interval if opts else 30.0, ROUTE_PING_MAX_INTERVAL)
+        ping_max = opts.ping_max if opts else 2
+        if self.pings_out + 1 > ping_max:
+            log.debug("%s - Stale Route Connection - Closing", self.label)
+            self.server.stats_stale_connection()
+            self.send_now(err_frame(errors.STALE_CONNECTION))
+            self.close(CloseReason.STALE_CONNECTION)
+            return
+        self.pings_out += 1
+        self._rtt_start = time.monotonic()
+        self.send_now(PING_FRAME)
+        self._ping_timer = self.server.loop.call_later(interval, self._ping_fired)
+
+    def close(self, reason: str, abort: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        if self._ping_timer is not None:
+            self._ping_timer.cancel()
+            self._ping_timer = None
+        self.outbound.close(abort)
+        by_account: dict[bytes, list[RemoteSubscription]] = {}
+        for (account, _, _), sub in self.subs.items():
+            sub.closed = True
+            by_account.setdefault(account, []).append(sub)
+        self.subs.clear()
+        for name, subs in by_account.items():
+            account_obj = self.server.accounts.get(name.decode(errors="replace"))
+            if account_obj is not None:
+                account_obj.sublist.remove_batch(subs)
+        if self.label:
+            log.info("%s - Router connection closed: %s", self.label, reason)
+        self.cluster.route_closed(self)
+        if not self.done.done():
+            self.done.set_result(None)
