@@ -13,14 +13,16 @@ scenario runs last on that cluster. Simultaneous start-up with every node listin
 
 Interest is never waited for with sleeps: `wait_interest` sends a probe through the routes,
 which arrives only after every earlier SUB/UNSUB of the same server.
+
+What pynatsd does not have yet is expected to fail (xfail, not strict) on the topologies with a
+pynatsd node: `pending_on_pynatsd` says which part and why.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,27 +35,29 @@ from support.cluster import (
     GO,
     GO_ROUTES_PER_PEER,
     PY,
+    ROUTEZ_KINDS,
     ProcessCluster,
     wait_interest,
 )
 from support.natsserver import require_nats_server
 
 REFERENCE = (GO, GO, GO)
-PENDING = "pynatsd routes are not complete yet (issue 14)"
 TOPOLOGIES = [
     pytest.param(REFERENCE, id="3nats"),
-    pytest.param((PY,) * 3, id="3py", marks=pytest.mark.xfail(strict=False, reason=PENDING)),
-    pytest.param(
-        (PY, GO, GO),
-        id="1py2nats",
-        marks=pytest.mark.xfail(strict=False, reason=PENDING),
-    ),
-    pytest.param(
-        (PY, PY, GO),
-        id="2py1nats",
-        marks=pytest.mark.xfail(strict=False, reason=PENDING),
-    ),
+    pytest.param((PY, PY, PY), id="3py"),
+    pytest.param((PY, GO, GO), id="1py2nats"),
+    pytest.param((PY, PY, GO), id="2py1nats"),
 ]
+# pynatsd's /routez and /varz route counts are still nats-server's empty-cluster answer.
+ROUTEZ_PENDING = "pynatsd's /routez and /varz routes/remotes are not implemented yet (issue 14)"
+
+
+def pending_on_pynatsd(request: pytest.FixtureRequest, kinds: Sequence[str], reason: str) -> None:
+    """Expect this test to fail while a topology has a pynatsd node (strict=False: it is
+    reported as XPASS once the missing part lands)."""
+    if PY in kinds:
+        request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
+
 
 # Observations of the reference topology, by scenario, for the other topologies to match.
 _reference: dict[str, Any] = {}
@@ -335,9 +339,12 @@ async def test_connect_urls(cluster: ProcessCluster, clients: Clients) -> None:
     check("connect_urls", kinds_of(cluster), observed, expected)
 
 
-async def test_monitoring_shows_the_routes(cluster: ProcessCluster) -> None:
+async def test_monitoring_shows_the_routes(
+    cluster: ProcessCluster, request: pytest.FixtureRequest
+) -> None:
     """Every node's /routez lists its peers (the whole Go pool between two nats-server nodes)
     and no route to itself; /varz counts them."""
+    pending_on_pynatsd(request, kinds_of(cluster), ROUTEZ_PENDING)
     observed = {}
     ids = {n.server_id: n.name for n in cluster.nodes}
     for node in cluster.nodes:
@@ -445,39 +452,58 @@ async def test_sigkill_and_restart_while_traffic_flows(
 
 
 @pytest.mark.parametrize("kinds", TOPOLOGIES)
-def test_simultaneous_start_without_duplicate_routes(
+async def test_simultaneous_start_without_duplicate_routes(
     kinds: tuple[str, ...], tmp_path: Path
 ) -> None:
     """All three start at once, each told to route to all three (itself included, the nats.py
-    tests' configuration): once settled, each pair of nodes has one set of connections (the
-    Go pool between nats-server nodes), the same count seen from both ends, and no node has
-    a route to itself."""
+    tests' configuration). Once settled, the nats-server nodes' /routez show one set of
+    connections per peer (the Go pool between nats-server nodes, the same count from both
+    ends) and no route to themselves; and clients get each message once, as a duplicate
+    route would deliver it twice."""
     require_nats_server()
     with ProcessCluster(kinds, tmp_path, routes="all") as c:
-        c.start()
+        await asyncio.to_thread(c.start)
         # Duplicates from simultaneous dials are closed right after their INFO; retries of
         # failed dials come 1 s later: look after both.
-        time.sleep(1.5)
-        c.wait_routes()
-        ids = {n.server_id: n for n in c.nodes}
-        observed = {}
+        await asyncio.sleep(1.5)
+        await asyncio.to_thread(c.wait_routes)
+        ids = {n.server_id for n in c.nodes}
+        problems = []
         for node in c.nodes:
+            if node.kind not in ROUTEZ_KINDS:
+                continue
             peers = c.routes_by_peer(node.index)
-            for other_id, count in peers.items():
-                other = ids.get(other_id)
-                assert other is not None, f"{node.name} has a route to unknown {other_id}"
-                mirror = c.routes_by_peer(other.index)[node.server_id]
-                observed[f"{node.name}->{other.name}"] = {
-                    "one set of connections": count in allowed(node.kind, other.kind),
-                    "same from both ends": count == mirror,
-                }
-        expected = {
-            f"{a.name}->{b.name}": {"one set of connections": True, "same from both ends": True}
-            for a in c.nodes
-            for b in c.nodes
-            if a is not b
-        }
-        check("no duplicate routes", kinds, observed, expected)
+            problems += [f"{node.name} routes to unknown {p}" for p in peers if p not in ids]
+            for other in c.nodes:
+                count = peers.get(other.server_id, 0)
+                if other is node:
+                    if count:
+                        problems.append(f"{node.name} has {count} routes to itself")
+                elif count not in allowed(node.kind, other.kind):
+                    problems.append(f"{node.name}->{other.name}: {count} routes")
+                elif other.kind in ROUTEZ_KINDS:
+                    mirror = c.routes_by_peer(other.index)[node.server_id]
+                    if mirror != count:
+                        problems.append(f"{node.name}->{other.name}: {count}, back {mirror}")
+        agent = Clients(c)
+        try:
+            ncs = await agent.one_per_node()
+            subs = [await nc.subscribe("dup.x") for nc in ncs]
+            for nc in ncs:
+                await wait_interest(nc, ncs)
+            for i, nc in enumerate(ncs):
+                await nc.publish("dup.x", f"n{i + 1}".encode())
+                await nc.flush()
+            received = {
+                f"n{j + 1}": sorted(m.data.decode() for m in await drain(sub))
+                for j, sub in enumerate(subs)
+            }
+        finally:
+            await agent.close()
+    observed = {"seen on /routez": problems, "received": received}
+    every = ["n1", "n2", "n3"]
+    expected = {"seen on /routez": [], "received": {n: every for n in every}}
+    check("no duplicate routes", kinds, observed, expected)
 
 
 def allowed(a: str, b: str) -> set[int]:
@@ -491,15 +517,12 @@ def allowed(a: str, b: str) -> set[int]:
 async def test_single_seed_gossip_forms_the_mesh(kinds: tuple[str, ...], tmp_path: Path) -> None:
     """n2 and n3 know only n1 (`--routes` to the seed, set by flags this time): they learn of
     each other through n1's gossip and route directly, so n2 -> n3 traffic and n3's
-    `connect_urls` cover the whole cluster."""
+    `connect_urls` cover the whole cluster (routes are one hop: n1 never relays n2's
+    messages to n3)."""
     require_nats_server()
     with ProcessCluster(kinds, tmp_path, routes="seed", via="flags") as c:
         await asyncio.to_thread(c.start)
-        ids = {n.server_id: n.name for n in c.nodes}
-        observed: dict[str, Any] = {
-            "n2 routes to": sorted({ids.get(p, p) for p in c.routes_by_peer(1)}),
-            "n3 routes to": sorted({ids.get(p, p) for p in c.routes_by_peer(2)}),
-        }
+        observed: dict[str, Any] = {}
         agent = Clients(c)
         try:
             n2, n3 = await agent.connect(1), await agent.connect(2)
@@ -514,8 +537,6 @@ async def test_single_seed_gossip_forms_the_mesh(kinds: tuple[str, ...], tmp_pat
         finally:
             await agent.close()
     expected = {
-        "n2 routes to": ["n1", "n3"],
-        "n3 routes to": ["n1", "n2"],
         "n2 -> n3": [b"via the gossiped route"],
         "n3 connect_urls": ["n1", "n2", "n3"],
     }

@@ -13,16 +13,19 @@ where a route to self must be detected and dropped).
         cluster.kill(2)      # SIGKILL
         cluster.restart(2)   # same ports, waits until its routes are up again
 
-"Routes up" is read from each node's monitor port: `/routez` must show a route to every other
-running node (matched by `server_id` from `/varz`); between two nats-server nodes it must show
-the whole pool (3 pooled connections and the `$SYS` pinned one: nats-cluster-facts §1.2), so
-that no account's traffic is waiting for a connection still being dialled.
+"Routes up" is read two ways. On each nats-server node's monitor port, `/routez` must show a
+route to every other running node (matched by `server_id` from `/varz`), and between two
+nats-server nodes the whole pool (3 pooled connections and the `$SYS` pinned one:
+nats-cluster-facts §1.2), so that no account's traffic waits for a connection still being
+dialled. And, as clients see it, a message published on any node must reach a subscriber on
+every other node.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import time
@@ -56,6 +59,9 @@ ROUTE_LISTEN_TIMEOUT = 3.0
 # Connections nats-server keeps to another nats-server node: its default pool of 3 plus the
 # connection pinned to `$SYS` (nats-cluster-facts §1.2).
 GO_ROUTES_PER_PEER = 4
+# Kinds whose /routez the harness waits on. pynatsd's /routez is still the empty stub: its
+# routes are known from the nats-server peers' /routez and from client messages crossing.
+ROUTEZ_KINDS = frozenset({"nats-server"})
 
 
 class ClusterError(RuntimeError):
@@ -109,6 +115,28 @@ def _listening(port: int, timeout: float) -> bool:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
+
+
+def _raw_client(port: int) -> socket.socket:
+    """A plain protocol connection (CONNECT sent, no echo of our own messages needed)."""
+    sock = socket.create_connection((LOOPBACK, port), timeout=5.0)
+    sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"protocol":1}\r\n')
+    sock.setblocking(False)
+    return sock
+
+
+def _recv_available(sock: socket.socket) -> bytes:
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except BlockingIOError:
+            return data
+        if not chunk:
+            return data
+        if b"PING\r\n" in chunk:
+            sock.sendall(b"PONG\r\n")
+        data += chunk
 
 
 def _http_json(port: int, path: str, timeout: float = 2.0) -> dict[str, Any]:
@@ -283,10 +311,13 @@ class ProcessCluster:
         return GO_ROUTES_PER_PEER if a.kind == GO and b.kind == GO else 1
 
     def missing_routes(self) -> list[str]:
-        """What is not up yet, one line per (node, peer); empty when the cluster has formed."""
+        """What the monitor ports say is not up yet, one line per (node, peer): read on the
+        nodes whose kind is in ROUTEZ_KINDS."""
         running = [n for n in self.nodes if n.running]
         missing: list[str] = []
         for node in running:
+            if node.kind not in ROUTEZ_KINDS:
+                continue
             try:
                 peers = self.routes_by_peer(node.index)
             except (OSError, ValueError) as e:
@@ -304,13 +335,47 @@ class ProcessCluster:
                     )
         return missing
 
+    def missing_paths(self, timeout: float) -> list[str]:
+        """The ordered pairs of running nodes between which a client's message does not get
+        through within `timeout` (what "routes up" means to a client)."""
+        running = [n for n in self.nodes if n.running]
+        if len(running) < 2:
+            return []
+        token = uuid.uuid4().hex[:12]
+        socks = {n.index: _raw_client(n.port) for n in running}
+        try:
+            for n in running:
+                socks[n.index].sendall(f"SUB ready.{token}.{n.index} 1\r\nPING\r\n".encode())
+            buffers = {n.index: b"" for n in running}
+            want = {(a.index, b.index) for a in running for b in running if a is not b}
+            deadline = time.monotonic() + timeout
+            while want and time.monotonic() < deadline:
+                for a, b in want:
+                    socks[a].sendall(f"PUB ready.{token}.{b} 1\r\n{a}\r\n".encode())
+                time.sleep(0.05)
+                for index, sock in socks.items():
+                    buffers[index] += _recv_available(sock)
+                    for frm in re.findall(
+                        rb"MSG ready\.%s\.\d+ 1 1\r\n(\d)" % token.encode(), buffers[index]
+                    ):
+                        want.discard((int(frm), index))
+            names = {n.index: n.name for n in running}
+            return [f"no messages {names[a]} -> {names[b]}" for a, b in sorted(want)]
+        finally:
+            for sock in socks.values():
+                sock.close()
+
     def wait_routes(self, timeout: float = ROUTES_TIMEOUT) -> None:
-        """Wait until every running node has its routes to every other running node."""
+        """Wait until every running node has its routes to every other running node: the
+        monitor ports of the kinds in ROUTEZ_KINDS show them, and a client message gets through
+        from every node to every other."""
         deadline = time.monotonic() + timeout
         while True:
             missing = self.missing_routes()
             if not missing:
-                return
+                missing = self.missing_paths(max(deadline - time.monotonic(), 0.5))
+                if not missing:
+                    return
             if time.monotonic() > deadline:
                 raise ClusterError(
                     f"routes not up within {timeout}s: " + "; ".join(missing) + self.describe()
