@@ -157,6 +157,7 @@ class ProcessCluster:
         routes: Routes = "mesh",
         name: str = "C1",
         via: Literal["config", "flags"] = "config",
+        extra_config: str = "",
     ) -> None:
         for kind in kinds:
             if kind not in (GO, PY):
@@ -165,6 +166,10 @@ class ProcessCluster:
         self.cluster_name = name
         self.routes: Routes = routes
         self.via = via
+        # Top-level configuration lines added to every node's file (config mode only).
+        self.extra_config = extra_config
+        if extra_config and via != "config":
+            raise ValueError("extra_config needs via='config'")
         ports: set[int] = set()
 
         def port() -> int:
@@ -196,7 +201,7 @@ class ProcessCluster:
             f"  name: {self.cluster_name}\n"
             f'  listen: "{LOOPBACK}:{node.cluster_port}"\n'
             f"  routes: [{routes}\n  ]\n"
-            "}\n"
+            "}\n" + self.extra_config
         )
 
     def argv(self, node: Node) -> list[str]:
