@@ -29,7 +29,7 @@ from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import go_json_bytes
 from pynatsd.server.delivery import enable_remote_delivery
-from pynatsd.server.listen import WILDCARD_HOSTS, bound_port, join_host_port, listen
+from pynatsd.server.listen import WILDCARD_HOSTS, bind, join_host_port
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ class Cluster:
         self.port = 0
         self.running = False
         self._listener: asyncio.Server | None = None
+        self._socket: socket.socket | None = None  # bound at start, served once ready
         self._tasks: set[asyncio.Task[None]] = set()
         self._dialing: set[str] = set()
         # Local interest per account: (subject, queue) -> number of local subscriptions.
@@ -82,31 +83,44 @@ class Cluster:
     # -- the part --------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        server = self.server
+        """Bind the route port now (a port that cannot be had fails the start with
+        nats-server's [FTL] text); accept and dial once the server is ready."""
         opts = self.opts
         port = 0 if opts.port in (-1, 0) else opts.port
-        self._listener = await listen(
-            server.loop,
-            lambda: Route(self, solicited=False),
+        self._socket = bind(
             opts.host,
             port,
             lambda err: f"Error listening on router port: {opts.port} - {err}",
         )
-        self.port = bound_port(self._listener, port)
+        self.port = int(self._socket.getsockname()[1])
         self.running = True
         enable_remote_delivery()
+        server = self.server
         server.cluster_name = self.cluster_name
         for account in list(server.accounts.values()):
             self._watch(account)
         server.account_added_hooks.append(self._watch)
         server.lame_duck_hooks.append(self._announce_lame_duck)
+        server.ready_hooks.append(lambda: self._spawn(self._serve()))
+
+    async def _serve(self) -> None:
+        opts = self.opts
+        sock, self._socket = self._socket, None
+        if sock is None or not self.running:
+            return
         log.info("Cluster name is %s", self.cluster_name)
+        self._listener = await self.server.loop.create_server(
+            lambda: Route(self, solicited=False), sock=sock, backlog=100
+        )
         log.info("Listening for route connections on %s", join_host_port(opts.host, self.port))
         for url in opts.routes:
             self._spawn(self._keep_route(url))
 
     async def stop(self) -> None:
         self.running = False
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -292,8 +306,10 @@ class Cluster:
             for url in route.remote_info.get("connect_urls") or ():
                 if url not in urls:
                     urls.append(url)
-        if len(urls) <= 1:
-            urls = []
+        if len(urls) <= 1 and not server.connect_urls:
+            # nats-server's client INFO carries connect_urls from the first peer on (and
+            # then its own URL even when the peers are gone).
+            return
         if urls != server.connect_urls:
             server.connect_urls = urls
             if server.running:
@@ -343,6 +359,11 @@ class Cluster:
             if url in self.self_urls:
                 return
             route = self._route_for_url(url)
+            if route is not None and not route.configured:
+                # The peer dialed first: nats-server's own dial would be the duplicate, and
+                # the route kept becomes the configured one that reconnects.
+                route.configured = route.solicited = True
+                route.url = url
             if route is None:
                 attempt += 1
                 route = await self._dial(url, True, attempt)

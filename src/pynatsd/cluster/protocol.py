@@ -26,7 +26,19 @@ from typing import Any
 
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import OK, PING, PONG, Err, Event, Ok, Ping, Pong, ProtocolError, Pub
+from pynatsd.protocol.events import (
+    OK,
+    PING,
+    PONG,
+    Err,
+    Event,
+    Ok,
+    Ping,
+    Pong,
+    ProtocolError,
+    Pub,
+    make_pub,
+)
 
 __all__ = [
     "MAX_CONTROL_LINE",
@@ -174,6 +186,12 @@ class RouteParser:
                 pos = self._take_payload(data, pos, events)
                 continue
             nl = data.find(b"\n", pos)
+            if nl > 0 and not self._partial and data.startswith(b"RMSG ", pos):
+                # The common message, whole in this read: no per-op dispatch.
+                end = self._whole_rmsg(data, pos, nl, events)
+                if end > 0:
+                    pos = end
+                    continue
             if nl < 0:
                 self._partial += data[pos:]
                 if len(self._partial) > MAX_CONTROL_LINE:
@@ -190,6 +208,36 @@ class RouteParser:
             pos = nl + 1
             self._line(line, events)
         return events
+
+    def _whole_rmsg(self, data: bytes, pos: int, nl: int, events: list[Event]) -> int:
+        """An upper-case `RMSG acc subject [reply] size` with its payload in `data`: the
+        position after it, or 0 to take the general path (any other form, or incomplete)."""
+        arg = data[pos + 5 : nl - 1] if data[nl - 1] == 0x0D else data[pos + 5 : nl]
+        args = arg.split(b" ")
+        nargs = len(args)
+        if nargs == 3:
+            account, subject, size_text = args
+            reply = b""
+        elif nargs == 4:
+            account, subject, reply, size_text = args
+        else:
+            return 0
+        if (
+            not account
+            or not subject
+            or not size_text.isdigit()
+            or len(size_text) > _MAX_SIZE_DIGITS
+            or self.expect_connect
+            or b"\t" in arg
+        ):
+            return 0
+        start = nl + 1
+        end = start + int(size_text)
+        if end + 2 > len(data) or data[end : end + 2] != b"\r\n":
+            return 0
+        msg = make_pub((subject, reply, data[start:end], -1, arg, size_text, b""))
+        events.append(RouteMsg(account, msg, ()))
+        return end + 2
 
     # -- payloads --------------------------------------------------------------------------------
 

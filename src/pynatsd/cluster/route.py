@@ -39,7 +39,9 @@ from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_b
 from pynatsd.server.delivery import Stats, fan_out_routed
 from pynatsd.server.listen import join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
+from pynatsd.server.plans import Plan, PlanCache
 from pynatsd.server.subscription import RemoteSubscription
+from pynatsd.sublist import SubListResult
 
 if TYPE_CHECKING:
     from pynatsd.cluster.cluster import Cluster
@@ -83,6 +85,7 @@ class Route(asyncio.Protocol):
         self.closed = False
         self.registered = False
         self.retry = False  # closed after being kept over a duplicate: dial the peer again
+        self.pinned = False  # a peer's pinned-account connection, left for the peer to close
         self.echo = True
         self.perms = _NO_PERMISSIONS
         self.headers = True  # the peer's INFO `headers`
@@ -101,6 +104,10 @@ class Route(asyncio.Protocol):
         self._rtt_start = 0.0
         self._ping_timer: asyncio.TimerHandle | None = None
         self.done: asyncio.Future[None] = server.loop.create_future()
+        # Delivery plans of the peer's RMSG lines (server/plans.py), for local receivers.
+        self.plans = PlanCache()
+        # Accounts by the name on the wire (looked up once).
+        self._accounts: dict[bytes, Account] = {}
         # Interest learned from the peer: (account, subject, queue) -> its subscription.
         self.subs: dict[tuple[bytes, bytes, bytes], RemoteSubscription] = {}
 
@@ -160,6 +167,7 @@ class Route(asyncio.Protocol):
             if self.closed:
                 break
             self._handle(ev)
+        self.plans.settle()
         server = self.server
         server.flush_dirty()
 
@@ -193,6 +201,10 @@ class Route(asyncio.Protocol):
         elif isinstance(ev, RouteConnect):
             self._process_connect(ev.options)
         elif isinstance(ev, Err):
+            if self.pinned or not self.registered:
+                log.debug("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
+                self.close(CloseReason.PARSE_ERROR)
+                return
             log.error("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
             self.close(CloseReason.PARSE_ERROR)
         elif isinstance(ev, ProtocolError):
@@ -268,6 +280,12 @@ class Route(asyncio.Protocol):
         self.remote_id = server_id
         self.remote_name = str(info.get("server_name") or "")
         self.remote_info = info
+        if info.get("route_account"):
+            # A Go peer's connection pinned to one account ($SYS): without a pool we take
+            # none; the peer sees our INFO has no route_pool_size, says so with -ERR and
+            # closes it. Never registered, so it can not displace the real route.
+            self.pinned = True
+            return
         if "headers" in info:
             self.headers = (
                 self.headers and bool(info.get("headers"))
@@ -328,13 +346,46 @@ class Route(asyncio.Protocol):
 
     def _process_msg(self, ev: RouteMsg) -> None:
         msg = ev.msg
-        self.stats.received(1, len(msg.payload))
-        account = self.server.accounts.get(ev.account.decode(errors="replace"))
+        stats = self.stats  # Stats.received, inlined
+        stats.in_msgs += 1
+        stats.in_bytes += len(msg.payload)
+        account = self._accounts.get(ev.account)
         if account is None:
-            return
-        result = account.sublist.match_bytes(msg.subject)
+            account = self.server.accounts.get(ev.account.decode(errors="replace"))
+            if account is None:
+                return
+            self._accounts[ev.account] = account
+        sublist = account.sublist
+        line = msg.line
+        if line and not ev.queues:
+            plan = self.plans.lookup(line)
+            if plan is not None and plan.genid == sublist.genid:
+                self._send_planned(plan, msg.payload)
+                return
+        result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
+            if line and not ev.queues:
+                # Local plain receivers only (one hop), no queue group (none named).
+                local = tuple(sub for sub in result.psubs if not sub.remote)
+                self.plans.remember(self, msg, SubListResult(local), sublist.genid)
             fan_out_routed(self, result, msg, ev.queues)
+
+    def _send_planned(self, plan: Plan, payload: bytes) -> None:
+        """The planned delivery of a message from the peer (as ClientSession._process_pub
+        does it for a client's PUB)."""
+        tail = payload + b"\r\n"
+        dirty = self.server.dirty
+        if not plan.count:
+            self.plans.touched.append(plan)
+        plan.count += 1
+        plan.nbytes += len(payload)
+        for outbound, _, head in plan.targets:
+            frames = outbound.frames
+            frames.append(head)
+            frames.append(tail)
+            if not outbound.dirty:
+                outbound.dirty = True
+                dirty.append(outbound)
 
     # -- output and closing ----------------------------------------------------------------------
 

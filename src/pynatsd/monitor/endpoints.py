@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from pynatsd.gofmt import NANOS_PER_SECOND, go_duration_ns, go_uptime, rfc3339
 from pynatsd.jetstream import jetstream_of
+from pynatsd.monitor.routez import varz_route_counts
 from pynatsd.server.delivery import Stats
 from pynatsd.version import COMPAT_VERSION, PROTO_VERSION
 
@@ -70,6 +71,7 @@ def varz(server: Server) -> dict[str, Any]:
     cpu = usage.ru_utime + usage.ru_stime
     elapsed = max(now - server.start_time, 1e-9)
     zero_kinds = {"clients": 0, "routes": 0, "gateways": 0, "leafs": 0}
+    routes, remotes = varz_route_counts(server)
     out = {
         "server_id": server.server_id,
         "server_name": server.server_name,
@@ -80,6 +82,7 @@ def varz(server: Server) -> dict[str, Any]:
         "host": opts.host,
         "port": server.port,
         "auth_required": True if server.auth_required else None,
+        "connect_urls": list(server.connect_urls) or None,
         "max_connections": opts.max_connections,
         "ping_interval": int(opts.ping_interval * 1e9),
         "ping_max": opts.ping_max,
@@ -108,8 +111,8 @@ def varz(server: Server) -> dict[str, Any]:
         "cpu": round(100.0 * cpu / elapsed, 2),
         "connections": len(server.clients),
         "total_connections": server.total_connections,
-        "routes": 0,
-        "remotes": 0,
+        "routes": routes,
+        "remotes": remotes,
         "leafnodes": 0,
         "in_msgs": totals.in_msgs,
         "in_bytes": totals.in_bytes,

@@ -2,7 +2,8 @@
 
 nats-server keeps a per-connection cache of SubList results (`c.in.results`) keyed by subject;
 pynatsd goes one step further and keeps, per PUB control line, the receivers and their ready-made
-MSG lines, valid while the account's SubList generation holds. A plan holds only receivers for
+MSG lines (RMSG lines for another server's interest), valid while the account's SubList
+generation holds. A plan holds only receivers for
 which `server.delivery.deliver` would check nothing per message (no auto-unsubscribe, no
 deny-on-deliver, no internal callback, no trace), so sending through it is the same delivery,
 done without the checks. The loop that sends through a plan is inlined in
@@ -97,7 +98,16 @@ class PlanCache:
         """Cache the receivers of a plain PUB line: every plain subscriber, and the members of
         each queue group to pick from; no plan when any receiver needs a check per message."""
         receivers: list[Target] = []
+        remotes: set[Receiver] = set()
         for sub in result.psubs:
+            if sub.remote:
+                # Another server: one RMSG however many of its subscriptions match.
+                if sub.closed or sub.client.closed or sub.client.outbound is None:
+                    return
+                if sub.client not in remotes:
+                    remotes.add(sub.client)
+                    receivers.append(_remote_target(sub, ev))
+                continue
             if not _plannable(sub):
                 return
             if sub.client is publisher and not publisher.echo:
@@ -107,7 +117,8 @@ class PlanCache:
         for group in result.qsubs:
             members: list[Target] = []
             for sub in group:
-                if not _plannable(sub):
+                # A queue group with remote members is picked by weight (delivery.fan_out).
+                if sub.remote or not _plannable(sub):
                     return
                 if sub.client is publisher and not publisher.echo:
                     continue
@@ -130,6 +141,19 @@ def _plannable(sub: Subscription) -> bool:
         and receiver.plain
         and receiver.outbound is not None
     )
+
+
+def _remote_target(sub: Subscription, ev: Pub) -> Target:
+    outbound = sub.client.outbound
+    assert outbound is not None
+    account: bytes = sub.account_name  # type: ignore[attr-defined]
+    head = b"RMSG %s %s %s%s\r\n" % (
+        account,
+        ev.subject,
+        ev.reply + b" " if ev.reply else b"",
+        ev.size_text,
+    )
+    return (outbound, sub, head)
 
 
 def _target(sub: Subscription, ev: Pub) -> Target:

@@ -142,6 +142,9 @@ class Server:
         self.parts: dict[str, ServerPart] = {}
         # Called with each client as it closes (the monitor keeps /connz?state=closed with it).
         self.client_closed_hooks: list[Callable[[Client], None]] = []
+        # Run once the server is ready (its client port known), as nats-server starts its
+        # routes after the client listener.
+        self.ready_hooks: list[Callable[[], None]] = []
         # Run when lame duck mode starts, before clients are told (the cluster tells routes).
         self.lame_duck_hooks: list[Callable[[], None]] = []
         # Set by the cluster part: the cluster's name and every node's client URL (own first),
@@ -450,6 +453,8 @@ class Server:
                 )
         self._write_pid_and_ports()
         log.info("Server is ready")
+        for hook in self.ready_hooks:
+            hook()
 
     async def _start_client_listener(self) -> None:
         opts = self.options

@@ -135,6 +135,8 @@ class RemoteSubscription(Subscription):
     def __init__(
         self, owner: Any, account_name: bytes, subject: bytes, queue: bytes, weight: int
     ) -> None:
-        super().__init__(owner, subject, queue, b"R " + account_name + b" " + subject)
+        # nats-server's key of a routed subscription, its `sid` in /routez?subs=detail.
+        sid = b" ".join((account_name, subject, queue)) if queue else account_name + b" " + subject
+        super().__init__(owner, subject, queue, sid)
         self.account_name = account_name
         self.weight = weight

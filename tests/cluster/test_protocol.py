@@ -1,0 +1,201 @@
+"""The route codec alone: each op, bad input as nats-server treats it, frames, and the same
+events at any split point of the bytes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pynatsd.cluster.protocol import (
+    RouteConnect,
+    RouteInfo,
+    RouteMsg,
+    RouteParser,
+    RouteSub,
+    RouteUnsub,
+    rmsg_frame,
+    rmsg_head,
+    rs_minus_frame,
+    rs_plus_frame,
+)
+from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
+
+
+def describe(ev: Event) -> tuple[object, ...]:
+    if isinstance(ev, RouteSub):
+        return ("RS+", ev.origin, ev.account, ev.subject, ev.queue, ev.weight)
+    if isinstance(ev, RouteUnsub):
+        return ("RS-", ev.origin, ev.account, ev.subject, ev.queue)
+    if isinstance(ev, RouteMsg):
+        m = ev.msg
+        return (
+            "MSG",
+            ev.origin,
+            ev.account,
+            m.subject,
+            m.reply,
+            m.payload,
+            m.header_size,
+            ev.queues,
+        )
+    if isinstance(ev, (RouteInfo, RouteConnect)):
+        return (type(ev).__name__, ev.raw)
+    if isinstance(ev, Err):
+        return ("ERR", ev.text)
+    if isinstance(ev, ProtocolError):
+        return ("PROTOCOL", ev.reply)
+    return (type(ev).__name__,)
+
+
+def parse(data: bytes, expect_connect: bool = False) -> list[tuple[object, ...]]:
+    return [describe(ev) for ev in RouteParser(expect_connect).feed(data)]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b"RS+ $G foo\r\n", ("RS+", b"", b"$G", b"foo", b"", 0)),
+        (b"rs+ $G bar q1 2\r\n", ("RS+", b"", b"$G", b"bar", b"q1", 2)),
+        (b"RS+\t$G\tfoo.*\r\n", ("RS+", b"", b"$G", b"foo.*", b"", 0)),
+        (b"RS- $G foo\r\n", ("RS-", b"", b"$G", b"foo", b"")),
+        (b"RS- $G bar q1\r\n", ("RS-", b"", b"$G", b"bar", b"q1")),
+        (b"LS+ LX $G lx.q g1 1\r\n", ("RS+", b"LX", b"$G", b"lx.q", b"g1", 1)),
+        (b"LS- LX $G lx.sub\r\n", ("RS-", b"LX", b"$G", b"lx.sub", b"")),
+        (b"RMSG $G foo 5\r\nhello\r\n", ("MSG", b"", b"$G", b"foo", b"", b"hello", -1, ())),
+        (b"RMSG $G foo r.1 2\r\nhi\r\n", ("MSG", b"", b"$G", b"foo", b"r.1", b"hi", -1, ())),
+        (b"RMSG $G bar | q1 1\r\nx\r\n", ("MSG", b"", b"$G", b"bar", b"", b"x", -1, (b"q1",))),
+        (
+            b"RMSG $G bar + r q1 q2 1\r\nx\r\n",
+            ("MSG", b"", b"$G", b"bar", b"r", b"x", -1, (b"q1", b"q2")),
+        ),
+        (
+            b"HMSG $G foo 12 14\r\nNATS/1.0\r\n\r\nhh\r\n",
+            ("MSG", b"", b"$G", b"foo", b"", b"NATS/1.0\r\n\r\nhh", 12, ()),
+        ),
+        (
+            b"LMSG LX $G b.sub 0 5\r\nhello\r\n",
+            ("MSG", b"LX", b"$G", b"b.sub", b"", b"hello", -1, ()),
+        ),
+        (b"PING\r\n", ("Ping",)),
+        (b"pong\r\n", ("Pong",)),
+        (b"+OK\r\n", ("Ok",)),
+        (b"-ERR 'oops'\r\n", ("ERR", b"'oops'")),
+        (b'INFO {"server_id":"X"}\r\n', ("RouteInfo", b'{"server_id":"X"}')),
+    ],
+)
+def test_ops(line: bytes, expected: tuple[object, ...]) -> None:
+    assert parse(line) == [expected]
+
+
+@pytest.mark.parametrize(
+    ("data", "reply"),
+    [
+        (b"FOO bar\r\n", "Unknown Protocol Operation"),
+        (b"RS+ $G\r\n", None),  # processRemoteSub Parse Error: a close without a word
+        (b"RS+ $G foo q\r\n", None),  # a queue needs its weight
+        (b"RS- $G\r\n", None),
+        (b"RMSG $G foo\r\n", None),
+        (b"RMSG $G foo x\r\n", None),  # bad size
+        (b"RMSG $G foo ? q 1\r\n", None),  # bad reply indicator
+        (b"HMSG $G foo 5 2\r\n", None),  # header larger than the message
+        (b"RMSG $G foo 2\r\nhiX\n", "Unknown Protocol Operation"),  # payload not CRLF
+    ],
+)
+def test_bad_input(data: bytes, reply: str | None) -> None:
+    events = parse(data)
+    assert events[-1] == ("PROTOCOL", reply)
+
+
+def test_accepted_route_expects_connect_first() -> None:
+    assert parse(b"PING\r\n", expect_connect=True) == [("PROTOCOL", "Authorization Violation")]
+    events = parse(b'CONNECT {"name":"A"}\r\nPING\r\n', expect_connect=True)
+    assert events == [("RouteConnect", b'{"name":"A"}'), ("Ping",)]
+
+
+def test_dead_after_error() -> None:
+    parser = RouteParser()
+    assert isinstance(parser.feed(b"BAD\r\n")[-1], ProtocolError)
+    assert parser.feed(b"PING\r\n") == []
+
+
+def test_frames() -> None:
+    assert rs_plus_frame(b"$G", b"foo") == b"RS+ $G foo\r\n"
+    assert rs_plus_frame(b"$G", b"bar", b"q1", 2) == b"RS+ $G bar q1 2\r\n"
+    assert rs_minus_frame(b"$G", b"bar", b"q1") == b"RS- $G bar q1\r\n"
+    assert rmsg_head(b"$G", b"foo", b"", [], 5) == b"RMSG $G foo 5\r\n"
+    assert rmsg_head(b"$G", b"foo", b"my.reply", [], 9) == b"RMSG $G foo my.reply 9\r\n"
+    assert rmsg_head(b"$G", b"bar", b"", [b"q1"], 1) == b"RMSG $G bar | q1 1\r\n"
+    assert rmsg_head(b"$G", b"bar", b"r", [b"q1", b"q2"], 1) == b"RMSG $G bar + r q1 q2 1\r\n"
+    assert rmsg_head(b"$G", b"foo", b"", [], 22, 20) == b"HMSG $G foo 20 22\r\n"
+    hmsg = Pub(b"foo", b"", b"NATS/1.0\r\nA: b\r\n\r\nhi", 18)
+    assert rmsg_frame(b"$G", hmsg) == b"HMSG $G foo 18 20\r\nNATS/1.0\r\nA: b\r\n\r\nhi\r\n"
+    # A peer without headers gets the body alone, as RMSG.
+    assert rmsg_frame(b"$G", hmsg, headers=False) == b"RMSG $G foo 2\r\nhi\r\n"
+
+
+_token = st.text(alphabet="abcxyz019_-", min_size=1, max_size=6)
+_subject = st.lists(_token, min_size=1, max_size=4).map(".".join)
+
+
+@st.composite
+def _stream(draw: st.DrawFn) -> bytes:
+    """A mix of frames as a peer would send them."""
+    parts: list[bytes] = []
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["sub", "qsub", "unsub", "msg", "hmsg", "qmsg", "ping"]))
+        subject = draw(_subject).encode()
+        if kind == "sub":
+            parts.append(rs_plus_frame(b"$G", subject))
+        elif kind == "qsub":
+            parts.append(rs_plus_frame(b"$G", subject, b"q", draw(st.integers(1, 9))))
+        elif kind == "unsub":
+            parts.append(rs_minus_frame(b"$G", subject))
+        elif kind == "ping":
+            parts.append(b"PING\r\n")
+        else:
+            body = draw(st.binary(max_size=40))
+            hdr = -1
+            if kind == "hmsg":
+                body = b"NATS/1.0\r\nK: v\r\n\r\n" + body
+                hdr = 18
+            queues = [b"q1"] if kind == "qmsg" else []
+            reply = draw(st.sampled_from([b"", b"_INBOX.r"]))
+            parts.append(rmsg_frame(b"$G", Pub(subject, reply, body, hdr), queues))
+    return b"".join(parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_stream(), st.lists(st.integers(0, 2000), max_size=8))
+def test_any_split_gives_the_same_events(data: bytes, cuts: list[int]) -> None:
+    whole = parse(data)
+    assert all(ev[0] != "PROTOCOL" for ev in whole)
+    parser = RouteParser()
+    events: list[tuple[object, ...]] = []
+    start = 0
+    for cut in sorted(c % (len(data) + 1) for c in cuts):
+        events += [describe(ev) for ev in parser.feed(data[start:cut])]
+        start = cut
+    events += [describe(ev) for ev in parser.feed(data[start:])]
+    assert events == whole
+
+
+def test_byte_at_a_time_is_linear() -> None:
+    """A large payload fed one byte at a time costs O(bytes), not O(bytes^2)."""
+    body = b"x" * 200_000
+    data = b"RMSG $G foo %d\r\n" % len(body) + body + b"\r\n"
+    parser = RouteParser()
+    began = time.perf_counter()
+    events: list[Event] = []
+    for i in range(len(data)):
+        events += parser.feed(data[i : i + 1])
+    assert time.perf_counter() - began < 5
+    assert len(events) == 1 and isinstance(events[0], RouteMsg)
+    assert events[0].msg.payload == body
+
+
+def test_ping_pong_ok_events() -> None:
+    events = RouteParser().feed(b"PING\r\nPONG\r\n+OK\r\n")
+    assert [type(e) for e in events] == [Ping, Pong, Ok]
