@@ -13,16 +13,13 @@ scenario runs last on that cluster. Simultaneous start-up with every node listin
 
 Interest is never waited for with sleeps: `wait_interest` sends a probe through the routes,
 which arrives only after every earlier SUB/UNSUB of the same server.
-
-What pynatsd does not have yet is expected to fail (xfail, not strict) on the topologies with a
-pynatsd node: `pending_on_pynatsd` says which part and why.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +45,6 @@ TOPOLOGIES = [
     pytest.param((PY, GO, GO), id="1py2nats"),
     pytest.param((PY, PY, GO), id="2py1nats"),
 ]
-# pynatsd's /routez and /varz route counts are still nats-server's empty-cluster answer.
-ROUTEZ_PENDING = "pynatsd's /routez and /varz routes/remotes are not implemented yet (issue 14)"
-
-
-def pending_on_pynatsd(request: pytest.FixtureRequest, kinds: Sequence[str], reason: str) -> None:
-    """Expect this test to fail while a topology has a pynatsd node (strict=False: it is
-    reported as XPASS once the missing part lands)."""
-    if PY in kinds:
-        request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
-
-
 # Observations of the reference topology, by scenario, for the other topologies to match.
 _reference: dict[str, Any] = {}
 
@@ -339,12 +325,9 @@ async def test_connect_urls(cluster: ProcessCluster, clients: Clients) -> None:
     check("connect_urls", kinds_of(cluster), observed, expected)
 
 
-async def test_monitoring_shows_the_routes(
-    cluster: ProcessCluster, request: pytest.FixtureRequest
-) -> None:
+async def test_monitoring_shows_the_routes(cluster: ProcessCluster) -> None:
     """Every node's /routez lists its peers (the whole Go pool between two nats-server nodes)
     and no route to itself; /varz counts them."""
-    pending_on_pynatsd(request, kinds_of(cluster), ROUTEZ_PENDING)
     observed = {}
     ids = {n.server_id: n.name for n in cluster.nodes}
     for node in cluster.nodes:
@@ -456,7 +439,7 @@ async def test_simultaneous_start_without_duplicate_routes(
     kinds: tuple[str, ...], tmp_path: Path
 ) -> None:
     """All three start at once, each told to route to all three (itself included, the nats.py
-    tests' configuration). Once settled, the nats-server nodes' /routez show one set of
+    tests' configuration). Once settled, every node's /routez shows one set of
     connections per peer (the Go pool between nats-server nodes, the same count from both
     ends) and no route to themselves; and clients get each message once, as a duplicate
     route would deliver it twice."""
