@@ -8,14 +8,14 @@ is left to gossip), or every node listing every node including itself (the nats.
 where a route to self must be detected and dropped).
 
     with ProcessCluster(["nats-server", "pynatsd", "nats-server"], tmp_path) as cluster:
-        cluster.wait_routes()
+        cluster.start()      # all at once; returns when every route is up
         nc = await nats.connect(cluster.nodes[1].url)
         cluster.kill(2)      # SIGKILL
         cluster.restart(2)   # same ports, waits until its routes are up again
 
-"Routes up" is read two ways. On each node's monitor port, `/routez` must show a
-route to every other running node (matched by `server_id` from `/varz`), and between two
-nats-server nodes the whole pool (3 pooled connections and the `$SYS` pinned one:
+"Routes up" is read two ways. On each node's monitor port, `/routez` must show a route to
+every other running node (matched by `server_id` from `/varz`), and between two nats-server
+nodes the whole pool (3 pooled connections and the `$SYS` pinned one:
 nats-cluster-facts §1.2), so that no account's traffic waits for a connection still being
 dialled. And, as clients see it, a message published on any node must reach a subscriber on
 every other node.
@@ -29,7 +29,6 @@ import re
 import signal
 import socket
 import time
-import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
