@@ -170,24 +170,36 @@ def log_sizes(cluster: ProcessCluster) -> dict[str, int]:
 def problems(cluster: ProcessCluster, since: dict[str, int]) -> list[str]:
     """Error lines the nodes logged after `since` (the log sizes once the cluster had formed:
     the refused dials of a simultaneous start are expected), deduplicated, at most 5."""
-    seen: dict[str, int] = {}
-    for node in cluster.nodes:
-        lines = node.log_text()[since.get(node.name, 0) :].encode().splitlines()
-        refused = {
-            m.group(1)
-            for line in lines
-            if _PINNED_REFUSED.search(line.decode(errors="replace"))
-            and (m := _RID.search(line.decode(errors="replace")))
-        }
+    logs = {
+        n.name: [
+            line.decode(errors="replace")
+            for line in n.log_text()[since.get(n.name, 0) :].encode().splitlines()
+        ]
+        for n in cluster.nodes
+    }
+    # A refused `$SYS`-pinned dial: the dialer's lines for that connection, and one "closed:
+    # Parse Error" on the refusing side per refusal.
+    refusals = 0
+    skip: set[tuple[str, str]] = set()
+    for name, lines in logs.items():
         for line in lines:
-            rid = _RID.search(line.decode(errors="replace"))
-            if rid and rid.group(1) in refused:
+            if _PINNED_REFUSED.search(line) and (m := _RID.search(line)):
+                refusals += 1
+                skip.add((name, m.group(1)))
+    seen: dict[str, int] = {}
+    for name, lines in logs.items():
+        for line in lines:
+            rid = _RID.search(line)
+            if rid and (name, rid.group(1)) in skip:
                 continue
-            if _PROBLEM.search(line):
+            if refusals and line.endswith("Router connection closed: Parse Error"):
+                refusals -= 1
+                continue
+            if _PROBLEM.search(line.encode()):
                 # Drop the "[pid] date time" prefix so repeated lines collapse into one.
-                text = re.sub(r"^\[\d+\] \S+ \S+ ", "", line.decode(errors="replace")).strip()
+                text = re.sub(r"^\[\d+\] \S+ \S+ ", "", line).strip()
                 text = re.sub(r"cid:\d+|127\.0\.0\.1:\d+|\d+ms", "…", text)
-                text = f"{node.name}: {text}"
+                text = f"{name}: {text}"
                 seen[text] = seen.get(text, 0) + 1
     return [f"{t} (x{n})" if n > 1 else t for t, n in list(seen.items())[:5]]
 
