@@ -102,3 +102,26 @@ def _has_interest(node: Node, subject: str) -> bool:
     assert node.server is not None
     result = node.server.global_account.sublist.match(subject)
     return any(sub.remote for sub in result.psubs)
+
+
+async def test_simultaneous_start_with_nats_server() -> None:
+    """pynatsd and two nats-server nodes dialing each other at once: one route per pair of
+    pynatsd and Go node (Go's own pool between the Go nodes), traffic between every pair."""
+    nodes = plan_nodes("pgg", full_mesh=True)
+    try:
+        await asyncio.gather(*(node.start() for node in nodes))
+        py = nodes[0]
+        await eventually(lambda: len(_cluster(py).routes) == 2, timeout=10)
+        await asyncio.sleep(1.5)
+        assert len(_cluster(py).routes) == 2
+        assert len(_cluster(py).connecting) == 2
+        clients = [await connect(n) for n in nodes]
+        for a in clients:
+            for b in clients:
+                if a is not b:
+                    await wait_routed(a, b)
+        for c in clients:
+            await c.close()
+    finally:
+        for node in nodes:
+            await node.stop()

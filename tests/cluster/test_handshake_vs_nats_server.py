@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from cluster.nodes import CLUSTER, Node, connect, plan_nodes
+import pynatsd
+from cluster.nodes import CLUSTER, Node, connect, plan_nodes, wait_routed
+from pynatsd.options import ClusterOptions
 
 PEER_ID = "NPYRAWPEER0000000000000000000000000000000000000000000001"
 GOOD_CONNECT = (
@@ -153,3 +155,47 @@ async def test_queue_weights_and_plain_interest() -> None:
         b"RS- $G foo",
     ]
     assert py == go
+
+
+async def test_cluster_authorization() -> None:
+    """`cluster { authorization }`: a peer without the credentials is refused as nats-server
+    refuses it; pynatsd dialing with `user:pass@` in the route URL joins a Go node."""
+    seen = []
+    for kind in "gp":
+        (node,) = plan_nodes(kind)
+        if kind == "g":
+            node.extra = ["--cluster", f"nats://ruser:rpass@127.0.0.1:{node.cluster_port}"]
+            await node.start()
+        else:
+            node.server = pynatsd.Server(
+                port=node.port,
+                host="127.0.0.1",
+                cluster=ClusterOptions(
+                    name=CLUSTER,
+                    host="127.0.0.1",
+                    port=node.cluster_port,
+                    username="ruser",
+                    password="rpass",
+                ),
+            )
+            await node.server.start()
+        try:
+            data, closed = await _exchange(node, GOOD_CONNECT + peer_info(1))
+            errs = [line for line in data.split(b"\r\n") if line.startswith(b"-ERR")]
+            seen.append((errs, closed))
+            if kind == "g":
+                (py,) = plan_nodes("p")
+                py.routes = [f"nats://ruser:rpass@127.0.0.1:{node.cluster_port}"]
+                await py.start()
+                try:
+                    cp, cg = await connect(py), await connect(node)
+                    await wait_routed(cp, cg)
+                    await wait_routed(cg, cp)
+                    await cp.close()
+                    await cg.close()
+                finally:
+                    await py.stop()
+        finally:
+            await node.stop()
+    assert seen[0] == ([b"-ERR 'Authorization Violation'"], True)
+    assert seen[1] == seen[0]

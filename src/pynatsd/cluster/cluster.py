@@ -149,8 +149,8 @@ class Cluster:
         opts = server.options
         if opts.client_advertise:
             return [opts.client_advertise]
-        if not server.port:
-            return []
+        if server.port <= 0:
+            return []  # not bound yet
         if opts.host in WILDCARD_HOSTS:
             return [join_host_port(ip, server.port) for ip in _non_local_ips()]
         return [join_host_port(opts.host, server.port)]

@@ -217,7 +217,7 @@ class Route(asyncio.Protocol):
 
     def _process_connect(self, opts: dict[str, Any]) -> None:
         """The CONNECT of a peer that dialed us (nats-server's processRouteConnect)."""
-        if "lang" in opts or opts.get("lang"):
+        if opts.get("lang"):
             self._refuse("attempted to connect to route port", CloseReason.PROTOCOL_VIOLATION)
             return
         if opts.get("gateway"):
