@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.config import ConfigError, load_config, startup_errors
+from pynatsd.config.values import go_atoi, split_host_port
 from pynatsd.flags import apply_flags
 from pynatsd.gofmt import go_duration
 from pynatsd.logger import configure_from_options, log
-from pynatsd.options import Options
+from pynatsd.options import ClusterOptions, Options
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.server.accounts import GLOBAL_ACCOUNT
@@ -100,13 +101,22 @@ def reload(server: Server, flags: Mapping[str, Any]) -> bool:
         log.error("Failed to reload server configuration: %s", e)
         return False
     new = loaded.options
-    apply_flags(new, dict(flags))
+    try:
+        apply_flags(new, dict(flags))
+    except ConfigError as e:
+        log.error("Failed to reload server configuration: %s", e)
+        return False
     problems = startup_errors(new)
     if problems:
         log.error("Failed to reload server configuration: %s", problems[0])
         return False
     changes = changed_fields(old, new)
     for name in changes:
+        if name == "cluster":
+            problem = cluster_reload_problem(old.cluster, new.cluster)
+            if problem:
+                log.error("Failed to reload server configuration: %s", problem)
+                return False
         go_name = NOT_RELOADABLE.get(name)
         if go_name is not None:
             log.error(
@@ -120,12 +130,14 @@ def reload(server: Server, flags: Mapping[str, Any]) -> bool:
     server.options = new
     apply_changes(server, old, new, changes)
     for name in changes:
-        if name in AUTH_FIELDS or name == "users":
+        if name in AUTH_FIELDS or name in ("users", "cluster"):
             continue
         log.info("Reloaded: %s = %s", name, _go_value(getattr(new, name)))
     if any(name in AUTH_FIELDS for name in changes):
         log.info("Reloaded: authorization users")
     log.info("Reloaded: accounts")
+    if "cluster" in changes:
+        reload_cluster(server, old.cluster, new.cluster)
     server.config_load_time = time.time()
     server.config_digest = loaded.digest
     log.info("Reloaded server configuration (%s)", loaded.digest)
@@ -244,3 +256,63 @@ def _close_over_max_connections(server: Server, max_connections: int) -> None:
 def _text(connect: Mapping[str, Any], key: str) -> str:
     value = connect.get(key)
     return value if isinstance(value, str) else ""
+
+
+# -- the cluster (nats-server's clusterOption, routesOption and validateClusterOpts) -------------
+
+
+def _cluster_or_none(cluster: ClusterOptions | None) -> ClusterOptions:
+    # A server outside a cluster has nats-server's zero ClusterOpts: no host, no port.
+    return cluster if cluster is not None else ClusterOptions(host="")
+
+
+def cluster_reload_problem(old: ClusterOptions | None, new: ClusterOptions | None) -> str:
+    """validateClusterOpts: the route listener cannot move (nor start or stop), and a new
+    advertise address must parse; "" when the change can be applied."""
+    was, now = _cluster_or_none(old), _cluster_or_none(new)
+    if was.host != now.host:
+        return f"config reload not supported for cluster host: old={was.host}, new={now.host}"
+    if was.port != now.port:
+        return f"config reload not supported for cluster port: old={was.port}, new={now.port}"
+    if now.advertise:
+        problem = advertise_problem(now.advertise)
+        if problem:
+            return f"invalid Cluster.Advertise value of {now.advertise}, err={problem}"
+    return ""
+
+
+def advertise_problem(advertise: str) -> str:
+    """nats-server's parseHostPort on an advertise address (a missing port is allowed)."""
+    try:
+        _, port = split_host_port(advertise)
+    except ValueError as e:
+        if "missing port" not in str(e):
+            return f"address {advertise}: {e}"
+        port = "0"
+    try:
+        go_atoi(port.strip())
+    except ValueError:
+        reason = (
+            "invalid syntax" if not port.strip().lstrip("+-").isdigit() else "value out of range"
+        )
+        return f'strconv.Atoi: parsing "{port.strip()}": {reason}'
+    return ""
+
+
+def reload_cluster(server: Server, old: ClusterOptions | None, new: ClusterOptions | None) -> None:
+    """Apply a reloaded cluster block: the cluster part (if the server has one) learns the new
+    routes through `reload_routes(routes)` and the other settings through
+    `reload_options(cluster)`, each only when it changed; the log says what was reloaded, as
+    nats-server's `Reloaded: cluster` and `Reloaded: cluster routes`."""
+    was, now = _cluster_or_none(old), _cluster_or_none(new)
+    part = server.parts.get("cluster")
+    if dataclasses.replace(was, routes=now.routes) != now:
+        hook = getattr(part, "reload_options", None)
+        if hook is not None and new is not None:
+            hook(new)
+        log.info("Reloaded: cluster")
+    if was.routes != now.routes:
+        hook = getattr(part, "reload_routes", None)
+        if hook is not None:
+            hook(list(now.routes))
+        log.info("Reloaded: cluster routes")

@@ -32,6 +32,7 @@ REFUSED = {
     "cluster URL with a bad port": ["--cluster", "nats://127.0.0.1:x"],
     "cluster URL with a bad escape": ["--cluster_listen", "nats://127.0.0.1:6222/%zz"],
     "cluster URL without a scheme": ["--cluster", "://x"],
+    "cluster name with a space": ["--cluster", "nats://127.0.0.1:-1", "--cluster_name", "a b"],
 }
 
 
@@ -150,3 +151,16 @@ def test_varz_cluster_section_agrees(extra: list[str], tmp_path: Path) -> None:
         assert cluster.pop("cluster_port") == cluster_port
         sections.append(cluster)
     assert sections[1] == sections[0]
+
+
+def _cluster_help(argv: list[str]) -> list[str]:
+    text = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+    section = text.split("Cluster Options:", 1)[1].split("\n\n", 1)[0]
+    return section.strip("\n").splitlines()
+
+
+def test_help_lists_the_cluster_flags_as_nats_server() -> None:
+    assert NATS_SERVER is not None
+    ours = _cluster_help([*PYNATSD, "--help"])
+    assert ours == _cluster_help([NATS_SERVER, "--help"])
+    assert len(ours) == 7

@@ -10,8 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cryptography.x509.oid import NameOID
 
 from pynatsd.config import ConfigError, check_config, load_config, startup_errors
+from support.certs import make_ca, make_cert
 from support.natsserver import nats_server_binary
 
 NATS_SERVER = nats_server_binary()
@@ -57,7 +59,7 @@ cluster {
     "port of a wrong type": 'cluster {\n  port: "x"\n}\n',
     "name of a wrong type": "cluster {\n  name: 5\n}\n",
     "routes of a wrong type": 'cluster {\n  routes: "nats://a:1"\n}\n',
-    "route of a wrong type": "cluster {\n  routes: [\n    5\n  ]\n}\n",
+    "route of a wrong type": "cluster {\n  routes: [\n    5\n  ]\n  foo: 1\n}\n",
     "duplicate and bad routes": """
 cluster {
   port: 6222
@@ -123,6 +125,11 @@ cluster {
     "unknown compression field": "cluster {\n  compression: {\n    foo: 1\n  }\n}\n",
     "accounts of a wrong type": "cluster {\n  accounts: 5\n}\n",
     "account of a wrong type": "cluster {\n  accounts: [\n    A\n    5\n  ]\n}\n",
+    "authorization of a wrong type": "cluster {\n  authorization: 5\n}\n",
+    "permissions of a wrong type": "cluster {\n  permissions: 5\n}\n",
+    "bad authorization timeout": 'cluster {\n  authorization {\n    timeout: "x"\n  }\n}\n',
+    "compression mode of a wrong type": "cluster {\n  compression: {\n    mode: 5\n  }\n}\n",
+    "pool size of a wrong type": "cluster {\n  pool_size: true\n}\n",
     "unknown field": "cluster {\n  port: 6222\n  foo: 1\n}\n",
     "not a map": "cluster: 5\n",
     "tls without a key": "cluster {\n  tls {\n    cert_file: x\n  }\n}\n",
@@ -218,3 +225,43 @@ def test_cluster_startup_errors_agree(name: str, tmp_path: Path) -> None:
     assert real.returncode == 1
     expected = real.stderr.strip().removeprefix("nats-server: ")
     assert startup_errors(load_config(path).options) == [expected]
+
+
+@pytest.mark.parametrize(
+    ("written", "mode"),
+    [
+        ("on", "s2_fast"),
+        ("Auto", "s2_auto"),
+        ("true", "s2_fast"),
+        ("not_supported", "not supported"),
+    ],
+)
+def test_compression_mode_is_settled_to_its_name(written: str, mode: str, tmp_path: Path) -> None:
+    path = tmp_path / "main.conf"
+    path.write_text(f'cluster {{ port: 6222, compression: "{written}" }}\n')
+    cluster = load_config(path).options.cluster
+    assert cluster is not None and cluster.compression == mode
+
+
+def test_cluster_tls_is_read_and_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A valid route `tls {}` passes `-t` on both servers; pynatsd keeps its timeout and logs
+    that route TLS is not implemented yet (not a `-t` warning)."""
+    ca = make_ca()
+    ca_path, _ = ca.write(tmp_path, "ca")
+    cert, key = make_cert(ca, [(NameOID.COMMON_NAME, "route")], ips=("127.0.0.1",)).write(
+        tmp_path, "route"
+    )
+    (tmp_path / "main.conf").write_text(
+        "cluster {\n  port: 6222\n  tls {\n"
+        f'    cert_file: "{cert}"\n    key_file: "{key}"\n    ca_file: "{ca_path}"\n'
+        "    verify: true\n    timeout: 3\n  }\n}\n"
+    )
+    assert NATS_SERVER is not None
+    real = subprocess.run(
+        [NATS_SERVER, "-t", "-c", "main.conf"], cwd=tmp_path, capture_output=True, timeout=30
+    )
+    assert real.returncode == 0
+    monkeypatch.chdir(tmp_path)
+    loaded = check_config("main.conf")
+    assert loaded.ignored == ["cluster.tls"]
+    assert loaded.options.cluster is not None and loaded.options.cluster.tls_timeout == 3

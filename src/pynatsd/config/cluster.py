@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pynatsd.config.authorization import parse_authorization
-from pynatsd.config.parser import ConfigError, Node
+from pynatsd.config.parser import ConfigError, Node, to_plain
 from pynatsd.config.registry import (
     HANDLERS,
     Abort,
@@ -45,6 +45,7 @@ ROUTE_MAX_PING_INTERVAL = 30.0
 DEFAULT_POOL_SIZE = 3
 DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 CLUSTER_NAME_HAS_SPACES = "cluster name cannot contain spaces"
+NIL_POINTER = "runtime error: invalid memory address or nil pointer dereference"
 
 # What `compression` may say (any case), and the mode each spelling means for routes
 # (nats-server's validateAndNormalizeCompressionOption with "on" meaning s2_fast).
@@ -73,16 +74,7 @@ COMPRESSION_MODES = {
 def _apply_cluster(loader: Loader, name: str, node: Node) -> None:
     if not isinstance(node.value, dict):
         raise loader.abort(node, f"Expected map to define cluster, got {go_type(node.value)}")
-    cluster = loader.opts.cluster
-    if cluster is None:
-        # Unset durations and counts are 0 here, as in nats-server's ClusterOpts; the
-        # defaults are settled once the whole file is read.
-        cluster = ClusterOptions(
-            host="", pool_size=0, compression="", auth_timeout=0.0, tls_timeout=0.0
-        )
-        cluster.ping_interval = 0.0
-        cluster.ping_max = 0
-        loader.opts.cluster = cluster
+    cluster = _cluster_of(loader.opts)
     for key, entry in node.value.items():
         read = _FIELDS.get(key.lower())
         if read is None:
@@ -95,6 +87,22 @@ def _apply_cluster(loader: Loader, name: str, node: Node) -> None:
         except Abort:
             # A failed type assertion: nats-server gives up on the rest of the block.
             return
+
+
+def _cluster_of(opts: Options) -> ClusterOptions:
+    """The options' cluster settings, made unset if there are none yet: durations and counts
+    0 as in nats-server's ClusterOpts, the defaults settled once the whole file is read."""
+    if opts.cluster is None:
+        opts.cluster = ClusterOptions(
+            host="",
+            pool_size=0,
+            compression="",
+            auth_timeout=0.0,
+            tls_timeout=0.0,
+            ping_interval=0.0,
+            ping_max=0,
+        )
+    return opts.cluster
 
 
 class _Skip(Exception):
@@ -140,14 +148,21 @@ def _host(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> Non
 
 
 def _authorization(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
-    fields = want_map(loader, entry)
+    try:
+        fields = want_map(loader, entry)
+    except Abort:
+        raise loader.abort(entry, NIL_POINTER) from None
     if any(k.lower() in ("auth_callout", "auth_hook") for k in fields):
         raise _error(loader, entry, "Cluster authorization does not support callouts")
     errors_before = len(loader.errors)
     try:
         auth = parse_authorization(loader, key, entry)
     except Abort:
-        raise _Skip() from None
+        if loader.errors[-1].reason.startswith("error parsing authorization config"):
+            raise _Skip() from None  # an error parseAuthorization returns
+        # parseAuthorization recovers a panic and returns no result, which parseCluster then
+        # dereferences: a second panic, that ends the block.
+        raise loader.abort(entry, NIL_POINTER) from None
     if len(loader.errors) > errors_before:
         raise _Skip()
     if auth.users is not None or auth.nkeys:
@@ -177,7 +192,11 @@ def _routes(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> N
     seen: set[str] = set()
     failed = False
     for element in elements:
-        text = want_str(loader, element)
+        try:
+            text = want_str(loader, element)
+        except Abort:
+            # parseURLs recovers its own panic: the routes stay unset, the block goes on.
+            raise _Skip() from None
         if text in seen:
             loader.warn(element, text, "Duplicate route entry detected")
             continue
@@ -226,6 +245,11 @@ def _connect_backoff(loader: Loader, cluster: ClusterOptions, key: str, entry: N
 
 
 def _permissions(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+    if not isinstance(entry.value, dict):
+        # parseUserPermissions' own error carries no position.
+        reason = f"Expected permissions to be a map/struct, got {to_plain(entry.value)}"
+        loader.errors.append(ConfigError(reason))
+        raise _Skip()
     errors_before = len(loader.errors)
     perms = parse_permissions(loader, entry)
     if perms is None or len(loader.errors) > errors_before:
@@ -388,6 +412,8 @@ def settle(opts: Options) -> None:
             if system and system not in cluster.accounts:
                 cluster.accounts.append(system)
         cluster.compression = cluster.compression or "accept"
+    # The mode's canonical name ("on" is s2_fast); an unknown one fails at start-up.
+    cluster.compression = COMPRESSION_MODES.get(cluster.compression.lower(), cluster.compression)
     # What a route uses when the block does not say (nats-server reads these per route).
     interval = cluster.ping_interval or opts.ping_interval
     cluster.ping_interval = min(interval, ROUTE_MAX_PING_INTERVAL)
@@ -438,12 +464,7 @@ def apply_cluster_flags(opts: Options, flags: Mapping[str, Any]) -> None:
     given = [dest for dest in (*_CLUSTER_FLAGS, "cluster_listen", "routes") if dest in flags]
     if not given:
         return
-    cluster = opts.cluster
-    if cluster is None:
-        cluster = ClusterOptions(host="", pool_size=0, compression="")
-        cluster.auth_timeout = cluster.tls_timeout = cluster.ping_interval = 0.0
-        cluster.ping_max = 0
-        opts.cluster = cluster
+    cluster = _cluster_of(opts)
     for dest, attribute in _CLUSTER_FLAGS.items():
         if dest in flags:
             setattr(cluster, attribute, flags[dest])
