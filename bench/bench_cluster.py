@@ -239,6 +239,9 @@ class Row:
     values: dict[str, float | None]
     notes: dict[str, list[str]]
     ratios: dict[str, float | None]
+    # pair -> (node 1, node 2) server CPU per delivered message, in µs (median over runs):
+    # less sensitive to the machine's other load than the rates.
+    cpu_us: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     target: str = ""
 
 
@@ -256,6 +259,16 @@ def combine(size: int, runs: dict[str, list[Run]]) -> Row:
         if pair != REFERENCE
     }
     row = Row(size, values, notes, ratios)
+    for pair, reps in runs.items():
+        per_node: list[float | None] = []
+        for name in ("n1", "n2"):
+            us = [
+                r.extra["server_cpu_s"][name] * 1e6 / r.extra["delivered"]
+                for r in reps
+                if r.extra.get("delivered") and name in r.extra.get("server_cpu_s", {})
+            ]
+            per_node.append(statistics.median(us) if us else None)
+        row.cpu_us[pair] = (per_node[0], per_node[1])
     for (pair, tsize), bound in TARGETS.items():
         if tsize == size and pair in ratios:
             ratio = ratios[pair]
@@ -288,6 +301,20 @@ def print_table(rows: list[Row], pairs: Sequence[str]) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
     widths[-1] = 0
     for line in [head, ["-" * w for w in widths[:-1]] + ["-----"], *body]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
+
+
+def print_cpu_table(rows: list[Row], pairs: Sequence[str]) -> None:
+    def us(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    head = ["size", *pairs]
+    body = [
+        [f"{r.size} B", *(" / ".join(us(x) for x in r.cpu_us.get(p, (None, None))) for p in pairs)]
+        for r in rows
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
+    for line in [head, ["-" * w for w in widths], *body]:
         print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
 
 
@@ -357,6 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "subscriber on node 2;\n# ratio = pair / nats-server (two nats-server nodes)\n"
     )
     print_table(rows, a.pairs)
+    print("\n# server CPU per message, µs (node 1 publisher's side / node 2 subscriber's side)\n")
+    print_cpu_table(rows, a.pairs)
     if a.json:
         a.json.write_text(
             json.dumps(
