@@ -4,6 +4,9 @@ Embedded use::
 
     async with pynatsd.Server(port=0) as server:
         nc = await nats.connect(server.client_url)
+
+    async with pynatsd.Cluster(size=3) as cluster:
+        nc = await nats.connect(cluster.client_urls[0])
 """
 
 from __future__ import annotations
@@ -13,17 +16,25 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.version import __version__
 
 if TYPE_CHECKING:
-    from pynatsd.embedded import Server, ThreadedServer
+    from pynatsd.embedded import Cluster, Server, ThreadedCluster, ThreadedServer
     from pynatsd.options import Options
     from pynatsd.server.listen import ListenError
 
-__all__ = ["ListenError", "Options", "Server", "ThreadedServer", "__version__"]
+__all__ = [
+    "Cluster",
+    "ListenError",
+    "Options",
+    "Server",
+    "ThreadedCluster",
+    "ThreadedServer",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:
     # Imported on first use: `pynatsd.spark` runs inside every Spark worker and needs none of
     # the server.
-    if name in ("Server", "ThreadedServer"):
+    if name in ("Server", "ThreadedServer", "Cluster", "ThreadedCluster"):
         from pynatsd import embedded
 
         return getattr(embedded, name)

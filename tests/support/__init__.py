@@ -6,6 +6,7 @@ Imported as `support` (pyproject's pytest `pythonpath` puts tests/ on sys.path):
 - `configured`: pynatsd in this process, configured from configuration text.
 - `natsserver`: where the real nats-server binary is (the reference for differential tests).
 - `processes`: a server (nats-server or pynatsd) as a subprocess, started and waited for.
+- `cluster`: a cluster of such processes (any mix of kinds) on loopback; kill -9, restart.
 - `rawclient`: asyncio raw-protocol clients (bytes in, bytes out, no client library between).
 - `recording`: a blocking client that records every byte a server sends (differential tests).
 - `lineclient`: a blocking line-level client for CONNECT/PING exchanges (auth tests).
