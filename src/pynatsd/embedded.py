@@ -99,7 +99,7 @@ class Cluster:
         given = opts.cluster
         cluster = dataclasses.replace(given) if given is not None else ClusterOptions()
         cluster.name = cluster.name or self.name
-        cluster.host, cluster.port = "127.0.0.1", 0
+        cluster.host, cluster.port = "127.0.0.1", -1  # any free port
         cluster.routes = list(routes)
         opts.cluster = cluster
         if not opts.server_name:

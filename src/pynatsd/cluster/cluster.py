@@ -359,8 +359,11 @@ class Cluster:
         return f"nats-route://{join_host_port(host, int(info.get('port') or 0))}/"
 
     def _forward_new_route(self, route: Route) -> None:
-        """Tell the other routes about a new peer so they dial it (gossip)."""
-        others = [peer.first for pid, peer in self.peers.items() if pid != route.remote_id]
+        """Tell the other peers about a new peer so they dial it (gossip): its INFO on each
+        peer's first connection, and a copy naming the account on each pinned connection
+        (nats-server's forwardNewRouteInfoToKnownServers: a Go peer dials the pinned
+        connections, `$SYS` first of all, only when told so)."""
+        others = [peer for pid, peer in self.peers.items() if pid != route.remote_id]
         if not others:
             return
         info = dict(route.remote_info)
@@ -369,8 +372,12 @@ class Cluster:
         info["ip"] = self._peer_url(route)
         info["gossip_mode"] = 1
         frame = b"INFO " + go_json_bytes(info) + b"\r\n"
-        for other in others:
-            other.send_now(frame)
+        for peer in others:
+            peer.first.send_now(frame)
+            for slot, conn in list(peer.slots.items()):
+                if isinstance(slot, bytes):
+                    pinned = {**info, "route_account": slot.decode()}
+                    conn.send_now(b"INFO " + go_json_bytes(pinned) + b"\r\n")
 
     def gossip(self, route: Route, info: dict[str, Any]) -> None:
         """An INFO about another server: dial it unless we know it already."""
