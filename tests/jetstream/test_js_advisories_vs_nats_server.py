@@ -163,6 +163,13 @@ async def _scenario(url: str, domain: str) -> list[dict[str, Any]]:
         await req(f"{API}.STREAM.DELETE.S")  # P goes first, then the stream
         await req(f"{API}.INFO")
         await nc.flush()
+        # The stream's delete advisory leaves from its own queue on nats-server: wait for it
+        # (not for a fixed time, which a loaded machine outruns), then for stragglers.
+        deleted = "$JS.EVENT.ADVISORY.STREAM.DELETED.S"
+        for _ in range(100):
+            if any(subject == deleted for subject, _ in seen):
+                break
+            await asyncio.sleep(0.05)
         await asyncio.sleep(0.2)
     finally:
         await nc.close()
