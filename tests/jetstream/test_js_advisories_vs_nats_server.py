@@ -186,6 +186,13 @@ async def _scenario(url: str, domain: str) -> list[dict[str, Any]]:
 
 
 def _compare(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> None:
+    # nats-server sends a stream's delete advisory from the stream's own send queue, which the
+    # delete itself stops: on a loaded machine the advisory is sometimes never sent. pynatsd
+    # always sends it; when nats-server's is missing, the rest is compared without it.
+    deleted = "$JS.EVENT.ADVISORY.STREAM.DELETED."
+    if not any(e["subject"].startswith(deleted) for e in expected):
+        assert any(e["subject"].startswith(deleted) for e in got)
+        got = [e for e in got if not e["subject"].startswith(deleted)]
     want = [json.dumps(e) for e in expected]
     have = [json.dumps(e) for e in got]
     assert have == want, "\n".join(
