@@ -5,7 +5,6 @@ file holds at most one error that ends the block (a failed type assertion)."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from cryptography.x509.oid import NameOID
 
 from pynatsd.config import ConfigError, check_config, load_config, startup_errors
 from support.certs import make_ca, make_cert
+from support.configcheck import error_lines, nats_server_test
 from support.natsserver import nats_server_binary
 
 NATS_SERVER = nats_server_binary()
@@ -137,34 +137,17 @@ cluster {
 }
 
 
-def _lines(text: str) -> set[str]:
-    out = set()
-    for line in text.splitlines():
-        line = re.sub(r"^(nats-server|pynatsd): ", "", line.strip())
-        line = re.sub(r"^\S*/", "", line)  # the file name alone
-        if line and not line.startswith("configuration file"):
-            out.add(line)
-    return out
-
-
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_cluster_block_agrees(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "main.conf").write_text(CONFIGS[name])
-    assert NATS_SERVER is not None
-    real = subprocess.run(
-        [NATS_SERVER, "-t", "-c", "main.conf"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    real = nats_server_test(tmp_path)
     monkeypatch.chdir(tmp_path)
     if real.returncode == 0:
         check_config("main.conf")
         return
     with pytest.raises(ConfigError) as info:
         check_config("main.conf")
-    assert _lines(str(info.value)) == _lines(real.stdout + real.stderr)
+    assert error_lines(str(info.value)) == error_lines(real.stdout + real.stderr)
 
 
 def test_cluster_block_values(tmp_path: Path) -> None:

@@ -5,13 +5,12 @@ compared as sets of lines."""
 
 from __future__ import annotations
 
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from pynatsd.config import ConfigError, load_config
+from support.configcheck import error_lines, nats_server_test
 from support.natsserver import nats_server_binary
 
 NATS_SERVER = nats_server_binary()
@@ -73,31 +72,14 @@ accounts {
 }
 
 
-def _lines(text: str) -> set[str]:
-    out = set()
-    for line in text.splitlines():
-        line = re.sub(r"^(nats-server|pynatsd): ", "", line.strip())
-        line = re.sub(r"^\S*/", "", line)  # the file name alone
-        if line:
-            out.add(line)
-    return out
-
-
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_mapping_errors_agree(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "main.conf").write_text(CONFIGS[name])
-    assert NATS_SERVER is not None
-    real = subprocess.run(
-        [NATS_SERVER, "-t", "-c", "main.conf"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    real = nats_server_test(tmp_path)
     monkeypatch.chdir(tmp_path)
     if real.returncode == 0:
         load_config("main.conf")
         return
     with pytest.raises(ConfigError) as info:
         load_config("main.conf")
-    assert _lines(str(info.value)) == _lines(real.stdout + real.stderr)
+    assert error_lines(str(info.value)) == error_lines(real.stdout + real.stderr)
