@@ -132,3 +132,11 @@ async def wait_routed(publisher: nats.NATS, subscriber: nats.NATS, timeout: floa
 
     await eventually(arrived, timeout)
     await sub.unsubscribe()
+
+
+async def wait_all_routed(clients: list[nats.NATS], timeout: float = 10.0) -> None:
+    """Until every client's messages reach every other client (the mesh carries interest)."""
+    for a in clients:
+        for b in clients:
+            if a is not b:
+                await wait_routed(a, b, timeout)

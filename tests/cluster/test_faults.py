@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cluster.nodes import Node, connect, eventually, plan_nodes, wait_routed
+from cluster.nodes import Node, connect, eventually, plan_nodes, wait_all_routed, wait_routed
 
 
 def _cluster(node: Node):  # type: ignore[no-untyped-def]
@@ -32,10 +32,7 @@ async def test_simultaneous_start_leaves_one_route_per_peer() -> None:
         await asyncio.sleep(1.5)  # a retry round: still one connection per peer
         assert settled()
         clients = [await connect(n) for n in nodes]
-        for a in clients:
-            for b in clients:
-                if a is not b:
-                    await wait_routed(a, b)
+        await wait_all_routed(clients)
         for c in clients:
             await c.close()
     finally:
@@ -122,10 +119,7 @@ async def test_simultaneous_start_with_nats_server() -> None:
         assert len(_cluster(py).connections()) == 8  # a pool of 3 and $SYS, per Go peer
         assert len(_cluster(py).connecting) == 8
         clients = [await connect(n) for n in nodes]
-        for a in clients:
-            for b in clients:
-                if a is not b:
-                    await wait_routed(a, b)
+        await wait_all_routed(clients)
         for c in clients:
             await c.close()
     finally:
@@ -145,10 +139,7 @@ async def test_without_a_pool_go_keeps_one_connection() -> None:
         await asyncio.sleep(1.5)
         assert len(_cluster(py).connections()) == 2
         clients = [await connect(n) for n in (py, go1, go2)]
-        for a in clients:
-            for b in clients:
-                if a is not b:
-                    await wait_routed(a, b)
+        await wait_all_routed(clients)
         for c in clients:
             await c.close()
     finally:

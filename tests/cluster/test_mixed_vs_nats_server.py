@@ -11,7 +11,7 @@ from typing import Any
 import nats
 import pytest
 
-from cluster.nodes import Node, connect, eventually, plan_nodes, wait_routed
+from cluster.nodes import Node, connect, eventually, plan_nodes, wait_all_routed, wait_routed
 
 
 async def _observe(nodes: list[Node], keep: bool = False) -> dict[str, Any]:
@@ -19,10 +19,7 @@ async def _observe(nodes: list[Node], keep: bool = False) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     try:
         # Interest has crossed every pair (gossip completed the mesh).
-        for a in clients:
-            for b in clients:
-                if a is not b:
-                    await wait_routed(a, b, timeout=15)
+        await wait_all_routed(clients, timeout=15)
         # A client connecting now is told every node's client URL, its own node's first.
         fresh = [await connect(node) for node in nodes]
         seen["connect_urls"] = [

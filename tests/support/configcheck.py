@@ -3,9 +3,13 @@ lines compared without the program's name and the file's directory."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from support.natsserver import NATS_SERVER
 
@@ -31,3 +35,23 @@ def error_lines(text: str) -> set[str]:
         if line and not line.startswith("configuration file"):
             out.add(line)
     return out
+
+
+def assert_check_agrees(
+    text: str, directory: Path, check: Callable[[str], object], error: type[Exception]
+) -> None:
+    """Write `text` as main.conf in `directory`; `check` (pynatsd's loader or -t check) must
+    refuse it with the same error lines as `nats-server -t`, or accept it as nats-server does."""
+    (directory / "main.conf").write_text(text)
+    real = nats_server_test(directory)
+    cwd = os.getcwd()
+    os.chdir(directory)
+    try:
+        if real.returncode == 0:
+            check("main.conf")
+            return
+        with pytest.raises(error) as info:
+            check("main.conf")
+    finally:
+        os.chdir(cwd)
+    assert error_lines(str(info.value)) == error_lines(real.stdout + real.stderr)
