@@ -14,6 +14,9 @@ from urllib.parse import parse_qsl, urlsplit
 from pynatsd.gofmt import go_json_indent
 from pynatsd.logger import log
 from pynatsd.monitor import endpoints, routez
+from pynatsd.monitor.dashboard.assets import EVENTS, PAGE, SECURITY_HEADERS, assets
+from pynatsd.monitor.dashboard.feed import DashboardFeed
+from pynatsd.monitor.dashboard.snapshot import snapshot
 from pynatsd.monitor.endpoints import BadRequest
 from pynatsd.server.listen import bind, bound_port, join_host_port
 from pynatsd.version import COMPAT_VERSION
@@ -44,6 +47,15 @@ _ROOT_PAGE = """<html lang="en">
 """
 
 
+# The JSON endpoints may be read from any origin, as nats-server allows; the dashboard's own
+# responses are for its own page only.
+_CORS = "Access-Control-Allow-Origin: *\r\n"
+
+
+def _path(target: str) -> str:
+    return urlsplit(target).path.rstrip("/") or "/"
+
+
 class MonitorServer:
     """The HTTP monitoring listener: a part of the server (`server.parts.ServerPart`)."""
 
@@ -67,6 +79,8 @@ class MonitorServer:
             "/leafz": lambda q: (200, endpoints.empty_leafz(server)),
         }
         self.routes = {base + path: handler for path, handler in routes.items()}
+        self.assets = assets(base)
+        self.feed = DashboardFeed(lambda: snapshot(server, routes))
 
     async def start(self) -> None:
         server = self.server
@@ -87,6 +101,7 @@ class MonitorServer:
         self.server.closed_clients.append(endpoints.closed_connection_info(self.server, client))
 
     async def stop(self) -> None:
+        self.feed.close()
         if self._remember_closed in self.server.client_closed_hooks:
             self.server.client_closed_hooks.remove(self._remember_closed)
         if self._listener is not None:
@@ -111,13 +126,16 @@ class MonitorServer:
                     line.lower().startswith("connection:") and "close" in line.lower()
                     for line in lines[1:]
                 )
+                if method == "GET" and _path(target) == self.base + EVENTS:
+                    await self._stream_events(writer)
+                    return
                 status, ctype, body = self._respond(method, target)
                 reason = _REASONS.get(status, "OK")
                 headers = (
                     f"HTTP/1.1 {status} {reason}\r\n"
                     f"Content-Type: {ctype}\r\n"
-                    "Access-Control-Allow-Origin: *\r\n"
-                    f"Content-Length: {len(body)}\r\n"
+                    + (SECURITY_HEADERS if _path(target) in self.assets else _CORS)
+                    + f"Content-Length: {len(body)}\r\n"
                     + ("" if keep_alive else "Connection: close\r\n")
                     + "\r\n"
                 )
@@ -130,18 +148,43 @@ class MonitorServer:
         finally:
             writer.close()
 
+    async def _stream_events(self, writer: asyncio.StreamWriter) -> None:
+        """The dashboard's event stream: headers, then an update a second until the page goes
+        (a write fails) or the monitoring port stops."""
+        writer.write(
+            (
+                "HTTP/1.1 200 OK\r\n"
+                "Content-Type: text/event-stream\r\n"
+                f"{SECURITY_HEADERS}"
+                "Connection: close\r\n"
+                "\r\n"
+                "retry: 2000\n\n"
+            ).encode()
+        )
+        queue = self.feed.subscribe()
+        try:
+            while (update := await queue.get()) is not None:
+                writer.write(update)
+                await writer.drain()
+        finally:
+            self.feed.unsubscribe(queue)
+
     def _respond(self, method: str, target: str) -> tuple[int, str, bytes]:
         if method not in ("GET", "HEAD"):
             return 405, "text/plain; charset=utf-8", b"Method Not Allowed\n"
         url = urlsplit(target)
-        path = url.path.rstrip("/") or "/"
+        path = _path(target)
         query = dict(parse_qsl(url.query, keep_blank_values=True))
         stats = self.server.http_req_stats
         handler = self.routes.get(path)
         if handler is None and path != self.base + "/metrics":
+            asset = self.assets.get(path)
+            if asset is not None:
+                return 200, asset.content_type, asset.body
             if path in ("/", self.base or "/"):
                 stats["/"] = stats.get("/", 0) + 1
-                links = "\n".join(f'<li><a href="{p}">{p}</a></li>' for p in self.routes)
+                paths = [*self.routes, self.base + PAGE]
+                links = "\n".join(f'<li><a href="{p}">{p}</a></li>' for p in paths)
                 page = _ROOT_PAGE.format(version=COMPAT_VERSION, links=links)
                 return 200, "text/html; charset=utf-8", page.encode()
             return 404, "text/plain; charset=utf-8", b"404 page not found\n"
