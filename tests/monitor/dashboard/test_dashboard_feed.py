@@ -73,6 +73,9 @@ async def test_a_slow_page_misses_updates_instead_of_queueing_them() -> None:
     assert build.calls >= 10
     assert page.qsize() <= 2
     feed.close()
+    # Even a page with a full queue learns that the feed is over.
+    while (update := page.get_nowait()) is not None:
+        decode(update)
 
 
 async def test_a_failing_build_is_logged_and_the_feed_goes_on() -> None:

@@ -188,3 +188,22 @@ async def test_routes_appear_in_a_cluster() -> None:
         stream.close()
     assert update["routez"]["num_routes"] >= 1
     assert {r["remote_id"] for r in update["routez"]["routes"]} == {cluster.servers[1].server_id}
+
+
+async def test_stopping_the_server_ends_open_streams() -> None:
+    srv = pynatsd.Server(port=0, http_port=-1)
+    await srv.start()
+    stream, _ = await first_update(srv.http_port)
+    try:
+        await srv.shutdown()
+
+        def read_to_end() -> bool:
+            try:
+                while True:
+                    stream.next_update()
+            except (ConnectionError, OSError):
+                return True
+
+        assert await asyncio.to_thread(read_to_end)
+    finally:
+        stream.close()

@@ -9,7 +9,6 @@ listen; a page too slow to take it misses that update rather than queueing them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -67,8 +66,10 @@ class DashboardFeed:
     def close(self) -> None:
         """Ends every page's stream (the monitoring port stops)."""
         for queue in self._pages:
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(None)
+            # The end must arrive even at a page whose queue is full: drop what it has waiting.
+            while queue.full():
+                queue.get_nowait()
+            queue.put_nowait(None)
         self._pages.clear()
         if self._task is not None:
             self._task.cancel()
