@@ -6,7 +6,9 @@ import asyncio
 import json
 from typing import Any
 
-from pynatsd.monitor.dashboard.feed import DashboardFeed, sse_event
+import pytest
+
+from pynatsd.monitor.dashboard.feed import DUTY, DashboardFeed, next_delay, sse_event
 
 
 class Builder:
@@ -25,6 +27,14 @@ def decode(update: bytes | None) -> Any:
 
 def test_sse_event_is_one_message_event() -> None:
     assert sse_event(b'{"a":1}') == b'data: {"a":1}\n\n'
+
+
+@pytest.mark.parametrize(
+    ("build_seconds", "delay"),
+    [(0.0, 1.0), (0.001, 1.0), (1.0 * DUTY, 1.0), (0.1, 0.1 / DUTY), (0.5, 0.5 / DUTY)],
+)
+def test_updates_take_at_most_their_share_of_the_loop(build_seconds: float, delay: float) -> None:
+    assert next_delay(1.0, build_seconds) == pytest.approx(delay)
 
 
 async def test_no_page_no_work() -> None:

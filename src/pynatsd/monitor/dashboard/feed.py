@@ -3,23 +3,33 @@
 No nats-server counterpart. The feed's task exists only while at least one page listens: the
 first page starts it, the last one to leave stops it, so a server nobody watches does no
 dashboard work at all. Each update is built and encoded once per tick, however many pages
-listen; a page too slow to take it misses that update rather than queueing them.
+listen; a page too slow to take it misses that update rather than queueing them. Updates
+take at most `DUTY` of the loop's time: a very big server is updated less often.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
 from pynatsd.logger import log
 
 INTERVAL = 1.0  # seconds between updates
+# The share of the event loop's time updates may take: a server so big that one update takes
+# longer than INTERVAL * DUTY gets updates less often, never a busier loop.
+DUTY = 0.02
 _BACKLOG = 2  # updates a page may have waiting before it misses one
 
 # What a page's queue holds: an encoded event, or None when the feed closes.
 Update = bytes | None
+
+
+def next_delay(interval: float, build_seconds: float) -> float:
+    """Seconds until the next update, after one that took `build_seconds` to build."""
+    return max(interval, build_seconds / DUTY)
 
 
 def sse_event(data: bytes) -> bytes:
@@ -77,12 +87,13 @@ class DashboardFeed:
 
     async def _run(self) -> None:
         while self._pages:
+            started = time.perf_counter()
             encoded = self._encode()
             if encoded is not None:
                 for queue in self._pages:
                     if not queue.full():
                         queue.put_nowait(encoded)
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(next_delay(self._interval, time.perf_counter() - started))
 
     def _encode(self) -> bytes | None:
         try:

@@ -438,11 +438,13 @@ function noteEvents(snap) {
   const v = snap.varz;
   for (const c of snap.closed.slice().reverse()) {
     if (seenClosed.has(c.cid)) continue;
-    seenClosed.add(c.cid);
     const who = c.name ? `${c.cid} (${c.name})` : String(c.cid);
     const level = c.reason === "Client Closed" ? "info" : (/Slow Consumer/.test(c.reason) ? "error" : "warn");
     addEvent(Date.parse(c.stop) / 1000 || snap.time, level, `connection ${who} closed: ${c.reason}`);
   }
+  // The update lists the newest closed connections; one that left the list never returns.
+  seenClosed.clear();
+  for (const c of snap.closed) seenClosed.add(c.cid);
   if (!previous) return;
   const pv = previous.varz;
   const grew = (key, level, text) => {
