@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 from typing import Any
 
 from support.ports import LOOPBACK
@@ -17,8 +18,16 @@ from support.ports import LOOPBACK
 class EventStream:
     """`GET path` on host:port, kept open; `next_update()` returns the next event's JSON."""
 
-    def __init__(self, port: int, path: str = "/dashboard/events", host: str = LOOPBACK) -> None:
+    def __init__(
+        self,
+        port: int,
+        path: str = "/dashboard/events",
+        host: str = LOOPBACK,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.sock = socket.create_connection((host, port), timeout=5)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
         self._buf = b""
         head = self._read_until(b"\r\n\r\n")

@@ -7,6 +7,7 @@ framework would cost start-up time (servers are restarted often in tests) for no
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
@@ -18,10 +19,13 @@ from pynatsd.monitor.dashboard.assets import EVENTS, PAGE, SECURITY_HEADERS, ass
 from pynatsd.monitor.dashboard.feed import DashboardFeed
 from pynatsd.monitor.dashboard.snapshot import snapshot
 from pynatsd.monitor.endpoints import BadRequest
-from pynatsd.server.listen import bind, bound_port, join_host_port
+from pynatsd.monitor.https import HttpsListener
+from pynatsd.server.listen import ListenError, bind, bound_port, join_host_port
+from pynatsd.tls import server_context
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
+    from pynatsd.options import Options
     from pynatsd.server.client import Client
     from pynatsd.server.server import Server
 
@@ -52,6 +56,23 @@ _ROOT_PAGE = """<html lang="en">
 _CORS = "Access-Control-Allow-Origin: *\r\n"
 
 
+def _https_context(opts: Options) -> ssl.SSLContext | None:
+    """The monitoring port's TLS, when it is an HTTPS port (nats-server's `startMonitoring`):
+    the client listener's certificate, never asking for a client certificate."""
+    if opts.http_port and opts.https_port:
+        raise ListenError(
+            "Can't start monitoring: can't specify both HTTP "
+            f"({opts.http_port}) and HTTPs ({opts.https_port}) ports"
+        )
+    if not opts.https_port:
+        return None
+    context = server_context(opts)
+    if context is None:
+        raise ListenError("Can't start monitoring: TLS cert and key required for HTTPS")
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def _path(target: str) -> str:
     return urlsplit(target).path.rstrip("/") or "/"
 
@@ -63,7 +84,7 @@ class MonitorServer:
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self._listener: asyncio.AbstractServer | None = None
+        self._listener: asyncio.AbstractServer | HttpsListener | None = None
         base = server.options.http_base_path.rstrip("/")
         self.base = base
         routes: dict[str, Callable[[dict[str, str]], tuple[int, Any]]] = {
@@ -85,15 +106,23 @@ class MonitorServer:
     async def start(self) -> None:
         server = self.server
         opts = server.options
-        host, port = opts.http_host or opts.host, opts.http_port
+        context = _https_context(opts)
+        port = opts.https_port if context is not None else opts.http_port
+        host = opts.http_host or opts.host
         sock = bind(
             host,
             0 if port == -1 else port,
             lambda err: f"Can't start monitoring: can't listen to the monitor port: {err}",
         )
-        self._listener = await asyncio.start_server(self._handle, sock=sock)
-        server.http_port = bound_port(self._listener, port)
-        log.info("Starting http monitor on %s", join_host_port(host, server.http_port))
+        if context is None:
+            self._listener = await asyncio.start_server(self._handle, sock=sock)
+            server.http_port = bound_port(self._listener, port)
+        else:
+            self._listener = HttpsListener(sock, context, self._handle)
+            self._listener.start()
+            server.http_port = self._listener.port
+        scheme = "https" if context is not None else "http"
+        log.info("Starting %s monitor on %s", scheme, join_host_port(host, server.http_port))
         if server.closed_clients.maxlen:
             server.client_closed_hooks.append(self._remember_closed)
 

@@ -19,6 +19,7 @@ import nats
 import pytest
 
 from support.browser import chromium
+from support.certs import loopback_server_files
 from support.ports import LOOPBACK, free_port
 from support.processes import PYNATSD, ServerProcess, start_server
 
@@ -173,3 +174,35 @@ async def test_fits_narrow_and_wide_screens(
         for nc in clients:
             await nc.close()
     assert log.errors == []
+
+
+async def test_over_the_https_monitoring_port(tmp_path: Path, browser: Browser) -> None:
+    # The dashboard is served like every endpoint: on an HTTPS monitoring port, over TLS only.
+    cert, key, ca = loopback_server_files(tmp_path)
+    https_port = free_port()
+    conf = tmp_path / "https.conf"
+    conf.write_text(
+        f"https: {LOOPBACK}:{https_port}\n"
+        f'tls {{ cert_file: "{cert}", key_file: "{key}", ca_file: "{ca}" }}\n'
+    )
+    process = start_server(PYNATSD, ["-c", str(conf)])
+    context = await browser.new_context(ignore_https_errors=True)  # the test CA is not trusted
+    page = await context.new_page()
+    log = PageLog(page)
+    try:
+        await page.goto(f"https://{LOOPBACK}:{https_port}/dashboard")
+        await wait_text(page, "status", "live")
+        assert len(await text(page, "#server-id")) == 56
+        # Over plain HTTP the port answers 400, which Chromium reports as a failed load.
+        plain = await context.new_page()
+        try:
+            response = await plain.goto(f"http://{LOOPBACK}:{https_port}/dashboard")
+            outcome = str(response.status if response else None)
+        except Exception as e:
+            outcome = str(e)
+        assert "400" in outcome or "ERR_HTTP_RESPONSE_CODE_FAILURE" in outcome, outcome
+    finally:
+        await context.close()
+        process.stop()
+    https_requests = [url for _, url, _ in log.requests if url.startswith("https://")]
+    assert f"https://{LOOPBACK}:{https_port}/dashboard/events" in https_requests
