@@ -54,6 +54,7 @@ _ROOT_PAGE = """<html lang="en">
 # The JSON endpoints may be read from any origin, as nats-server allows; the dashboard's own
 # responses are for its own page only.
 _CORS = "Access-Control-Allow-Origin: *\r\n"
+_EVENTS_WRITE_DEADLINE = 10.0  # seconds
 
 
 def _https_context(opts: Options) -> ssl.SSLContext | None:
@@ -194,7 +195,10 @@ class MonitorServer:
         try:
             while (update := await queue.get()) is not None:
                 writer.write(update)
-                await writer.drain()
+                # A page that takes nothing for this long is gone: stop building for it.
+                await asyncio.wait_for(writer.drain(), _EVENTS_WRITE_DEADLINE)
+        except TimeoutError:
+            return
         finally:
             self.feed.unsubscribe(queue)
 
