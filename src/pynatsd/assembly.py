@@ -19,7 +19,7 @@ def attach_parts(server: Server) -> None:
     """Attach what `server.options` enables, in nats-server's start-up order: the HTTP monitor,
     the system account's services, JetStream, then the cluster's routes."""
     opts = server.options
-    if opts.http_port:
+    if opts.http_port or opts.https_port:
         server.add_part(MonitorServer(server))
     if not opts.no_system_account:
         server.add_part(SystemServices(server))

@@ -19,6 +19,7 @@ _OPTION_FLAGS = (
     "server_name",
     "pid_file",
     "http_port",
+    "https_port",
     "client_advertise",
     "ports_file_dir",
     "log_file",

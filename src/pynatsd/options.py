@@ -242,6 +242,9 @@ class Options:
 
     http_host: str = ""
     http_port: int = 0
+    # The monitoring port over TLS (the `tls` block's certificate, no client certificates
+    # asked for); exclusive with http_port, as in nats-server.
+    https_port: int = 0
     http_base_path: str = ""
 
     max_payload: int = MAX_PAYLOAD

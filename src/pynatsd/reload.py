@@ -36,6 +36,7 @@ NOT_RELOADABLE: dict[str, str] = {
     "server_name": "ServerName",
     "http_host": "HTTPHost",
     "http_port": "HTTPPort",
+    "https_port": "HTTPSPort",
     "http_base_path": "HTTPBasePath",
     "max_pending": "MaxPending",
     "max_subscriptions": "MaxSubs",

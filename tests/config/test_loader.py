@@ -65,6 +65,10 @@ KEY_CASES: list[tuple[str, str, Any]] = [
     ("http: 127.0.0.1:8222", "http_port", 8222),
     ("http_port: 8222", "http_port", 8222),
     ("monitor_port: 8222", "http_port", 8222),
+    ("https: 8443", "https_port", 8443),
+    ("https: 127.0.0.1:8443", "http_host", "127.0.0.1"),
+    ("https: 127.0.0.1:8443", "https_port", 8443),
+    ("https_port: 8443", "https_port", 8443),
     ("http_base_path: /nats", "http_base_path", "/nats"),
     ("max_payload: 2MB", "max_payload", 2 << 20),
     ("max_pending: 128MB", "max_pending", 128 << 20),
@@ -367,7 +371,6 @@ def test_warnings(text: str, warning: str) -> None:
         # tls, accounts, operator and resolver are supported now (tests/config/test_security*).
         "ocsp: false",
         "resolver_tls { cert_file: x }",
-        "https: 8443",
         "prof_port: 6060",
         "jetstream { limits { max_ha_assets: 1 } }",
         "authorization { auth_callout { issuer: x } }",

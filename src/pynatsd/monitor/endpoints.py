@@ -87,9 +87,10 @@ def varz(server: Server) -> dict[str, Any]:
         "ping_interval": int(opts.ping_interval * 1e9),
         "ping_max": opts.ping_max,
         "http_host": opts.http_host or opts.host,
-        "http_port": server.http_port,
+        # The bound monitoring port, under the key of its kind (the other one is 0).
+        "http_port": 0 if opts.https_port else server.http_port,
         "http_base_path": opts.http_base_path,
-        "https_port": 0,
+        "https_port": server.http_port if opts.https_port else 0,
         "auth_timeout": opts.auth_timeout,
         "max_control_line": opts.max_control_line,
         "max_payload": opts.max_payload,

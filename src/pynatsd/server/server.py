@@ -530,7 +530,8 @@ class Server:
             host = self.client_url.split("//", 1)[1].rsplit(":", 1)[0]
             ports: dict[str, list[str]] = {"nats": [f"nats://{host}:{self.port}"]}
             if self.http_port:
-                ports["monitoring"] = [f"http://{host}:{self.http_port}"]
+                scheme = "https" if opts.https_port else "http"
+                ports["monitoring"] = [f"{scheme}://{host}:{self.http_port}"]
             if self.websocket_port:
                 ports["websocket"] = [f"ws://{host}:{self.websocket_port}"]
             with open(path, "w") as f:
