@@ -142,12 +142,16 @@ async def streams_and_consumers(js1: Client, c2: Client, c3: Client) -> dict[str
     on node 3."""
     out: dict[str, Any] = {}
     advisories = await c3.subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.>")
+    audits = await c3.subscribe("$JS.EVENT.ADVISORY.API")
     await wait_interest(c3, [js1])
     j2, j3 = c2.jetstream(timeout=TIMEOUT), c3.jetstream(timeout=TIMEOUT)
     info = await j2.add_stream(name="ORDERS", subjects=["orders.>"])
     out["stream"] = (info.config.name, info.config.subjects, info.state.messages)
     await captured(j3, "ORDERS")
     out["advisory"] = (await next_json(advisories))["stream"]
+    audit = await next_json(audits)
+    await audits.unsubscribe()
+    out["audit"] = (audit["type"], audit["subject"])
     acks = [await j2.publish(f"orders.{i}", f"o{i}".encode()) for i in range(3)]
     acks += [await j3.publish(f"orders.{i}", f"o{i}".encode(), headers={"K": "v"}) for i in (3, 4)]
     out["acks"] = [(a.stream, a.seq, a.duplicate) for a in acks]
@@ -187,6 +191,7 @@ async def streams_and_consumers(js1: Client, c2: Client, c3: Client) -> dict[str
 STREAMS_EXPECTED = {
     "stream": ("ORDERS", ["orders.>"], 0),
     "advisory": "ORDERS",
+    "audit": ("io.nats.jetstream.advisory.v1.api_audit", "$JS.API.STREAM.CREATE.ORDERS"),
     "acks": [("ORDERS", seq, None) for seq in range(1, 6)],
     "dedup": [(6, None), (6, True)],
     "fetched": [

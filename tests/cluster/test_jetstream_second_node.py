@@ -11,6 +11,7 @@ JetStream that is configured but not available.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -20,9 +21,15 @@ from typing import Any
 
 import nats
 import nats.errors
+import nats.js.errors
 import pytest
 from nats.aio.client import Client
 
+import pynatsd
+from cluster.nodes import eventually
+from pynatsd.cluster import cluster_of
+from pynatsd.jetstream import jetstream_of
+from pynatsd.options import ClusterOptions
 from support.cluster import GO, PY, ProcessCluster
 from support.natsserver import require_nats_server
 from support.ports import LOOPBACK
@@ -189,3 +196,67 @@ def test_nats_server_peer(tmp_path: Path) -> None:
             sorted(e) for e in py_details[1]["errors"]
         ]
         assert go_details[1]["errors"][0]["type"] == py_details[1]["errors"][0]["type"]
+
+
+async def test_the_first_by_name_serves_even_if_it_comes_second(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """n2 serves JetStream alone (a stream and a message); n1 joins with JetStream of its own:
+    n2 stops (the rule is the name, not who came first), its stream is neither answered nor
+    captured any more, and its store is left as it was."""
+    caplog.set_level(logging.ERROR, logger="pynatsd")
+    n2 = pynatsd.Server(
+        server_name="n2",
+        jetstream=True,
+        store_dir=str(tmp_path / "n2"),
+        cluster=ClusterOptions(name="C1", host=LOOPBACK, port=-1),
+    )
+    await n2.start()
+    n1: pynatsd.Server | None = None
+    nc = await nats.connect(n2.client_url, allow_reconnect=False)
+    try:
+        js = nc.jetstream(timeout=TIMEOUT)
+        await js.add_stream(name="EARLY", subjects=["early.>"])
+        assert (await js.publish("early.a", b"kept")).seq == 1
+        route = cluster_of(n2)
+        assert route is not None
+        n1 = pynatsd.Server(
+            server_name="n1",
+            jetstream=True,
+            store_dir=str(tmp_path / "n1"),
+            cluster=ClusterOptions(
+                name="C1", host=LOOPBACK, port=-1, routes=[f"nats://{LOOPBACK}:{route.port}"]
+            ),
+        )
+        await n1.start()
+        stopped = jetstream_of(n2)
+        assert stopped is not None
+        await eventually(lambda: bool(stopped.standing_down))
+        assert stopped.standing_down == STOPPED
+        assert any(SERVES in r.getMessage() for r in caplog.records)
+        # n1 answers for the cluster now: it has no such stream, and nobody captures it.
+        await wait_routed_api(nc)
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.stream_info("EARLY")
+        with pytest.raises(nats.js.errors.NoStreamResponseError):
+            await js.publish("early.b", b"lost")
+        assert (tmp_path / "n2" / "jetstream" / "$G" / "streams" / "EARLY").is_dir()
+    finally:
+        await nc.close()
+        if n1 is not None:
+            await n1.shutdown()
+        await n2.shutdown()
+
+
+async def wait_routed_api(nc: Client) -> None:
+    """Until a JetStream API request from `nc` is answered (by the serving node, through the
+    route, once its interest has arrived)."""
+
+    async def answered() -> bool:
+        try:
+            await nc.request("$JS.API.INFO", b"", timeout=0.5)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            return False
+        return True
+
+    await eventually(answered)

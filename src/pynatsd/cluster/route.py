@@ -401,24 +401,24 @@ class Route(asyncio.Protocol):
                 return
             self._accounts[ev.account] = account
         sublist = account.sublist
+        line = msg.line
+        if line and not ev.queues:
+            plan = self.plans.lookup(line)
+            if plan is not None and plan.genid == sublist.genid:
+                self._send_planned(plan, msg.payload)
+                return
         reply = msg.reply
         if reply and reply.startswith(b"$JS.ACK."):
             at = js_ack_deliver_index(reply)
             if 0 < at < len(reply) - 1:
                 # A JetStream delivery, routed on the subject it came on: its clients here
-                # see the subject after the reply's `@` (never planned: the line differs).
+                # see the subject after the reply's `@` (never planned, so no plan above).
                 shown = ShownPub(
                     reply[at + 1 :], reply[:at], msg.payload, msg.header_size, msg.subject
                 )
                 result = sublist.match_bytes(msg.subject)
                 if result.psubs or result.qsubs:
                     fan_out_routed(self, result, shown, ev.queues)
-                return
-        line = msg.line
-        if line and not ev.queues:
-            plan = self.plans.lookup(line)
-            if plan is not None and plan.genid == sublist.genid:
-                self._send_planned(plan, msg.payload)
                 return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
