@@ -45,6 +45,8 @@ class JetStreamPeers:
         """A peer joined the cluster (with its route INFO) or left it (None)."""
         if info is None:
             self.others.pop(server_id, None)
+            if not self.others:
+                self.js.conflict = ""  # the other JetStream server left (a stop stays)
             return
         if not info.get("jetstream") or server_id in self.others:
             return
