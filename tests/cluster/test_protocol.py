@@ -16,10 +16,12 @@ from pynatsd.cluster.protocol import (
     RouteParser,
     RouteSub,
     RouteUnsub,
+    js_ack_deliver_index,
     rmsg_frame,
     rmsg_head,
     rs_minus_frame,
     rs_plus_frame,
+    with_deliver_subject,
 )
 from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
 
@@ -244,3 +246,29 @@ def test_pool_index_is_nats_servers() -> None:
     assert pool_index(b"$G", 3) == 2
     assert pool_index(b"$SYS", 3) == 0
     assert pool_index(b"$G", 1) == 0
+
+
+ACK = b"$JS.ACK.S.C.1.2.3.1700000000000000000.0"
+
+
+@pytest.mark.parametrize(
+    ("reply", "index"),
+    [
+        (ACK + b"@orders.1", len(ACK)),
+        # Stream and consumer names may hold an `@`: only one after the eight dots counts.
+        (b"$JS.ACK.S@x.C@y.1.2.3.17.0@orders.1", len(b"$JS.ACK.S@x.C@y.1.2.3.17.0")),
+        (ACK, -1),
+        (b"_INBOX.a@b", -1),
+        (b"$JS.ACK.S.C@orders.1", -1),
+    ],
+)
+def test_js_ack_deliver_index_is_nats_servers(reply: bytes, index: int) -> None:
+    """nats-server's jsAckDeliverIdx: where the shown subject of a routed JetStream delivery
+    starts (after the `@`)."""
+    assert js_ack_deliver_index(reply) == index
+
+
+def test_with_deliver_subject_appends_once() -> None:
+    assert with_deliver_subject(ACK, b"orders.1") == ACK + b"@orders.1"
+    assert with_deliver_subject(ACK + b"@orders.1", b"orders.1") == ACK + b"@orders.1"
+    assert with_deliver_subject(b"", b"orders.1") == b""

@@ -311,6 +311,8 @@ class Cluster:
             if route.remote_info.get("gossip_mode") != 1:
                 self._forward_new_route(route)
             self._update_connect_urls()
+            for hook in self.server.peer_hooks:
+                hook(route.remote_id, route.remote_info)
         return True
 
     def fill_pool(self, route: Route) -> None:
@@ -345,6 +347,8 @@ class Cluster:
             return
         del self.peers[route.remote_id]
         self._update_connect_urls()
+        for hook in self.server.peer_hooks:
+            hook(route.remote_id, None)
         if self.running and not route.configured and (route.solicited or route.retry):
             self._spawn(self._dial_implicit(peer.url, retry=True))
 
@@ -512,23 +516,35 @@ class Cluster:
                 counts[key] = n
             else:
                 counts.pop(key, None)
-            routes = self.routes
-            if not routes:
+            peers = self.peers
+            if not peers:
                 return
-            queue = sub.queue_bytes
+            subject, queue = key
             if queue:
-                frame = (
-                    rs_plus_frame(name, key[0], queue, n)
-                    if n > 0
-                    else rs_minus_frame(name, key[0], queue)
-                )
+                plus = n > 0
             elif old <= 0 < n:
-                frame = rs_plus_frame(name, key[0])
+                plus = True
             elif n <= 0 < old:
-                frame = rs_minus_frame(name, key[0])
+                plus = False
             else:
                 return
-            for route in routes.values():
+            frames: dict[bytes, bytes] = {}  # by the account token on the wire
+            for peer in peers.values():
+                # The account's own connection to the peer, its pool slot or the one pinned
+                # to it (ops without the account): the one the peer sends its messages for
+                # this account on, so that interest and the requests that need it (a reply
+                # subject) keep their order, as between nats-server nodes.
+                route = peer.conn_for(name)
+                if route is None:
+                    continue  # told when that connection registers (interest_frames)
+                wire = b"" if route.pinned_account else name
+                frame = frames.get(wire)
+                if frame is None:
+                    frame = frames[wire] = (
+                        rs_plus_frame(wire, subject, queue, n)
+                        if plus
+                        else rs_minus_frame(wire, subject, queue)
+                    )
                 route.outbound.push(frame)
             server.flush_soon()
 

@@ -50,10 +50,12 @@ __all__ = [
     "RouteParser",
     "RouteSub",
     "RouteUnsub",
+    "js_ack_deliver_index",
     "rmsg_frame",
     "rmsg_head",
     "rs_minus_frame",
     "rs_plus_frame",
+    "with_deliver_subject",
 ]
 
 # Longest control line kept while waiting for its end. Route lines carry queue names and can
@@ -496,3 +498,37 @@ def rmsg_frame(
         hdr = -1
     head = rmsg_head(account, msg.subject, msg.reply, queues, len(payload), hdr)
     return head + payload + b"\r\n"
+
+
+# -- JetStream deliveries ------------------------------------------------------------------------
+
+# A JetStream delivery (to a pull request's inbox, a push consumer's deliver subject) is routed
+# on one subject and shown under another, the stream's. Across a route nats-server sends it on
+# the routing subject and appends `@<shown subject>` to its reply, a `$JS.ACK.` subject; the
+# receiving server matches the routing subject and shows its clients the subject after the `@`
+# with the reply before it (client.go processMsgResults and jsAckDeliverIdx).
+_JS_ACK = b"$JS.ACK."
+# `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>`: eight dots.
+_JS_ACK_DOTS = 8
+
+
+def js_ack_deliver_index(reply: bytes) -> int:
+    """Where the `@` of a `$JS.ACK....@<subject>` reply is, or -1. Stream and consumer names may
+    hold an `@`: only the first one after the eight dots counts, as in nats-server."""
+    if not reply.startswith(_JS_ACK):
+        return -1
+    at = reply.find(b"@", len(_JS_ACK))
+    while at != -1:
+        if reply.count(b".", 0, at) >= _JS_ACK_DOTS:
+            return at
+        at = reply.find(b"@", at + 1)
+    return -1
+
+
+def with_deliver_subject(reply: bytes, shown: bytes) -> bytes:
+    """The reply a JetStream delivery shown under `shown` carries across a route: `@<shown>`
+    appended, unless there is no reply or it has one already (nats-server appends it only
+    then)."""
+    if not reply or js_ack_deliver_index(reply) != -1:
+        return reply
+    return reply + b"@" + shown

@@ -29,7 +29,9 @@ from pynatsd.cluster.protocol import (
     RouteParser,
     RouteSub,
     RouteUnsub,
+    js_ack_deliver_index,
     rmsg_frame,
+    with_deliver_subject,
 )
 from pynatsd.logger import log
 from pynatsd.protocol import errors
@@ -40,6 +42,7 @@ from pynatsd.server.delivery import Stats, fan_out_routed
 from pynatsd.server.listen import join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import Plan, PlanCache
+from pynatsd.server.routed import ShownPub
 from pynatsd.server.subscription import RemoteSubscription
 from pynatsd.sublist import SubListResult
 
@@ -142,6 +145,15 @@ class Route(asyncio.Protocol):
 
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
         account = sub.wire_account if isinstance(sub, RemoteSubscription) else b"$G"
+        if type(msg) is ShownPub:
+            # A JetStream delivery: sent on the subject it is routed on, the one it shows
+            # after its reply's `@` (cluster/protocol.py).
+            msg = Pub(
+                msg.routing,
+                with_deliver_subject(msg.reply, msg.subject),
+                msg.payload,
+                msg.header_size,
+            )
         frame = rmsg_frame(account, msg, queues, self.headers)
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
@@ -394,6 +406,19 @@ class Route(asyncio.Protocol):
             plan = self.plans.lookup(line)
             if plan is not None and plan.genid == sublist.genid:
                 self._send_planned(plan, msg.payload)
+                return
+        reply = msg.reply
+        if reply and reply.startswith(b"$JS.ACK."):
+            at = js_ack_deliver_index(reply)
+            if 0 < at < len(reply) - 1:
+                # A JetStream delivery, routed on the subject it came on: its clients here
+                # see the subject after the reply's `@` (never planned, so no plan above).
+                shown = ShownPub(
+                    reply[at + 1 :], reply[:at], msg.payload, msg.header_size, msg.subject
+                )
+                result = sublist.match_bytes(msg.subject)
+                if result.psubs or result.qsubs:
+                    fan_out_routed(self, result, shown, ev.queues)
                 return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:

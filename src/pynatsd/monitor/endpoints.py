@@ -376,11 +376,20 @@ def subsz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
 def healthz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
     """Liveness/readiness. As in nats-server, the JetStream options narrow what is checked; a
     server without JetStream is healthy for all of them (a single server has no meta leader or
-    stream replicas to wait for)."""
+    stream replicas to wait for). The body is the HTTP one, without `status_code` (the
+    `$SYS` service adds it, as nats-server does)."""
     for flag in ("js-enabled-only", "js-server-only", "js-enabled", "details"):
         _bool_arg(query, flag)
     if not server.running:
-        return 503, {"status": "unavailable", "status_code": 503, "error": "server not running"}
+        return 503, {"status": "unavailable", "error": "server not running"}
+    js = jetstream_of(server)
+    if js is not None and js.standing_down and not _bool_arg(query, "js-server-only"):
+        # Another server of the cluster serves JetStream (jetstream/standalone.py): reported
+        # as nats-server reports JetStream that is configured but not running.
+        if _bool_arg(query, "details"):
+            errors = [{"type": "JETSTREAM", "error": js.standing_down}]
+            return 503, {"status": "error", "errors": errors}
+        return 503, {"status": "unavailable", "error": js.standing_down}
     return 200, {"status": "ok"}
 
 
@@ -490,6 +499,8 @@ def jsz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
     out: dict[str, Any] = dict(_js_stats(server))
     out["server_id"] = server.server_id
     out["now"] = now
+    if js.standing_down:
+        out["disabled"] = True
     out["config"] = _js_config(server)
     out["limits"] = {"default_max_consumers": 1000}
     out["streams"] = streams
@@ -518,6 +529,9 @@ def jsz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
                 detail["stream_detail"] = items
             details.append(detail)
         out["account_details"] = details
+    # pynatsd's own key: another JetStream server in the cluster (jetstream/standalone.py).
+    if js.standing_down or js.conflict:
+        out["error"] = js.standing_down or js.conflict
     return 200, out
 
 

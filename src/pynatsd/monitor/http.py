@@ -7,6 +7,7 @@ framework would cost start-up time (servers are restarted often in tests) for no
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -93,7 +94,7 @@ class MonitorServer:
             "/connz": lambda q: (200, endpoints.connz(server, q)),
             "/subsz": lambda q: (200, endpoints.subsz(server, q)),
             "/subscriptionsz": lambda q: (200, endpoints.subsz(server, q)),
-            "/healthz": lambda q: endpoints.healthz(server, q),
+            "/healthz": lambda q: _healthz(server, q),
             "/jsz": lambda q: endpoints.jsz(server, q),
             "/accountz": lambda q: endpoints.accountz(server, q),
             "/routez": lambda q: (200, routez.routez(server, q)),
@@ -235,3 +236,13 @@ class MonitorServer:
             log.exception("monitoring endpoint %s failed", path)
             return 500, "text/plain; charset=utf-8", b"internal error\n"
         return status, "application/json", go_json_indent(data)
+
+
+def _healthz(server: Server, query: dict[str, str]) -> tuple[int, Any]:
+    """/healthz over HTTP; a failing check is logged, as nats-server's HandleHealthz does."""
+    status, data = endpoints.healthz(server, query)
+    if data.get("error"):
+        log.warning("Healthcheck failed: %s", json.dumps(data["error"]))
+    elif data.get("errors"):
+        log.warning("Healthcheck failed: %d errors", len(data["errors"]))
+    return status, data

@@ -328,7 +328,7 @@ class SystemServices:
             k: "true" for k in ("js-enabled-only", "js-server-only", "js-enabled") if opts.get(k)
         }
         status, data = endpoints.healthz(self.server, query)
-        return {**data, "status_code": status}
+        return {"status": data.pop("status"), "status_code": status, **data}
 
     # -- $SYS.REQ.ACCOUNT ------------------------------------------------------------------------
 
