@@ -359,7 +359,7 @@ def test_warnings(text: str, warning: str) -> None:
     "text",
     [
         "cluster { port: 6222, tls { timeout: 3 } }",
-        "gateway { name: A }",
+        "gateway { name: A, port: 7222, tls { timeout: 3 } }",
         "leafnodes { port: 7422 }",
         "leaf { port: 7422 }",
         "websocket { port: 8080, jwt_cookie: x }",
