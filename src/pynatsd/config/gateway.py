@@ -26,7 +26,7 @@ from pynatsd.config.cluster import (
     _write_timeout,
     read_ignored_tls,
 )
-from pynatsd.config.parser import Node
+from pynatsd.config.parser import ConfigError, Node
 from pynatsd.config.registry import (
     Abort,
     Loader,
@@ -107,9 +107,11 @@ def _reject_unknown(loader: Loader, gateway: GatewayOptions, key: str, entry: No
 
 def _gateways(loader: Loader, gateway: GatewayOptions, key: str, entry: Node) -> None:
     if not isinstance(entry.value, list):
-        raise loader.abort(
-            entry, f"Expected gateways field to be an array, got {go_type(entry.value)}"
-        )
+        # parseGateways is handed the value already unwrapped: its error has no position, and
+        # parseGateway returns it, ending the block.
+        reason = f"Expected gateways field to be an array, got {go_type(entry.value)}"
+        loader.errors.append(ConfigError(reason))
+        raise Abort()
     remotes: list[RemoteGatewayOptions] = []
     for element in entry.value:
         if not isinstance(element.value, dict):
