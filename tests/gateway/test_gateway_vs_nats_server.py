@@ -1,7 +1,8 @@
 """Two clusters joined by a gateway, one of them pynatsd, side by side with the same topology of
 nats-server only: the same scenario, the same observations. Both dialling orders (pynatsd's
 gateway block names nats-server's cluster, or the reverse, the other side dialling back
-implicitly), both configured, and pynatsd to pynatsd.
+implicitly), both configured, pynatsd to pynatsd, and two-server clusters (pynatsd only, and
+mixed) behind the gateway.
 
 What the clients observe: pub/sub across (with headers), nothing for a subject nobody
 subscribes to, a queue group served by a local member first and by the other cluster's once
@@ -75,7 +76,7 @@ async def _queues(a: Client, b: Client) -> dict[str, Any]:
         return on_msg
 
     qa = await a.subscribe("work", queue="workers", cb=member("a"))
-    await b.subscribe("work", queue="workers", cb=member("b"))
+    qb = await b.subscribe("work", queue="workers", cb=member("b"))
     await _interest_both_ways(a, b)
     seen: dict[str, Any] = {}
     for label, publisher in (("from_a", a), ("from_b", b)):
@@ -95,6 +96,7 @@ async def _queues(a: Client, b: Client) -> dict[str, Any]:
     await eventually(lambda: sum(counts.values()) - sum(before.values()) == 20)
     await asyncio.sleep(0.2)
     seen["from_a_after_leave"] = {k: counts[k] - before[k] for k in counts}
+    await qb.unsubscribe()
     return seen
 
 
@@ -103,8 +105,7 @@ async def _requests(a: Client, b: Client) -> dict[str, Any]:
         # What the responder sees as the reply: the requester's inbox, never `_GR_.`.
         await msg.respond(f"{msg.data.decode()}|{msg.reply.split('.')[0]}".encode())
 
-    await a.subscribe("svc.a", cb=service)
-    await b.subscribe("svc.b", cb=service)
+    services = [await a.subscribe("svc.a", cb=service), await b.subscribe("svc.b", cb=service)]
     await _interest_both_ways(a, b)
     seen: dict[str, Any] = {}
     # Fresh requesters: their inbox subscription is made with the first request, so the reply
@@ -130,6 +131,8 @@ async def _requests(a: Client, b: Client) -> dict[str, Any]:
         seen["no_responders"] = "no responders"
     except nats.errors.TimeoutError:
         seen["no_responders"] = "timeout"
+    for sub in services:
+        await sub.unsubscribe()
     return seen
 
 
@@ -153,19 +156,39 @@ def _gatewayz_outline(node: Any) -> dict[str, Any]:
     }
 
 
+def _gatewayz(sc: SuperCluster) -> dict[str, Any]:
+    """Each server's outline; inbound connections summed per cluster (a remote dials one of
+    the cluster's URLs at random)."""
+    outlines = {n.name: _gatewayz_outline(n) for n in sc.nodes}
+    inbound: dict[str, list[bool]] = {}
+    for node in sc.nodes:
+        for name, flags in outlines[node.name].pop("inbound").items():
+            inbound.setdefault(f"{name}->{node.cluster}", []).extend(flags)
+    return {"servers": outlines, "inbound": {k: sorted(v) for k, v in inbound.items()}}
+
+
 async def _observe(sc: SuperCluster) -> dict[str, Any]:
     a = await _connect(sc.cluster("A")[0].url)
     b = await _connect(sc.cluster("B")[-1].url)
+    # With a cluster behind the gateway, also from its other server: its own outbound
+    # gateway, and interest and replies that cross a route too.
+    a2 = await _connect(sc.cluster("A")[-1].url)
     try:
         seen = {
             "pubsub": await _pubsub(a, b),
             "queues": await _queues(a, b),
             "requests": await _requests(a, b),
         }
+        if len(sc.cluster("A")) > 1:
+            seen["second"] = {
+                "pubsub": await _pubsub(a2, b),
+                "requests": await _requests(a2, b),
+                "queues": await _queues(a2, b),
+            }
     finally:
-        await a.close()
-        await b.close()
-    seen["gatewayz"] = {n.name: _gatewayz_outline(n) for n in sc.nodes}
+        for nc in (a, b, a2):
+            await nc.close()
+    seen["gatewayz"] = _gatewayz(sc)
     return seen
 
 
@@ -205,3 +228,11 @@ async def test_both_configured(tmp_path: Path) -> None:
 
 async def test_pynatsd_to_pynatsd(tmp_path: Path) -> None:
     await _side_by_side(tmp_path, {"A": [PY], "B": [PY]}, {"A": ["B"]})
+
+
+async def test_pynatsd_cluster_dials_nats_server(tmp_path: Path) -> None:
+    await _side_by_side(tmp_path, {"A": [PY, PY], "B": [GO]}, {"A": ["B"]})
+
+
+async def test_nats_server_dials_a_mixed_cluster(tmp_path: Path) -> None:
+    await _side_by_side(tmp_path, {"A": [GO, PY], "B": [GO]}, {"B": ["A"]})

@@ -21,7 +21,7 @@ import contextlib
 import random
 import secrets
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from pynatsd.cluster.link import LinkListener, count_interest
@@ -36,6 +36,7 @@ from pynatsd.server.listen import WILDCARD_HOSTS, join_host_port
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
+    from pynatsd.cluster.protocol import RouteMsg
     from pynatsd.options import ClusterOptions
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
@@ -56,6 +57,25 @@ def _retry_delay() -> float:
 def _host_port(url: str) -> tuple[str, int]:
     parsed = urlparse(url if "://" in url else f"nats-route://{url}")
     return parsed.hostname or "127.0.0.1", parsed.port or 6222
+
+
+class Gateways(Protocol):
+    """What the cluster asks of the gateways of its server, if any (the gateway part sets
+    itself as `Cluster.gateways`; the cluster does not import it)."""
+
+    url: str  # this server's gateway URL, announced in route INFO (`gateway_url`)
+
+    def info_from_route(self, info: dict[str, Any]) -> None:
+        """A gateway INFO a peer forwarded (forwardNewGatewayToLocalCluster)."""
+
+    def frames_for_route(self) -> bytes:
+        """What a new route is told about the gateways we dial (sendGatewayConfigsToRoute)."""
+
+    def route_gateway_url(self, url: str, added: bool) -> None:
+        """A peer's gateway URL came or went (addGatewayURL, removeGatewayURL)."""
+
+    def message_from_route(self, route: Route, account: Account, ev: RouteMsg) -> bool:
+        """A routed message with a gateway-routed subject or reply: handled (True)."""
 
 
 class Cluster(LinkListener):
@@ -84,6 +104,7 @@ class Cluster(LinkListener):
         self.self_urls: set[str] = set()  # configured URLs that turned out to be ourselves
         self.host = opts.host
         self._dialing: set[str] = set()
+        self.gateways: Gateways | None = None
         # Local interest per account: (subject, queue) -> number of local subscriptions.
         self._interest: dict[str, dict[tuple[bytes, bytes], int]] = {}
 
@@ -201,6 +222,8 @@ class Cluster(LinkListener):
                     info["route_account"] = route.pinned_account.decode()
                 elif route.slot:
                     info["route_pool_idx"] = route.slot
+        if self.gateways is not None and self.gateways.url:
+            info["gateway_url"] = self.gateways.url
         info.update(extra)
         return info
 
@@ -284,6 +307,9 @@ class Cluster(LinkListener):
             if route.remote_info.get("gossip_mode") != 1:
                 self._forward_new_route(route)
             self._update_connect_urls()
+            gateway_url = str(route.remote_info.get("gateway_url") or "")
+            if self.gateways is not None and gateway_url:
+                self.gateways.route_gateway_url(gateway_url, True)
         return True
 
     def fill_pool(self, route: Route) -> None:
@@ -318,6 +344,9 @@ class Cluster(LinkListener):
             return
         del self.peers[route.remote_id]
         self._update_connect_urls()
+        gateway_url = str(route.remote_info.get("gateway_url") or "")
+        if self.gateways is not None and gateway_url:
+            self.gateways.route_gateway_url(gateway_url, False)
         if self.running and not route.configured and (route.solicited or route.retry):
             self._spawn(self._dial_implicit(peer.url, retry=True))
 
@@ -365,6 +394,11 @@ class Cluster(LinkListener):
         if url in self.self_urls or url in self._dialing:
             return
         self._spawn(self._dial_implicit(url, retry=False))
+
+    def broadcast_info(self, frame: bytes) -> None:
+        """An INFO for every peer (on its first connection)."""
+        for peer in self.peers.values():
+            peer.first.send_now(frame)
 
     def peer_update(self, route: Route, info: dict[str, Any]) -> None:
         """An INFO from a registered peer about itself: lame duck, new client URLs."""

@@ -77,6 +77,9 @@ class Route(Link):
         server = cluster.server
         super().__init__(server, server.next_cid())
         self.cluster = cluster
+        # The server's gateways (they start before any route connects), for messages with
+        # gateway-routed subjects or replies and gateway INFOs from peers.
+        self.gateways = cluster.gateways
         self.solicited = solicited  # we dialed it (did_solicit)
         self.configured = configured  # an explicit route of the configuration (is_configured)
         self.url = url
@@ -212,7 +215,10 @@ class Route(Link):
     def _process_info(self, info: dict[str, Any]) -> None:
         server_id = str(info.get("server_id") or "")
         if self.registered:
-            if server_id and server_id != self.remote_id:
+            if info.get("gateway"):
+                # About a gateway (processGatewayInfoFromRoute): for the gateways, if any.
+                self._gateway_info(info)
+            elif server_id and server_id != self.remote_id:
                 self.cluster.gossip(self, info)  # about another server: dial it
             else:
                 self.cluster.peer_update(self, info)
@@ -271,12 +277,18 @@ class Route(Link):
         label = self.remote_name or server_id
         log.info("%s - Route connection registered with %s", self.label, label)
         self.outbound.push(cluster.interest_frames(self))
+        if self.gateways is not None:
+            self.outbound.push(self.gateways.frames_for_route())
         if self.solicited:
             self._rtt_start = time.monotonic()
             self.outbound.push(PING_FRAME)
         self.outbound.flush()
         if self.solicited:
             cluster.fill_pool(self)
+
+    def _gateway_info(self, info: dict[str, Any]) -> None:
+        if self.gateways is not None:
+            self.gateways.info_from_route(info)
 
     # -- interest and messages -------------------------------------------------------------------
 
@@ -325,6 +337,9 @@ class Route(Link):
             if account is None:
                 return
             self._accounts[ev.account] = account
+        gateways = self.gateways
+        if gateways is not None and gateways.message_from_route(self, account, ev):
+            return
         sublist = account.sublist
         line = msg.line
         if line and not ev.queues:

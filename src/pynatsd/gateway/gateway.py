@@ -25,22 +25,23 @@ import random
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from pynatsd.cluster.cluster import non_local_ips
+from pynatsd.cluster.cluster import Cluster, non_local_ips
 from pynatsd.cluster.link import LinkListener, count_interest
-from pynatsd.cluster.protocol import rs_minus_frame, rs_plus_frame
+from pynatsd.cluster.protocol import rmsg_frame, rs_minus_frame, rs_plus_frame
 from pynatsd.gateway import replies
-from pynatsd.gateway.connection import INTEREST_ONLY, GatewayConnection
+from pynatsd.gateway.connection import CMD_GOSSIP, INTEREST_ONLY, GatewayConnection
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import go_json_bytes
-from pynatsd.server.delivery import enable_remote_delivery
+from pynatsd.server.delivery import enable_remote_delivery, fan_out_routed
 from pynatsd.server.listen import join_host_port
 from pynatsd.sublist import SubList
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
     from pynatsd.cluster.protocol import RouteMsg
+    from pynatsd.cluster.route import Route
     from pynatsd.options import GatewayOptions
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
@@ -108,6 +109,8 @@ class Gateway(LinkListener):
         self._reply_prefix = replies.reply_prefix(opts.name, server.server_id)
         self._old_reply_prefix = replies.old_reply_prefix(opts.name)
         self.cluster_hash = replies.gw_hash(opts.name)
+        self._old_cluster_hash = replies.old_hash(opts.name)
+        self.cluster: Cluster | None = None
         self.server_hash = replies.gw_hash(server.server_id)
         # This cluster's interest per account, nats-server's `pasi`: (subject, queue) -> count.
         self._interest: dict[bytes, dict[tuple[bytes, bytes], int]] = {}
@@ -126,6 +129,10 @@ class Gateway(LinkListener):
         server = self.server
         if not server.cluster_name:
             server.cluster_name = opts.name
+        cluster = server.parts.get("cluster")
+        if isinstance(cluster, Cluster):
+            cluster.gateways = self
+        self.cluster = cluster if isinstance(cluster, Cluster) else None
         for account in list(server.accounts.values()):
             self._watch(account)
         server.account_added_hooks.append(self._account_added)
@@ -269,8 +276,7 @@ class Gateway(LinkListener):
     def forward_to_cluster(self, name: str, urls: list[str]) -> None:
         """forwardNewGatewayToLocalCluster: tell the other servers of our cluster (through the
         routes) about a gateway, so that each has its own outbound connection to it."""
-        hook = getattr(self.server.parts.get("cluster"), "broadcast_info", None)
-        if hook is None:
+        if self.cluster is None:
             return
         info = _bare_info(
             server_id="GW" + self.server.server_id,
@@ -279,7 +285,84 @@ class Gateway(LinkListener):
             gateway_urls=urls,
             gateway_cmd=1,
         )
-        hook(b"INFO " + go_json_bytes(info) + b"\r\n")
+        self.cluster.broadcast_info(b"INFO " + go_json_bytes(info) + b"\r\n")
+
+    # -- the cluster's side (cluster.cluster.Gateways) -------------------------------------------
+
+    def info_from_route(self, info: dict[str, Any]) -> None:
+        if info.get("gateway_cmd") == CMD_GOSSIP:
+            name = str(info.get("gateway") or "")
+            if not self.opts.reject_unknown or name in self.configured_names():
+                self.implicit(name, info.get("gateway_urls") or [])
+        else:
+            log.error(
+                "Unknown command %d from server %s",
+                int(info.get("gateway_cmd") or 0),
+                str(info.get("server_id") or ""),
+            )
+
+    def frames_for_route(self) -> bytes:
+        """sendGatewayConfigsToRoute: the gateways we have an outbound connection to."""
+        frames = []
+        for conn in self.outbound.values():
+            if conn.remote is None or not conn.remote.urls:
+                continue
+            info = _bare_info(
+                server_id="GW" + self.server.server_id,
+                gateway=conn.name,
+                gateway_urls=[_url_host(u) for u in conn.remote.urls],
+                gateway_cmd=CMD_GOSSIP,
+            )
+            frames.append(b"INFO " + go_json_bytes(info) + b"\r\n")
+        return b"".join(frames)
+
+    def route_gateway_url(self, url: str, added: bool) -> None:
+        """A server of our cluster with its gateway URL joined or left: remotes that dial us
+        learn every URL of the cluster from our INFO (sendAsyncGatewayInfo)."""
+        if added and url not in self.urls:
+            self.urls.append(url)
+        elif not added and url in self.urls and url != self.url:
+            self.urls.remove(url)
+        else:
+            return
+        frame = self.info_frame()
+        for conn in self.inbound.values():
+            conn.send_now(frame)
+
+    def message_from_route(self, route: Route, account: Account, ev: RouteMsg) -> bool:
+        """handleGatewayReply for a routed message: a reply routed back to our cluster is
+        delivered here under its own subject; a request whose reply is routed is shown to our
+        clients with their own reply, and their answer goes back across."""
+        msg = ev.msg
+        if not (msg.subject.startswith(replies.PREFIXES) or msg.reply.startswith(replies.PREFIXES)):
+            return False
+        routed = replies.routed(msg.subject)
+        if routed is not None:
+            if routed[0] not in (self.cluster_hash, self._old_cluster_hash):
+                return True  # for another cluster: dropped
+            msg = Pub(routed[2], msg.reply, msg.payload, msg.header_size)
+        routed_reply = replies.routed(msg.reply)
+        if routed_reply is not None:
+            self.track_reply(ev.account, routed_reply, msg.reply)
+            msg = Pub(msg.subject, routed_reply[2], msg.payload, msg.header_size)
+        result = account.sublist.match_bytes(msg.subject)
+        if result.psubs or result.qsubs:
+            fan_out_routed(route, result, msg, ev.queues)
+        return True
+
+    def send_to_server(self, server_hash: bytes, account: bytes, msg: Pub) -> bool:
+        """A reply routed back to another server of our cluster: over its route, as is."""
+        if self.cluster is None:
+            return False
+        for peer in self.cluster.peers.values():
+            if replies.gw_hash(peer.remote_id) != server_hash:
+                continue
+            route = peer.conn_for(account) or peer.first
+            wire = b"" if route.pinned_account else account
+            route.outbound.push(rmsg_frame(wire, msg, (), route.headers))
+            self.server.flush_soon()
+            return True
+        return False
 
     async def _solicit(self, remote: RemoteGateway) -> None:
         """solicitGateway: dial the remote's URLs in random order until one answers, then again
@@ -450,18 +533,18 @@ class Gateway(LinkListener):
         delivered under the original subject; for another server of the cluster: sent there
         over its route; for another cluster: dropped."""
         cluster_hash, server_hash, subject = routed
-        if cluster_hash != (
-            self.cluster_hash if server_hash else replies.old_hash(self.gateway_name)
-        ):
+        if cluster_hash != (self.cluster_hash if server_hash else self._old_cluster_hash):
             return
         account = conn._lookup(ev.account)
         if account is None:
             self.account_no_interest(conn, ev.account)
             return
-        if server_hash and server_hash != self.server_hash:
-            forward = getattr(self.server.parts.get("cluster"), "send_to_server_hash", None)
-            if forward is not None and forward(server_hash, ev.account, ev.msg):
-                return
+        if (
+            server_hash
+            and server_hash != self.server_hash
+            and self.send_to_server(server_hash, ev.account, ev.msg)
+        ):
+            return  # the requester is on another server of our cluster
         msg = ev.msg
         ev.msg = Pub(subject, msg.reply, msg.payload, msg.header_size)
         conn.deliver_inbound(account, ev)

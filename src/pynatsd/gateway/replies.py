@@ -18,6 +18,7 @@ SERVER_OFFSET = CLUSTER_OFFSET + HASH_LEN + 1
 SUBJECT_OFFSET = SERVER_OFFSET + HASH_LEN + 1
 OLD_PREFIX = b"$GR."  # oldGWReplyPrefix
 OLD_SUBJECT_OFFSET = len(OLD_PREFIX) + 5  # the prefix, 4 hex digits and a dot
+PREFIXES = (PREFIX, OLD_PREFIX)
 
 # How long a reply stays mapped, and a new subscription counts as "recent" (a request on it
 # gets its reply mapped): nats-server's defaultGatewayRecentSubExpiration.
