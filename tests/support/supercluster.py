@@ -68,6 +68,7 @@ class SuperCluster:
         *,
         dials: Mapping[str, Sequence[str]],
         gateway_extra: Mapping[str, str] | None = None,
+        extra: str = "",
     ) -> None:
         for kinds in clusters.values():
             for kind in kinds:
@@ -77,6 +78,7 @@ class SuperCluster:
         self.dials = dials
         # Lines added inside a cluster's `gateway {}` block.
         self.gateway_extra = dict(gateway_extra or {})
+        self.extra = extra  # top-level lines in every server's file
         self.clusters = {
             name: [GatewayNode(kind, name, f"{name}{i + 1}") for i, kind in enumerate(kinds)]
             for name, kinds in clusters.items()
@@ -103,6 +105,7 @@ class SuperCluster:
             f"server_name: {node.name}\n"
             f'listen: "{LOOPBACK}:{node.port}"\n'
             f'http: "{LOOPBACK}:{node.http_port}"\n'
+            f"{self.extra}"
         )
         if len(peers) > 1:
             routes = "".join(

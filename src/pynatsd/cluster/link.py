@@ -24,6 +24,7 @@ from pynatsd.protocol.frames import PING_FRAME, err_frame
 from pynatsd.server.delivery import Stats
 from pynatsd.server.listen import bind, join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
+from pynatsd.server.plans import Plan, PlanCache
 
 if TYPE_CHECKING:
     from pynatsd.server.accounts import Account
@@ -67,6 +68,8 @@ class Link(asyncio.Protocol):
         self._rtt_start = 0.0
         self._ping_timer: asyncio.TimerHandle | None = None
         self.done: asyncio.Future[None] = server.loop.create_future()
+        # Delivery plans of the peer's RMSG lines (server/plans.py), for our receivers.
+        self.plans = PlanCache()
         # Interest learned from the peer: (account, subject, queue) -> its subscription.
         self.subs: dict[tuple[bytes, bytes, bytes], RemoteSubscription] = {}
 
@@ -149,6 +152,23 @@ class Link(asyncio.Protocol):
             self.pings_out += 1
             self.ping_now()
         self._ping_timer = self.server.loop.call_later(interval, self._ping_fired)
+
+    def send_planned(self, plan: Plan, payload: bytes) -> None:
+        """The planned delivery of a message from the peer (as ClientSession._process_pub
+        does it for a client's PUB)."""
+        tail = payload + b"\r\n"
+        dirty = self.server.dirty
+        if not plan.count:
+            self.plans.touched.append(plan)
+        plan.count += 1
+        plan.nbytes += len(payload)
+        for outbound, _, head in plan.targets:
+            frames = outbound.frames
+            frames.append(head)
+            frames.append(tail)
+            if not outbound.dirty:
+                outbound.dirty = True
+                dirty.append(outbound)
 
     # -- output and closing ----------------------------------------------------------------------
 

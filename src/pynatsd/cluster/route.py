@@ -36,7 +36,6 @@ from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
 from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_bytes
 from pynatsd.server.delivery import fan_out_routed
-from pynatsd.server.plans import Plan, PlanCache
 from pynatsd.server.subscription import RemoteSubscription
 from pynatsd.sublist import SubListResult
 
@@ -97,8 +96,6 @@ class Route(Link):
         self.remote_name = ""
         self.remote_info: dict[str, Any] = {}
         self.last_in = time.monotonic()
-        # Delivery plans of the peer's RMSG lines (server/plans.py), for local receivers.
-        self.plans = PlanCache()
         # Accounts by the name on the wire (looked up once).
         self._accounts: dict[bytes, Account] = {}
 
@@ -345,7 +342,7 @@ class Route(Link):
         if line and not ev.queues:
             plan = self.plans.lookup(line)
             if plan is not None and plan.genid == sublist.genid:
-                self._send_planned(plan, msg.payload)
+                self.send_planned(plan, msg.payload)
                 return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
@@ -354,23 +351,6 @@ class Route(Link):
                 local = tuple(sub for sub in result.psubs if not sub.remote)
                 self.plans.remember(self, msg, SubListResult(local), sublist.genid)
             fan_out_routed(self, result, msg, ev.queues)
-
-    def _send_planned(self, plan: Plan, payload: bytes) -> None:
-        """The planned delivery of a message from the peer (as ClientSession._process_pub
-        does it for a client's PUB)."""
-        tail = payload + b"\r\n"
-        dirty = self.server.dirty
-        if not plan.count:
-            self.plans.touched.append(plan)
-        plan.count += 1
-        plan.nbytes += len(payload)
-        for outbound, _, head in plan.targets:
-            frames = outbound.frames
-            frames.append(head)
-            frames.append(tail)
-            if not outbound.dirty:
-                outbound.dirty = True
-                dirty.append(outbound)
 
     # -- output and closing ----------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Err, Event, Ping, Pong, ProtocolError, Pub
 from pynatsd.protocol.frames import PONG_FRAME, err_frame
 from pynatsd.server.delivery import fan_out_from_gateway
+from pynatsd.sublist import SubListResult
 
 if TYPE_CHECKING:
     from pynatsd.gateway.gateway import Gateway, RemoteGateway
@@ -147,6 +148,7 @@ class GatewayConnection(Link):
             if self.closed:
                 break
             self._handle(ev)
+        self.plans.settle()
         self.server.flush_dirty()
 
     # -- events ----------------------------------------------------------------------------------
@@ -368,13 +370,25 @@ class GatewayConnection(Link):
         msg = ev.msg
         local = msg
         reply = msg.reply
+        sublist = account.sublist
+        line = msg.line if not ev.queues else b""
         if reply:
             routed = replies.routed(reply)
             if routed is not None:
                 local = Pub(msg.subject, routed[2], msg.payload, msg.header_size)
                 self.gateway.track_reply(ev.account, routed, reply)
-        result = account.sublist.match_bytes(msg.subject)
+                line = b""
+        if line:
+            plan = self.plans.lookup(line)
+            if plan is not None and plan.genid == sublist.genid:
+                self.send_planned(plan, msg.payload)
+                return
+        result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
+            if line:
+                # Our cluster's plain receivers (never another gateway), no queue group.
+                ours = tuple(sub for sub in result.psubs if not sub.gateway)
+                self.plans.remember(self, msg, SubListResult(ours), sublist.genid)
             fan_out_from_gateway(self, result, msg, ev.queues, local)
 
     # -- replies routed back ---------------------------------------------------------------------
