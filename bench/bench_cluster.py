@@ -225,12 +225,17 @@ def run_one(pair: str, size: int, a: argparse.Namespace) -> Run:
             if formed:
                 run.notes += problems(cluster, formed)
             cluster.stop()
+    print_run(run, t)
+    return run
+
+
+def print_run(run: Run, started: float) -> None:
+    """One line per run as it ends, with its notes."""
     print(
-        f"  {pair:<22} {size:>5} B  delivered {fmt(run.rate, 'msgs/s')} msgs/s"
-        f"  ({time.monotonic() - t:.1f}s)" + "".join(f"\n      ! {n}" for n in run.notes),
+        f"  {run.pair:<22} {run.size:>5} B  delivered {fmt(run.rate, 'msgs/s')} msgs/s"
+        f"  ({time.monotonic() - started:.1f}s)" + "".join(f"\n      ! {n}" for n in run.notes),
         flush=True,
     )
-    return run
 
 
 @dataclass

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import bench_cluster as bc
-from bench_server import fmt
 from support.supercluster import SuperCluster
 
 
@@ -78,11 +77,7 @@ def run_one(pair: str, size: int, a: argparse.Namespace) -> bc.Run:
             if formed:
                 run.notes += bc.problems(_Pair(sc), formed)  # type: ignore[arg-type]
             sc.stop()
-    print(
-        f"  {pair:<22} {size:>5} B  delivered {fmt(run.rate, 'msgs/s')} msgs/s"
-        f"  ({time.monotonic() - t:.1f}s)" + "".join(f"\n      ! {n}" for n in run.notes),
-        flush=True,
-    )
+    bc.print_run(run, t)
     return run
 
 
