@@ -33,6 +33,7 @@ from pynatsd.cluster.protocol import (
     rmsg_frame,
 )
 from pynatsd.gateway import replies
+from pynatsd.gateway.optimistic import OptimisticSends
 from pynatsd.gateway.subscription import GatewaySubscription
 from pynatsd.logger import log
 from pynatsd.protocol import errors
@@ -94,6 +95,8 @@ class GatewayConnection(Link):
         # Both: per account, the mode told (inbound) or received (outbound); inbound accounts
         # we sent A- for map to "".
         self.modes: dict[bytes, str] = {}
+        # Outbound to a remote without `gateway_iom`: what it refused (None: interest only).
+        self.optimistic: OptimisticSends | None = None
         # Outbound: replies to route back to this cluster, (account, reply) -> the routed
         # subject, with the subscription that catches them and its expiry.
         self.reply_routes: dict[tuple[bytes, bytes], tuple[bytes, GatewaySubscription, float]] = {}
@@ -103,7 +106,7 @@ class GatewayConnection(Link):
     def plannable(self, msg: Pub) -> bool:
         """A publisher may plan its deliveries to this cluster when the RMSG line never
         changes: no reply (it may get mapped), no reply route on the subject."""
-        return not msg.reply and not self.reply_routes
+        return not msg.reply and not self.reply_routes and self.optimistic is None
 
     def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
         self.deliver_remote(sub, msg, [sub.queue_bytes] if sub.queue else [])
@@ -111,6 +114,8 @@ class GatewayConnection(Link):
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
         account: bytes = sub.account_name  # type: ignore[attr-defined]
         subject = msg.subject
+        if self.optimistic is not None and not self.optimistic.allows(account, subject, queues):
+            return
         if self.reply_routes:
             route = self.reply_routes.get((account, subject))
             if route is not None:
@@ -170,7 +175,10 @@ class GatewayConnection(Link):
             self._process_connect(ev.options)
         elif isinstance(ev, (AccountSub, AccountUnsub)):
             if self.is_outbound:
-                self.modes[ev.account] = "" if isinstance(ev, AccountUnsub) else OPTIMISTIC
+                refused = isinstance(ev, AccountUnsub)
+                self.modes[ev.account] = "" if refused else OPTIMISTIC
+                if self.optimistic is not None:
+                    self.optimistic.account_refused(ev.account, refused)
         elif isinstance(ev, Err):
             log.error("%s - Gateway Error %s", self.label, ev.text.decode(errors="replace"))
             self.close(CloseReason.PARSE_ERROR)
@@ -250,6 +258,8 @@ class GatewayConnection(Link):
                 self.close(WRONG_GATEWAY)
                 return
             self.registered = True
+            if not info.get("gateway_iom"):
+                self.start_optimistic()
             log.info(
                 '%s - Outbound gateway connection to "%s" (%s) registered',
                 self.label,
@@ -260,11 +270,20 @@ class GatewayConnection(Link):
             account = self._command_account(info, cmd)
             if account:
                 self.modes[account] = TRANSITIONING if cmd == CMD_ALL_SUBS_START else INTEREST_ONLY
+                if cmd == CMD_ALL_SUBS_COMPLETE and self.optimistic is not None:
+                    self.optimistic.complete(account)
             return
         elif cmd:
             log.warning('Received unknown command %d from gateway "%s"', cmd, self.name)
             return
         gateway.forward_to_cluster(remote_name, info.get("gateway_urls") or [])
+
+    def start_optimistic(self) -> None:
+        """A remote that does not switch accounts to interest-only mode at once: send it every
+        account's messages until it says otherwise."""
+        self.optimistic = OptimisticSends(self)
+        for account in list(self.server.accounts.values()):
+            self.optimistic.add_account(account)
 
     def _command_account(self, info: dict[str, Any], cmd: int) -> bytes:
         payload = info.get("gateway_cmd_payload")
@@ -326,6 +345,8 @@ class GatewayConnection(Link):
             return
         account = self._lookup(ev.account)
         key = (ev.account, ev.subject, ev.queue)
+        if self.optimistic is not None and not ev.queue:
+            self.optimistic.interest(ev.account, ev.subject)
         if account is None or key in self.subs:
             return
         sub = GatewaySubscription(self, ev.account, ev.subject, ev.queue)
@@ -341,6 +362,12 @@ class GatewayConnection(Link):
             log.error("%s - Received RS- from gateway on inbound connection", self.label)
             self.close(CloseReason.PROTOCOL_VIOLATION)
             return
+        if (
+            self.optimistic is not None
+            and not ev.queue
+            and self.optimistic.no_interest_in(ev.account, ev.subject)
+        ):
+            self.modes.setdefault(ev.account, OPTIMISTIC)
         sub = self.subs.pop((ev.account, ev.subject, ev.queue), None)
         if sub is None:
             return
@@ -442,4 +469,6 @@ class GatewayConnection(Link):
         self.reply_routes.clear()
 
     def closed_hook(self) -> None:
+        if self.optimistic is not None:
+            self.optimistic.close()
         self.gateway.connection_closed(self)

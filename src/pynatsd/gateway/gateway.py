@@ -439,6 +439,9 @@ class Gateway(LinkListener):
 
     def _account_added(self, account: Account) -> None:
         self._watch(account)
+        for out in list(self.outbound.values()):
+            if out.optimistic is not None:
+                out.optimistic.add_account(account)
         name = account.name.encode()
         for conn in list(self.inbound.values()):
             conn.switch_to_interest_only(name)
