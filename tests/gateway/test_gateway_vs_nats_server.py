@@ -236,3 +236,36 @@ async def test_pynatsd_cluster_dials_nats_server(tmp_path: Path) -> None:
 
 async def test_nats_server_dials_a_mixed_cluster(tmp_path: Path) -> None:
     await _side_by_side(tmp_path, {"A": [GO, PY], "B": [GO]}, {"B": ["A"]})
+
+
+async def _three_clusters(tmp_path: Path, kinds: dict[str, list[str]]) -> dict[str, Any]:
+    """A and C each name only B: B gossips each to the other, so A and C dial each other
+    (implicit gateways) and a message from A reaches C directly."""
+    directory = tmp_path / "-".join(k for ks in kinds.values() for k in ks)
+    directory.mkdir()
+    with SuperCluster(directory, kinds, dials={"A": ["B"], "C": ["B"]}) as sc:
+        await asyncio.to_thread(sc.start)  # every server has a gateway to both others
+        a = await _connect(sc.cluster("A")[0].url)
+        c = await _connect(sc.cluster("C")[0].url)
+        try:
+            got: list[str] = []
+
+            async def on_msg(msg: Any) -> None:
+                got.append(msg.data.decode())
+
+            await c.subscribe("to.c", cb=on_msg)
+            await wait_interest(c, [a])
+            await a.publish("to.c", b"from-a")
+            await a.flush()
+            await eventually(lambda: got == ["from-a"])
+            answer = {"got": list(got)}
+        finally:
+            await a.close()
+            await c.close()
+        answer["gatewayz"] = _gatewayz(sc)
+    return answer
+
+
+async def test_three_clusters_mesh_by_gossip(tmp_path: Path) -> None:
+    expected = await _three_clusters(tmp_path, {"A": [GO], "B": [GO], "C": [GO]})
+    assert await _three_clusters(tmp_path, {"A": [PY], "B": [GO], "C": [PY]}) == expected
