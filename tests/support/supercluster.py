@@ -153,6 +153,12 @@ class SuperCluster:
         node.process = ServerProcess(argv, node.port, env=env)
         node.process.start()
 
+    def restart(self, node: GatewayNode) -> None:
+        """Stop `node` and start it again on the same ports (same configuration)."""
+        if node.process is not None:
+            node.process.stop()
+        self.start_node(node)
+
     def stop(self) -> None:
         for node in self.nodes:
             if node.process is not None:

@@ -206,7 +206,12 @@ def _fan_out_with_remotes(
         elif deliver(publisher, sub, msg, trace):
             delivered = True
     for group in result.qsubs:
-        weights = [_queue_weight(sub) for sub in group]
+        # _queue_weight, inlined: this runs for every queue group of every message in a
+        # cluster.
+        weights = [
+            (0 if sub.gateway else sub.weight) if sub.remote else 1  # type: ignore[attr-defined]
+            for sub in group
+        ]
         total = sum(weights)
         if not total:
             # Members only in other clusters: the first gateway's take it (nats-server gives
