@@ -232,6 +232,36 @@ class ClusterOptions:
 
 
 @dataclass(slots=True)
+class RemoteGatewayOptions:
+    """One entry of `gateway { gateways: [...] }` (nats-server's RemoteGatewayOpts): a remote
+    cluster to dial, by its gateway name and URLs."""
+
+    name: str = ""
+    urls: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GatewayOptions:
+    """The `gateway {}` block (nats-server's GatewayOpts): connections to the other clusters
+    of a super-cluster."""
+
+    name: str = ""  # this cluster's gateway name (it becomes the cluster name)
+    host: str = ""
+    port: int = 0  # the gateway listener's port; -1 picks a free one
+    advertise: str = ""  # host:port announced instead of the listen address
+    username: str = ""  # `authorization { user, password }`: what remotes send in CONNECT
+    password: str = ""
+    auth_timeout: float = 0.0
+    tls_timeout: float = 0.0
+    connect_retries: int = 0  # extra attempts for implicit (gossiped) gateways
+    connect_backoff: bool = False
+    gateways: list[RemoteGatewayOptions] = field(default_factory=list)
+    reject_unknown: bool = False  # refuse inbound gateways that are not configured
+    write_deadline: float = 0.0
+    write_timeout: str = ""
+
+
+@dataclass(slots=True)
 class Options:
     """Everything the server can be told; defaults are nats-server v2.15.1's."""
 
@@ -333,6 +363,8 @@ class Options:
 
     # Clustering (the `cluster {}` block, `--cluster`, `--routes`); None: not clustered.
     cluster: ClusterOptions | None = None
+    # Gateways to other clusters (the `gateway {}` block); None: no gateway.
+    gateway: GatewayOptions | None = None
 
     # WebSocket listener (the `websocket {}` block): the same protocol in WebSocket frames.
     websocket_host: str = ""

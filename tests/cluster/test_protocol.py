@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pynatsd.cluster.protocol import (
+    AccountSub,
+    AccountUnsub,
     RouteConnect,
     RouteInfo,
     RouteMsg,
@@ -45,6 +47,8 @@ def describe(ev: Event) -> tuple[object, ...]:
         )
     if isinstance(ev, (RouteInfo, RouteConnect)):
         return (type(ev).__name__, ev.raw)
+    if isinstance(ev, (AccountSub, AccountUnsub)):
+        return ("A+" if isinstance(ev, AccountSub) else "A-", ev.account)
     if isinstance(ev, Err):
         return ("ERR", ev.text)
     if isinstance(ev, ProtocolError):
@@ -60,6 +64,8 @@ def parse(data: bytes, expect_connect: bool = False) -> list[tuple[object, ...]]
     ("line", "expected"),
     [
         (b"RS+ $G foo\r\n", ("RS+", b"", b"$G", b"foo", b"", 0)),
+        (b"A+ ACC\r\n", ("A+", b"ACC")),
+        (b"a- $G\r\n", ("A-", b"$G")),
         (b"rs+ $G bar q1 2\r\n", ("RS+", b"", b"$G", b"bar", b"q1", 2)),
         (b"RS+\t$G\tfoo.*\r\n", ("RS+", b"", b"$G", b"foo.*", b"", 0)),
         (b"RS- $G foo\r\n", ("RS-", b"", b"$G", b"foo", b"")),
@@ -99,6 +105,8 @@ def test_ops(line: bytes, expected: tuple[object, ...]) -> None:
         (b"RS+ $G\r\n", None),  # processRemoteSub Parse Error: a close without a word
         (b"RS+ $G foo q\r\n", None),  # a queue needs its weight
         (b"RS- $G\r\n", None),
+        (b"A+\r\n", None),  # an account op names one account
+        (b"A- a b\r\n", None),
         (b"RMSG $G foo\r\n", None),
         (b"RMSG $G foo x\r\n", None),  # bad size
         (b"RMSG $G foo ? q 1\r\n", None),  # bad reply indicator

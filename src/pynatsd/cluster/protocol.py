@@ -2,8 +2,8 @@
 a server sends to a route.
 
 Corresponds to the route half of nats-server's `server/parser.go` (`RS+`, `RS-`, `RMSG`,
-`HMSG`, `LS+`, `LS-`, `LMSG`) and the argument parsing of `route.go` (`processRemoteSub`,
-`processRemoteUnsub`) and `client.go` (`processRoutedMsgArgs`,
+`HMSG`, `LS+`, `LS-`, `LMSG`, and the gateways' `A+`, `A-`) and the argument parsing of
+`route.go` (`processRemoteSub`, `processRemoteUnsub`) and `client.go` (`processRoutedMsgArgs`,
 `processRoutedHeaderMsgArgs`, `processRoutedOriginClusterMsgArgs`). Ops are case-insensitive
 and arguments are split on spaces and tabs. What nats-server answers to bad input, this
 produces: an unknown op is `-ERR 'Unknown Protocol Operation'` and a close, a first op other
@@ -44,6 +44,8 @@ from pynatsd.protocol.events import (
 
 __all__ = [
     "MAX_CONTROL_LINE",
+    "AccountSub",
+    "AccountUnsub",
     "RouteConnect",
     "RouteInfo",
     "RouteMsg",
@@ -112,6 +114,24 @@ class RouteUnsub(Event):
         self.origin = origin
 
 
+class AccountSub(Event):
+    """A+ (gateways only): the remote cluster has interest in the account again."""
+
+    __slots__ = ("account",)
+
+    def __init__(self, account: bytes) -> None:
+        self.account = account
+
+
+class AccountUnsub(Event):
+    """A- (gateways only): the remote cluster has no interest at all in the account."""
+
+    __slots__ = ("account",)
+
+    def __init__(self, account: bytes) -> None:
+        self.account = account
+
+
 class RouteMsg(Event):
     """RMSG, HMSG or LMSG: `msg` is the same `Pub` a client's publish makes; `queues` names the
     queue groups the sender picked a member of here (only those may receive it)."""
@@ -146,6 +166,8 @@ _OPS = {
     b"RMSG": "rmsg",
     b"HMSG": "hmsg",
     b"LMSG": "lmsg",
+    b"A+": "asub",
+    b"A-": "aunsub",
     b"PING": "ping",
     b"PONG": "pong",
     b"+OK": "ok",
@@ -353,6 +375,11 @@ class RouteParser:
                 events.append(RouteConnect(decoded, arg))
             else:
                 events.append(RouteInfo(decoded, arg))
+        elif kind in ("asub", "aunsub"):
+            account = _split(arg)
+            if len(account) != 1:
+                raise _BadArgs(f"processGatewayAccount{kind[1:].title()} Parse Error")
+            events.append(AccountSub(account[0]) if kind == "asub" else AccountUnsub(account[0]))
         elif kind == "rsub":
             events.append(_route_sub(self._with_account(_split(arg)), False))
         elif kind == "runsub":

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from pynatsd.gofmt import NANOS_PER_SECOND, go_duration_ns, go_uptime, rfc3339
 from pynatsd.jetstream import jetstream_of
+from pynatsd.monitor.gatewayz import gateway_counts, varz_gateway
 from pynatsd.monitor.routez import varz_route_counts
 from pynatsd.server.delivery import Stats
 from pynatsd.version import COMPAT_VERSION, PROTO_VERSION
@@ -96,7 +97,7 @@ def varz(server: Server) -> dict[str, Any]:
         "max_payload": opts.max_payload,
         "max_pending": opts.max_pending,
         "cluster": _varz_cluster(server),
-        "gateway": {},
+        "gateway": varz_gateway(server),
         "leaf": {},
         "mqtt": {},
         "websocket": {},
@@ -150,7 +151,9 @@ def _varz_cluster(server: Server) -> dict[str, Any]:
     (a generated name, the port bound for `-1`) once the cluster part has them."""
     cluster = server.options.cluster
     if cluster is None:
-        return {}
+        # A gateway names the cluster even without a cluster block (validateCluster).
+        gateway = server.options.gateway
+        return {"name": gateway.name} if gateway is not None and gateway.name else {}
     part = server.parts.get("cluster")
     fields: dict[str, Any] = {
         "name": getattr(part, "cluster_name", "") or cluster.name,
@@ -403,15 +406,6 @@ def empty_routez(server: Server) -> dict[str, Any]:
     }
 
 
-def empty_gatewayz(server: Server) -> dict[str, Any]:
-    return {
-        "server_id": server.server_id,
-        "now": rfc3339(time.time()),
-        "outbound_gateways": {},
-        "inbound_gateways": {},
-    }
-
-
 def empty_leafz(server: Server) -> dict[str, Any]:
     return {"server_id": server.server_id, "now": rfc3339(time.time()), "leafnodes": 0, "leafs": []}
 
@@ -612,6 +606,13 @@ def metrics(server: Server) -> str:
     lines.append("# HELP gnatsd_varz_uptime_seconds Seconds since the server started")
     lines.append("# TYPE gnatsd_varz_uptime_seconds gauge")
     lines.append(f"gnatsd_varz_uptime_seconds{{{label}}} {uptime:.3f}")
+    outbound, inbound = gateway_counts(server)
+    if outbound or inbound or server.options.gateway is not None:
+        for name, value in (("outbound", outbound), ("inbound", inbound)):
+            metric = f"gnatsd_gatewayz_{name}_gateways"
+            lines.append(f"# HELP {metric} Gateway connections {name} of this server")
+            lines.append(f"# TYPE {metric} gauge")
+            lines.append(f"{metric}{{{label}}} {value}")
     js = jetstream_of(server)
     if js is not None:
         stats = _js_stats(server)

@@ -104,6 +104,8 @@ class PlanCache:
                 # Another server: one RMSG however many of its subscriptions match.
                 if sub.closed or sub.client.closed or sub.client.outbound is None:
                     return
+                if sub.gateway and not sub.client.plannable(ev):  # type: ignore[attr-defined]
+                    return  # another cluster: a reply to map, a subject to route back
                 if sub.client not in remotes:
                     remotes.add(sub.client)
                     receivers.append(_remote_target(sub, ev))
