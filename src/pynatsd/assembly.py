@@ -12,12 +12,13 @@ from pynatsd.cluster import Cluster
 from pynatsd.jetstream import JetStream
 from pynatsd.monitor.http import MonitorServer
 from pynatsd.monitor.system_services import SystemServices
+from pynatsd.mqtt.part import MQTT
 from pynatsd.server.server import Server
 
 
 def attach_parts(server: Server) -> None:
     """Attach what `server.options` enables, in nats-server's start-up order: the HTTP monitor,
-    the system account's services, JetStream, then the cluster's routes."""
+    the system account's services, JetStream, the cluster's routes, then MQTT."""
     opts = server.options
     if opts.http_port:
         server.add_part(MonitorServer(server))
@@ -28,3 +29,5 @@ def attach_parts(server: Server) -> None:
     # A cluster block (or flag) without a port serves no routes, as in nats-server.
     if opts.cluster is not None and opts.cluster.port != 0:
         server.add_part(Cluster(server))
+    if opts.mqtt is not None and opts.mqtt.port != 0:
+        server.add_part(MQTT(server))

@@ -33,7 +33,7 @@ from pynatsd.config import (
     leafnodes,  # noqa: F401
     listen,
     mappings,  # noqa: F401
-    mqtt,  # noqa: F401
+    mqtt,
     operator,
     websocket,  # noqa: F401
 )
@@ -180,4 +180,5 @@ def startup_errors(opts: Options) -> list[str]:
         *authorization.startup_problems(opts),
         *accounts.startup_problems(opts),
         *cluster.startup_problems(opts),
+        *mqtt.startup_problems(opts),
     ]

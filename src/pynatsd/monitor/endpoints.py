@@ -199,6 +199,9 @@ def _connection_info(
         if client.auth_user:
             info["authorized_user"] = client.auth_user
         info["account"] = client.account.name
+    mqtt_client = getattr(client, "mqtt_client", "")
+    if mqtt_client:
+        info["mqtt_client"] = mqtt_client
     if subs == "detail":
         info["subscriptions_list_detail"] = [
             {
