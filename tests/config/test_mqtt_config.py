@@ -52,7 +52,7 @@ def test_startup_checks(tmp_path: Path) -> None:
     assert startup_errors(load(tmp_path, "mqtt { port: 1883 }")) == [NEEDS_JETSTREAM]
     assert startup_errors(load(tmp_path, "jetstream: true\nmqtt { port: 1883 }")) == []
     assert startup_errors(load(tmp_path, "mqtt { host: x }")) == []  # no port: no listener
-    users = 'jetstream: true\nauthorization { users: [{user: a, password: b}] }\n'
+    users = "jetstream: true\nauthorization { users: [{user: a, password: b}] }\n"
     text = users + "mqtt { port: 1883, authorization { user: m, password: p } }"
     assert startup_errors(load(tmp_path, text)) == [USER_WITH_USERS]
 

@@ -386,3 +386,34 @@ def test_keep_alive_closes_a_silent_client(servers: list[MQTTServer]) -> None:
         return packets, raw.closed
 
     assert both(servers, scenario) == ([p.ConnAck(False, 0)], True)
+
+
+# -- monitoring -----------------------------------------------------------------------------------
+
+
+def test_monitoring(tmp_path: Path) -> None:
+    """/varz's mqtt block, and /connz?mqtt_client= showing the client with its id."""
+    require_nats_server()
+    import json
+    import urllib.request
+
+    def scenario(s: MQTTServer, u: str) -> Any:
+        http_port = int(s.conf.read_text().split("http_port: ")[1].split()[0])
+        client = Client(s.mqtt_port, f"{u}-watched")
+        client.subscribe(("m/#", 0))
+
+        def get(path: str) -> Any:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}{path}", timeout=5) as r:
+                return json.load(r)
+
+        mqtt = get("/varz")["mqtt"]
+        mqtt.pop("port")
+        conns = get(f"/connz?mqtt_client={u}-watched&subs=1")["connections"]
+        client.disconnect()
+        keep = ("kind", "type", "ip", "subscriptions", "subscriptions_list", "mqtt_client")
+        return mqtt, [{k: c.get(k) for k in keep} for c in conns]
+
+    with mqtt_servers(tmp_path, extra="http_port: {free_port}") as pair:
+        mqtt, conns = both(pair, scenario)
+    assert mqtt == {"host": "0.0.0.0", "tls_timeout": 2}
+    assert conns[0]["type"] == "mqtt" and conns[0]["mqtt_client"].endswith("-watched")

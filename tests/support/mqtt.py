@@ -59,6 +59,8 @@ def _start(cmd: list[str], directory: Path, name: str, extra: str, mqtt_extra: s
     mqtt_port = free_port()
     store = directory / f"{name}-store"
     conf = directory / f"{name}.conf"
+    # "{free_port}" in `extra` becomes a port of this server's own (an http_port, ...).
+    extra = extra.replace("{free_port}", str(free_port()))
     conf.write_text(mqtt_conf(store, mqtt_port, extra, mqtt_extra))
     process = start_server(cmd, ["-c", str(conf)])
     wait_for(lambda: _accepts(mqtt_port), f"{name} MQTT listener")

@@ -17,6 +17,7 @@ from pynatsd.logger import log
 from pynatsd.mqtt import packets as p
 from pynatsd.mqtt.session import DUPLICATE_CLIENT_ID, MQTTSession, MQTTSubscription
 from pynatsd.mqtt.topics import subject_to_topic
+from pynatsd.options import DEFAULT_HOST
 from pynatsd.server.listen import bound_port, listen
 from pynatsd.subjects import match_literal_bytes
 from pynatsd.tls import listener_context
@@ -39,7 +40,8 @@ class MQTT:
         options = server.options.mqtt
         assert options is not None
         self.options: MQTTOptions = options
-        self.host = options.host or server.options.host
+        # nats-server's default, whatever the client listener's host (setBaselineOptions).
+        self.host = options.host or DEFAULT_HOST
         self.port = 0
         self._listener: asyncio.Server | None = None
         # Connected sessions: (account, client id) -> session.
