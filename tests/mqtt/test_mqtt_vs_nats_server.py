@@ -417,3 +417,53 @@ def test_monitoring(tmp_path: Path) -> None:
         mqtt, conns = both(pair, scenario)
     assert mqtt == {"host": "0.0.0.0", "tls_timeout": 2}
     assert conns[0]["type"] == "mqtt" and conns[0]["mqtt_client"].endswith("-watched")
+
+
+def test_sessions_and_retained_survive_a_restart(tmp_path: Path) -> None:
+    """Kept in JetStream: after a restart on the same store, a clean-session-0 client finds its
+    session (and subscription) again, and a new subscriber gets the retained message."""
+    require_nats_server()
+
+    def before(s: MQTTServer, u: str) -> Any:
+        keeper = Client(s.mqtt_port, "keeper", clean=False)
+        keeper.subscribe(("kept/#", 1))
+        keeper.disconnect()
+        pub = Client(s.mqtt_port, "pub")
+        pub.publish("ret/a", b"retained", 1, retain=True)
+        pub.disconnect()
+        s.restart()
+        wait_for(lambda: _accepts_mqtt(s.mqtt_port), "the restarted MQTT listener")
+        return None
+
+    def after(s: MQTTServer, u: str) -> Any:
+        keeper = Client(s.mqtt_port, "keeper", clean=False)
+        late = Client(s.mqtt_port, "late")
+        late.subscribe(("ret/#", 0))
+        retained = late.wait_messages(1)
+        pub = Client(s.mqtt_port, "pub")
+        pub.publish("kept/x", b"live", 1)
+        got = keeper.wait_messages(1)
+        for c in (keeper, late, pub):
+            c.disconnect()
+        return (
+            keeper.connack,
+            [(m.topic, m.payload, m.qos, m.retain) for m in retained],
+            [(m.topic, m.payload, m.qos) for m in got],
+        )
+
+    with mqtt_servers(tmp_path) as pair:
+        both(pair, before)
+        assert both(pair, after) == (
+            (True, 0),
+            [("ret/a", b"retained", 0, True)],
+            [("kept/x", b"live", 1)],
+        )
+
+
+def _accepts_mqtt(port: int) -> bool:
+    try:
+        raw = RawMQTT(port)
+    except OSError:
+        return False
+    raw.close()
+    return True

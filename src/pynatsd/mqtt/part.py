@@ -16,6 +16,7 @@ from pynatsd.auth import AuthResult
 from pynatsd.logger import log
 from pynatsd.mqtt import packets as p
 from pynatsd.mqtt.session import DUPLICATE_CLIENT_ID, MQTTSession, MQTTSubscription
+from pynatsd.mqtt.store import AccountStore
 from pynatsd.mqtt.topics import subject_to_topic
 from pynatsd.options import DEFAULT_HOST
 from pynatsd.server.listen import bound_port, listen
@@ -44,12 +45,8 @@ class MQTT:
         self.host = options.host or DEFAULT_HOST
         self.port = 0
         self._listener: asyncio.Server | None = None
-        # Connected sessions: (account, client id) -> session.
-        self.sessions: dict[tuple[str, str], MQTTSession] = {}
-        # Persistent sessions (clean session 0): (account, client id) -> {filter: QoS}.
-        self.persistent: dict[tuple[str, str], dict[bytes, int]] = {}
-        # Retained messages: account -> subject -> the PUBLISH that set it.
-        self.retained: dict[str, dict[bytes, p.Publish]] = {}
+        # What MQTT keeps per account, made on an account's first MQTT connection.
+        self.accounts: dict[str, AccountState] = {}
 
     # -- ServerPart ------------------------------------------------------------------------------
 
@@ -101,74 +98,92 @@ class MQTT:
         raw = os.urandom(22)
         return "".join(_NUID_ALPHABET[b % len(_NUID_ALPHABET)] for b in raw)
 
+    def _state(self, account: Account) -> AccountState:
+        """The account's MQTT state, its streams made (or found) on first use."""
+        state = self.accounts.get(account.name)
+        if state is None:
+            state = self.accounts[account.name] = AccountState(AccountStore(self.server, account))
+        return state
+
     def attach_session(self, session: MQTTSession, clean: bool) -> bool:
         """Bind the client id to this connection: an older connection with the same id is
         closed without its will [MQTT-3.1.4-2]; a clean session drops the stored one. True
         when a stored session is resumed (CONNACK's session present)."""
-        key = (session.account.name, session.client_id)
-        old = self.sessions.get(key)
+        state = self._state(session.account)
+        client_id = session.client_id
+        old = state.connected.get(client_id)
         if old is not None and old is not session:
             old.will = None
             log.warning(
                 '%s - Replacing old client %s since both have the same client ID "%s"',
                 session.label,
                 old.label,
-                session.client_id,
+                client_id,
             )
             old.close(DUPLICATE_CLIENT_ID)
-        self.sessions[key] = session
+        state.connected[client_id] = session
+        stored = state.persistent.pop(client_id, None)
+        if stored is None:
+            stored = state.store.load_session(client_id)
         if clean:
-            self.persistent.pop(key, None)
+            if stored is not None:
+                state.store.delete_session(client_id)
             return False
-        present = key in self.persistent
-        self.persistent.setdefault(key, {})
-        return present
+        state.persistent[client_id] = stored or {}
+        state.store.save_session(client_id, state.persistent[client_id])
+        return stored is not None
 
     def restore_subscriptions(self, session: MQTTSession) -> None:
         """A resumed session's subscriptions, made again on the new connection."""
-        filters = self.persistent.get((session.account.name, session.client_id))
-        if not filters:
-            return
-        packet = p.Subscribe(1, tuple(filters.items()))
+        subs = self._state(session.account).persistent.get(session.client_id)
         added: list[MQTTSubscription] = []
-        for topic_filter, qos in packet.filters:
-            session._subscribe(topic_filter, qos, added)
+        for subject, qos in (subs or {}).items():
+            session.subscribe_subject(subject, qos, added)
 
     def subscriptions_changed(self, session: MQTTSession) -> None:
-        key = (session.account.name, session.client_id)
-        if key in self.persistent:
-            self.persistent[key] = {
-                sub.topic_filter: sub.qos
-                for sub in session.subs.values()
-                if isinstance(sub, MQTTSubscription)
-            }
+        state = self._state(session.account)
+        if session.client_id in state.persistent:
+            subs = session.filters()
+            state.persistent[session.client_id] = subs
+            state.store.save_session(session.client_id, subs)
 
     def session_closed(self, session: MQTTSession) -> None:
-        key = (session.account.name, session.client_id)
-        if self.sessions.get(key) is session:
-            del self.sessions[key]
+        state = self.accounts.get(session.account.name)
+        if state is not None and state.connected.get(session.client_id) is session:
+            del state.connected[session.client_id]
 
     # -- retained messages -----------------------------------------------------------------------
 
     def retain(self, account: Account, subject: bytes, packet: p.Publish) -> None:
         """Keep `packet` as the subject's retained message; an empty one clears it."""
-        retained = self.retained.setdefault(account.name, {})
+        state = self._state(account)
         if packet.payload:
-            retained[subject] = packet
+            state.retained[subject] = packet
         else:
-            retained.pop(subject, None)
+            state.retained.pop(subject, None)
+        state.store.store_retained(subject, packet)
 
     def send_retained(self, session: MQTTSession, sub: MQTTSubscription) -> None:
         """The retained messages a new subscription matches, with the retain flag."""
-        retained = self.retained.get(session.account.name)
-        if not retained:
-            return
-        for subject, packet in retained.items():
+        for subject, packet in self._state(session.account).retained.items():
             if sub.reserved and subject[:1] == b"$":
                 continue
             if match_literal_bytes(subject, sub.subject_bytes):
                 qos = min(packet.qos, sub.qos)
                 session.send_publish(subject_to_topic(subject), packet.payload, qos, True)
+
+
+class AccountState:
+    """MQTT in one account (nats-server's mqttAccountSessionManager)."""
+
+    def __init__(self, store: AccountStore) -> None:
+        self.store = store
+        # Connected sessions by client id.
+        self.connected: dict[str, MQTTSession] = {}
+        # Persistent sessions (clean session 0): client id -> {NATS subject: QoS}.
+        self.persistent: dict[str, dict[bytes, int]] = {}
+        # Retained messages: subject -> the PUBLISH that set it.
+        self.retained: dict[bytes, p.Publish] = store.load_retained()
 
 
 def _same(given: str, expected: str) -> bool:

@@ -64,16 +64,13 @@ class MQTTSubscription(Subscription):
     """A subscription of an MQTT client: its granted QoS, and whether it starts with a
     wildcard (such a filter never matches a topic starting with `$`, [MQTT-4.7.2-1])."""
 
-    __slots__ = ("no_local", "qos", "reserved", "topic_filter")
+    __slots__ = ("no_local", "qos", "reserved")
 
-    def __init__(
-        self, owner: MQTTSession, subject: bytes, sid: bytes, qos: int, topic_filter: bytes
-    ) -> None:
+    def __init__(self, owner: MQTTSession, subject: bytes, sid: bytes, qos: int) -> None:
         super().__init__(owner, subject, b"", sid)
         self.qos = qos
         self.reserved = is_reserved_filter(subject)
         self.no_local = False
-        self.topic_filter = topic_filter
 
 
 class MQTTSession(Client):
@@ -361,23 +358,32 @@ class MQTTSession(Client):
             return p.SUBACK_FAILURE
         if subject.startswith(INTERNAL_PREFIX):
             return p.SUBACK_FAILURE
-        sub = self.add_subscription(subject, subject, qos, topic_filter)
+        return qos if self.subscribe_subject(subject, qos, added) else p.SUBACK_FAILURE
+
+    def subscribe_subject(self, subject: bytes, qos: int, added: list[MQTTSubscription]) -> bool:
+        """The subscriptions of one filter as a NATS subject: itself and, for `foo/#`, the
+        parent level `foo` (sid "foo fwc"). False when refused."""
+        sub = self.add_subscription(subject, subject, qos)
         if sub is None:
-            return p.SUBACK_FAILURE
+            return False
         level_up = level_up_subject(subject)
         if level_up is not None:
-            parent = self.add_subscription(
-                level_up, level_up + LEVEL_UP_SID_SUFFIX, qos, topic_filter
-            )
+            parent = self.add_subscription(level_up, level_up + LEVEL_UP_SID_SUFFIX, qos)
             if parent is None:
-                return p.SUBACK_FAILURE
+                return False
             added.append(parent)
         added.append(sub)
-        return qos
+        return True
 
-    def add_subscription(
-        self, subject: bytes, sid: bytes, qos: int, topic_filter: bytes
-    ) -> MQTTSubscription | None:
+    def filters(self) -> dict[bytes, int]:
+        """The filters subscribed to, as NATS subjects with their QoS (a session's record)."""
+        return {
+            sub.subject_bytes: sub.qos
+            for sid, sub in self.subs.items()
+            if isinstance(sub, MQTTSubscription) and not sid.endswith(LEVEL_UP_SID_SUFFIX)
+        }
+
+    def add_subscription(self, subject: bytes, sid: bytes, qos: int) -> MQTTSubscription | None:
         """A NATS subscription for a filter (nats-server's processSub for MQTT): None when
         permissions, limits or the subject refuse it. A filter subscribed again keeps its
         subscription with the new QoS [MQTT-3.8.4-3]."""
@@ -397,7 +403,7 @@ class MQTTSession(Client):
             return None
         if 0 <= self.max_subs <= len(self.subs):
             return None
-        sub = MQTTSubscription(self, subject, sid, qos, topic_filter)
+        sub = MQTTSubscription(self, subject, sid, qos)
         try:
             self.account.sublist.insert(sub)
         except InvalidSubjectError:
