@@ -364,6 +364,32 @@ def test_persistent_session(servers: list[MQTTServer]) -> None:
     )
 
 
+def test_persistent_session_keeps_qos1_messages(servers: list[MQTTServer]) -> None:
+    """While a clean-session-0 client is away, QoS 1 messages wait for it; QoS 0 ones do not."""
+
+    def scenario(s: MQTTServer, u: str) -> Any:
+        away = Client(s.mqtt_port, f"{u}-away", clean=False)
+        away.subscribe((f"{u}/q/+", 1))
+        away.disconnect()
+        pub = Client(s.mqtt_port, f"{u}-pub")
+        pub.publish(f"{u}/q/zero", b"0", 0)
+        pub.publish(f"{u}/q/one", b"1", 1)
+        pub.publish(f"{u}/q/two", b"2", 2)
+        back = Client(s.mqtt_port, f"{u}-away", clean=False)
+        got = back.wait_messages(2)
+        pub.publish(f"{u}/q/last", b"3", 0)
+        wait_for(lambda: any(m.payload == b"3" for m in back.messages()), "the last message")
+        back.disconnect()
+        pub.disconnect()
+        got = back.messages()
+        return back.connack, sorted((m.topic.split("/", 1)[1], m.payload, m.qos) for m in got)
+
+    assert both(servers, scenario) == (
+        (True, 0),
+        [("q/last", b"3", 0), ("q/one", b"1", 1), ("q/two", b"2", 1)],
+    )
+
+
 def test_same_client_id_takes_over(servers: list[MQTTServer]) -> None:
     def scenario(s: MQTTServer, u: str) -> Any:
         first = Client(s.mqtt_port, f"{u}-dup")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.auth import AuthResult
 from pynatsd.logger import log
 from pynatsd.mqtt import packets as p
+from pynatsd.mqtt.offline import OfflineSession
 from pynatsd.mqtt.session import DUPLICATE_CLIENT_ID, MQTTSession, MQTTSubscription
 from pynatsd.mqtt.store import AccountStore
 from pynatsd.mqtt.topics import subject_to_topic
@@ -122,6 +123,8 @@ class MQTT:
             )
             old.close(DUPLICATE_CLIENT_ID)
         state.connected[client_id] = session
+        offline = state.offline.pop(client_id, None)
+        waiting = offline.resume() if offline is not None else []
         stored = state.persistent.pop(client_id, None)
         if stored is None:
             stored = state.store.load_session(client_id)
@@ -131,14 +134,18 @@ class MQTT:
             return False
         state.persistent[client_id] = stored or {}
         state.store.save_session(client_id, state.persistent[client_id])
+        state.waiting[client_id] = waiting
         return stored is not None
 
     def restore_subscriptions(self, session: MQTTSession) -> None:
         """A resumed session's subscriptions, made again on the new connection."""
-        subs = self._state(session.account).persistent.get(session.client_id)
+        state = self._state(session.account)
+        subs = state.persistent.get(session.client_id)
         added: list[MQTTSubscription] = []
         for subject, qos in (subs or {}).items():
             session.subscribe_subject(subject, qos, added)
+        for topic, payload, qos in state.waiting.pop(session.client_id, ()):
+            session.send_publish(topic, payload, qos, False)
 
     def subscriptions_changed(self, session: MQTTSession) -> None:
         state = self._state(session.account)
@@ -151,6 +158,8 @@ class MQTT:
         state = self.accounts.get(session.account.name)
         if state is not None and state.connected.get(session.client_id) is session:
             del state.connected[session.client_id]
+            if session.client_id in state.persistent:
+                state.offline[session.client_id] = OfflineSession(session)
 
     # -- retained messages -----------------------------------------------------------------------
 
@@ -182,6 +191,10 @@ class AccountState:
         self.connected: dict[str, MQTTSession] = {}
         # Persistent sessions (clean session 0): client id -> {NATS subject: QoS}.
         self.persistent: dict[str, dict[bytes, int]] = {}
+        # Persistent sessions whose client is away, and what they kept for it
+        # (mqtt.offline), until the client's CONNACK is out.
+        self.offline: dict[str, OfflineSession] = {}
+        self.waiting: dict[str, list[tuple[bytes, bytes, int]]] = {}
         # Retained messages: subject -> the PUBLISH that set it.
         self.retained: dict[bytes, p.Publish] = store.load_retained()
 

@@ -66,7 +66,7 @@ class MQTTSubscription(Subscription):
 
     __slots__ = ("no_local", "qos", "reserved")
 
-    def __init__(self, owner: MQTTSession, subject: bytes, sid: bytes, qos: int) -> None:
+    def __init__(self, owner: Receiver, subject: bytes, sid: bytes, qos: int) -> None:
         super().__init__(owner, subject, b"", sid)
         self.qos = qos
         self.reserved = is_reserved_filter(subject)
@@ -442,26 +442,10 @@ class MQTTSession(Client):
         return False  # frames are PUBLISH packets, never planned MSG lines
 
     def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
-        """A NATS message as a PUBLISH (mqttDeliverMsgCbQoS0/QoS12): at the lower of the
-        message's QoS (its `Nmqtt-Pub` header; 0 for NATS publishers) and the subscription's,
-        never to a wildcard-first filter when the topic starts with `$`."""
         assert isinstance(sub, MQTTSubscription)
-        subject = msg.subject
-        if sub.reserved and subject[:1] == b"$":
-            return
-        payload = msg.payload
-        header_size = msg.header_size
-        qos = 0
-        if header_size > 0:
-            if sub.qos:
-                qos = min(message_qos(payload[:header_size]), sub.qos)
-                if qos and not isinstance(publisher, MQTTSession):
-                    # nats-server delivers QoS 1/2 from its `$MQTT_msgs` stream, where only
-                    # MQTT publishes are stored: a NATS message claiming QoS 1 reaches no
-                    # QoS 1 subscription.
-                    return
-            payload = payload[header_size:]
-        self.send_publish(subject_to_topic(subject), payload, qos, False)
+        delivery = as_publish(sub, msg, publisher)
+        if delivery is not None:
+            self.send_publish(*delivery, False)
 
     def send_publish(self, topic: bytes, payload: bytes, qos: int, retain: bool) -> None:
         """Write one PUBLISH to the client; QoS 1 and 2 are tracked until acknowledged."""
@@ -515,6 +499,31 @@ class MQTTSession(Client):
     def mqtt_client(self) -> str:
         """The client id, /connz's `mqtt_client`."""
         return self.client_id
+
+
+def as_publish(
+    sub: MQTTSubscription, msg: Pub, publisher: Receiver | None
+) -> tuple[bytes, bytes, int] | None:
+    """A NATS message as the topic, payload and QoS of a PUBLISH to `sub`'s client
+    (mqttDeliverMsgCbQoS0/QoS12), or None when nats-server would not deliver it: at the lower
+    of the message's QoS (its `Nmqtt-Pub` header; 0 for NATS publishers) and the
+    subscription's, never to a wildcard-first filter when the topic starts with `$`."""
+    subject = msg.subject
+    if sub.reserved and subject[:1] == b"$":
+        return None
+    payload = msg.payload
+    header_size = msg.header_size
+    qos = 0
+    if header_size > 0:
+        if sub.qos:
+            qos = min(message_qos(payload[:header_size]), sub.qos)
+            if qos and not isinstance(publisher, MQTTSession):
+                # nats-server delivers QoS 1/2 from its `$MQTT_msgs` stream, where only MQTT
+                # publishes are stored: a NATS message claiming QoS 1 reaches no QoS 1
+                # subscription.
+                return None
+        payload = payload[header_size:]
+    return subject_to_topic(subject), payload, qos
 
 
 def _type_of(packet: p.Packet) -> int:
