@@ -17,6 +17,8 @@ class TopicError(ValueError):
 
 
 _UNSUPPORTED = frozenset(b" \t\n\r\x0c\x7f")
+# Bytes that need more than `/` -> `.`: the unsupported ones, `.` and the wildcards.
+_SPECIAL = _UNSUPPORTED | frozenset(b".+#")
 
 
 def topic_to_subject(topic: bytes) -> bytes:
@@ -30,8 +32,8 @@ def filter_to_subject(topic_filter: bytes) -> bytes:
 
 
 def _to_subject(mt: bytes, wildcards: bool) -> bytes:
-    if not any(c in mt for c in b"/.+#") and not _UNSUPPORTED.intersection(mt):
-        return mt  # nothing to convert: the common case of a one-level topic
+    if mt[:1] != b"/" and mt[-1:] != b"/" and b"//" not in mt and not _SPECIAL.intersection(mt):
+        return mt.replace(b"/", b".")  # the common case: levels, no empty one, nothing else
     out = bytearray()
     end = len(mt) - 1
     for i, c in enumerate(mt):
