@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -24,6 +26,7 @@ class Pending:
     sent_at: float = 0.0
     # QoS 2: PUBREC came back, PUBREL was sent; the message itself is not sent again.
     released: bool = False
+    properties: dict[int, Any] | None = None  # MQTT 5
 
 
 class InFlight:
@@ -43,9 +46,16 @@ class InFlight:
                 return self._last_id
         return 0
 
-    def track(self, topic: bytes, payload: bytes, qos: int, retain: bool) -> int:
+    def track(
+        self,
+        topic: bytes,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        properties: dict[int, Any] | None = None,
+    ) -> int:
         """The packet id to send a message with, or 0 when it must wait in the backlog."""
-        entry = Pending(topic, payload, qos, retain)
+        entry = Pending(topic, payload, qos, retain, properties=properties)
         if len(self.pending) >= self.max_pending or self._backlog:
             self._backlog.append(entry)
             return 0
@@ -92,10 +102,12 @@ class InFlight:
     def timer_armed(self) -> bool:
         return self._timer is not None
 
-    def arm(self, loop: asyncio.AbstractEventLoop, delay: float, callback: object) -> None:
+    def arm(
+        self, loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[[], None]
+    ) -> None:
         def fire() -> None:
             self._timer = None
-            callback()  # type: ignore[operator]
+            callback()
 
         self._timer = loop.call_later(delay, fire)
 

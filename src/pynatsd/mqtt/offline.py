@@ -41,7 +41,7 @@ class OfflineSession:
         self.subs: list[MQTTSubscription] = []
         for sid, sub in session.subs.items():
             if isinstance(sub, MQTTSubscription):
-                kept = MQTTSubscription(self, sub.subject_bytes, sid, sub.qos)
+                kept = MQTTSubscription(self, sub.subject_bytes, sid, sub.qos, sub.queue_bytes)
                 self.account.sublist.insert(kept)
                 self.subs.append(kept)
 

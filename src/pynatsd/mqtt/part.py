@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.auth import AuthResult
 from pynatsd.logger import log
 from pynatsd.mqtt import packets as p
+from pynatsd.mqtt import v5
 from pynatsd.mqtt.offline import OfflineSession
 from pynatsd.mqtt.session import DUPLICATE_CLIENT_ID, MQTTSession, MQTTSubscription
 from pynatsd.mqtt.store import AccountStore
-from pynatsd.mqtt.topics import subject_to_topic
 from pynatsd.options import DEFAULT_HOST
 from pynatsd.server.listen import bound_port, listen
 from pynatsd.subjects import match_literal_bytes
@@ -115,6 +115,7 @@ class MQTT:
         old = state.connected.get(client_id)
         if old is not None and old is not session:
             old.will = None
+            old.disconnect_v5(v5.SESSION_TAKEN_OVER)
             log.warning(
                 '%s - Replacing old client %s since both have the same client ID "%s"',
                 session.label,
@@ -128,23 +129,26 @@ class MQTT:
         stored = state.persistent.pop(client_id, None)
         if stored is None:
             stored = state.store.load_session(client_id)
-        if clean:
-            if stored is not None:
-                state.store.delete_session(client_id)
-            return False
-        state.persistent[client_id] = stored or {}
-        state.store.save_session(client_id, state.persistent[client_id])
-        state.waiting[client_id] = waiting
+        if clean and stored is not None:
+            state.store.delete_session(client_id)
+            stored, waiting = None, []
+        if session.keep_session:
+            state.persistent[client_id] = stored or {}
+            state.store.save_session(client_id, state.persistent[client_id])
+        elif stored is not None:
+            # MQTT 5, resumed without a session expiry: the session ends with the connection.
+            state.store.delete_session(client_id)
+        state.resumed[client_id] = (stored or {}, waiting)
         return stored is not None
 
     def restore_subscriptions(self, session: MQTTSession) -> None:
         """A resumed session's subscriptions, made again on the new connection."""
         state = self._state(session.account)
-        subs = state.persistent.get(session.client_id)
+        subs, waiting = state.resumed.pop(session.client_id, ({}, []))
         added: list[MQTTSubscription] = []
-        for subject, qos in (subs or {}).items():
+        for subject, qos in subs.items():
             session.subscribe_subject(subject, qos, added)
-        for topic, payload, qos in state.waiting.pop(session.client_id, ()):
+        for topic, payload, qos in waiting:
             session.send_publish(topic, payload, qos, False)
 
     def subscriptions_changed(self, session: MQTTSession) -> None:
@@ -163,23 +167,23 @@ class MQTT:
 
     # -- retained messages -----------------------------------------------------------------------
 
-    def retain(self, account: Account, subject: bytes, packet: p.Publish) -> None:
-        """Keep `packet` as the subject's retained message; an empty one clears it."""
+    def retain(self, account: Account, subject: bytes, packet: p.Publish, header: bytes) -> None:
+        """Keep `packet` (and its NATS header block, for MQTT 5 properties) as the subject's
+        retained message; an empty one clears it."""
         state = self._state(account)
         if packet.payload:
-            state.retained[subject] = packet
+            state.retained[subject] = (packet, header)
         else:
             state.retained.pop(subject, None)
         state.store.store_retained(subject, packet)
 
     def send_retained(self, session: MQTTSession, sub: MQTTSubscription) -> None:
         """The retained messages a new subscription matches, with the retain flag."""
-        for subject, packet in self._state(session.account).retained.items():
+        for subject, (packet, header) in self._state(session.account).retained.items():
             if sub.reserved and subject[:1] == b"$":
                 continue
             if match_literal_bytes(subject, sub.subject_bytes):
-                qos = min(packet.qos, sub.qos)
-                session.send_publish(subject_to_topic(subject), packet.payload, qos, True)
+                session.send_retained(subject, packet, header, sub)
 
 
 class AccountState:
@@ -194,9 +198,12 @@ class AccountState:
         # Persistent sessions whose client is away, and what they kept for it
         # (mqtt.offline), until the client's CONNACK is out.
         self.offline: dict[str, OfflineSession] = {}
-        self.waiting: dict[str, list[tuple[bytes, bytes, int]]] = {}
-        # Retained messages: subject -> the PUBLISH that set it.
-        self.retained: dict[bytes, p.Publish] = store.load_retained()
+        # A session being resumed: its subscriptions and waiting messages, until restored.
+        self.resumed: dict[str, tuple[dict[bytes, int], list[tuple[bytes, bytes, int]]]] = {}
+        # Retained messages: subject -> the PUBLISH that set it and its NATS header block.
+        self.retained: dict[bytes, tuple[p.Publish, bytes]] = {
+            subject: (packet, b"") for subject, packet in store.load_retained().items()
+        }
 
 
 def _same(given: str, expected: str) -> bool:

@@ -13,13 +13,15 @@ differs is the wire: packets come from `mqtt.codec.Decoder`, frames from `mqtt.f
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.logger import log
-from pynatsd.mqtt import frames
+from pynatsd.mqtt import frames, v5
 from pynatsd.mqtt import packets as p
+from pynatsd.mqtt import properties as props
 from pynatsd.mqtt.codec import Decoder
 from pynatsd.mqtt.inflight import InFlight
 from pynatsd.mqtt.nats_headers import message_qos, nats_message
@@ -64,13 +66,18 @@ class MQTTSubscription(Subscription):
     """A subscription of an MQTT client: its granted QoS, and whether it starts with a
     wildcard (such a filter never matches a topic starting with `$`, [MQTT-4.7.2-1])."""
 
-    __slots__ = ("no_local", "qos", "reserved")
+    __slots__ = ("identifier", "options", "qos", "reserved")
 
-    def __init__(self, owner: Receiver, subject: bytes, sid: bytes, qos: int) -> None:
-        super().__init__(owner, subject, b"", sid)
+    def __init__(
+        self, owner: Receiver, subject: bytes, sid: bytes, qos: int, group: bytes = b""
+    ) -> None:
+        super().__init__(owner, subject, group, sid)
         self.qos = qos
         self.reserved = is_reserved_filter(subject)
-        self.no_local = False
+        # MQTT 5: the subscription options byte (no local, retain as published, retain
+        # handling) and the Subscription Identifier (0: none).
+        self.options = qos
+        self.identifier = 0
 
 
 class MQTTSession(Client):
@@ -82,8 +89,11 @@ class MQTTSession(Client):
         "decoder",
         "inflight",
         "keep_alive",
+        "keep_session",
         "mqtt",
+        "publishing_retain",
         "qos2_in",
+        "topic_aliases",
         "version",
         "will",
     )
@@ -105,6 +115,12 @@ class MQTTSession(Client):
         self.inflight = InFlight(mqtt.options.max_ack_pending)
         # QoS 2 messages received and not yet released (PUBREL): packet id -> message.
         self.qos2_in: dict[int, p.Publish] = {}
+        # MQTT 5: topic aliases the client set (alias -> topic); the session outlives the
+        # connection (3.1.1: clean session 0; 5: a session expiry interval).
+        self.topic_aliases: dict[int, bytes] = {}
+        self.keep_session = False
+        # The retain flag of the message being published (retain_as_published).
+        self.publishing_retain = False
 
     # -- the asyncio adapter ---------------------------------------------------------------------
 
@@ -157,7 +173,7 @@ class MQTTSession(Client):
             else:
                 self._connect_refused(packet)
         elif isinstance(packet, p.Malformed):
-            self._protocol_error(packet.reason)
+            self._protocol_error(packet.reason, v5.MALFORMED_PACKET)
         elif not self.connected:
             self._not_connect(packet)
         elif isinstance(packet, p.Subscribe):
@@ -180,10 +196,17 @@ class MQTTSession(Client):
     def _not_connect(self, packet: p.Packet) -> None:
         self._protocol_error(f"the first packet should be a CONNECT (16), got {_type_of(packet)}")
 
-    def _protocol_error(self, reason: str) -> None:
-        """nats-server logs the parse error and closes the connection, sending nothing."""
+    def _protocol_error(self, reason: str, code: int = v5.PROTOCOL_ERROR) -> None:
+        """nats-server logs the parse error and closes the connection, sending nothing; an
+        MQTT 5 client is told why with a DISCONNECT first."""
         log.error("%s - %s", self.label, reason)
+        self.disconnect_v5(code)
         self.close(CloseReason.PROTOCOL_VIOLATION)
+
+    def disconnect_v5(self, code: int) -> None:
+        """A server DISCONNECT with a reason code, for a connected MQTT 5 client."""
+        if self.connected and self.version == p.MQTT_5 and not self.closed:
+            self.outbound.push(frames.disconnect(code, {}))
 
     # -- CONNECT ---------------------------------------------------------------------------------
 
@@ -194,9 +217,11 @@ class MQTTSession(Client):
             self.outbound.push(self._connack(False, refused.return_code))
         self._protocol_error(refused.reason)
 
-    def _connack(self, session_present: bool, code: int) -> bytes:
+    def _connack(
+        self, session_present: bool, code: int, properties: p.Properties | None = None
+    ) -> bytes:
         if self.version == p.MQTT_5:
-            return frames.connack(session_present, _V5_CONNACK.get(code, code), {})
+            return frames.connack(session_present, _V5_CONNACK.get(code, code), properties or {})
         return frames.connack(session_present, code)
 
     def _process_mqtt_connect(self, connect: p.Connect) -> None:
@@ -227,13 +252,30 @@ class MQTTSession(Client):
             # nats-server's read deadline: one and a half keep-alive periods [MQTT-3.1.2-24].
             self.keep_alive = connect.keep_alive * 1.5
             self._arm_keep_alive()
+        connack_props: p.Properties | None = None
+        if self.version == p.MQTT_5:
+            connack_props = self._v5_connect(connect)
+        else:
+            self.keep_session = not connect.clean_start
         session_present = self.mqtt.attach_session(self, connect.clean_start)
-        self.outbound.push(self._connack(session_present, p.RC_ACCEPTED))
+        self.outbound.push(self._connack(session_present, p.RC_ACCEPTED, connack_props))
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Client connected", self.label)
         if self.account is not self.server.system_account:
             client_connected(self.server, self)
         self.mqtt.restore_subscriptions(self)
+
+    def _v5_connect(self, connect: p.Connect) -> p.Properties:
+        """MQTT 5's CONNECT properties, and the CONNACK's."""
+        asked = connect.properties
+        self.keep_session = asked.get(props.SESSION_EXPIRY_INTERVAL, 0) > 0
+        receive_maximum = asked.get(props.RECEIVE_MAXIMUM)
+        if receive_maximum:
+            self.inflight.max_pending = min(self.inflight.max_pending, receive_maximum)
+        answer: p.Properties = dict(v5.SERVER_PROPERTIES)
+        if not connect.client_id:
+            answer[props.ASSIGNED_CLIENT_IDENTIFIER] = self.client_id
+        return answer
 
     def _arm_keep_alive(self) -> None:
         remaining = self.keep_alive - (time.monotonic() - self.last_in)
@@ -248,6 +290,7 @@ class MQTTSession(Client):
         if time.monotonic() - self.last_in >= self.keep_alive:
             # nats-server's read deadline expires: a read error closes the connection.
             log.error("%s - read error: i/o timeout", self.label)
+            self.disconnect_v5(v5.KEEP_ALIVE_TIMEOUT)
             self.close(CloseReason.READ_ERROR)
             return
         self._arm_keep_alive()
@@ -258,6 +301,11 @@ class MQTTSession(Client):
         if not self.connected:
             self._not_connect(packet)
             return
+        if packet.properties:
+            aliased = self._resolve_alias(packet)
+            if aliased is None:
+                return
+            packet = aliased
         try:
             subject = topic_to_subject(packet.topic)
         except TopicError as exc:
@@ -267,7 +315,7 @@ class MQTTSession(Client):
         if qos == 2 and self.mqtt.options.reject_qos2_publish:
             self._protocol_error("QoS=2 is disabled for PUBLISH messages")
             return
-        header, size = nats_message(qos, len(packet.payload))
+        header, size = self._nats_header(packet)
         max_payload = self.server.options.max_payload
         if 0 < max_payload < size:
             log.error("%s - Maximum Payload Violation", self.label)
@@ -286,7 +334,7 @@ class MQTTSession(Client):
     def _process_pubrel(self, packet: p.PubRel) -> None:
         message = self.qos2_in.pop(packet.packet_id, None)
         if message is not None:
-            header, _ = nats_message(2, len(message.payload))
+            header, _ = self._nats_header(message)
             self.publish_to_nats(topic_to_subject(message.topic), message, header)
         self.outbound.push(frames.pub_response(p.PUBCOMP, packet.packet_id))
 
@@ -300,9 +348,42 @@ class MQTTSession(Client):
         if not self._may_publish(subject):
             return
         if packet.retain:
-            self.mqtt.retain(self.account, subject, packet)
-        msg = Pub(subject, b"", header + packet.payload, len(header))
+            self.mqtt.retain(self.account, subject, packet, header)
+        reply = b""
+        response_topic = packet.properties.get(props.RESPONSE_TOPIC)
+        if response_topic:
+            try:
+                reply = topic_to_subject(response_topic.encode())
+            except TopicError:
+                reply = b""
+        msg = Pub(subject, reply, header + packet.payload, len(header))
+        self.publishing_retain = packet.retain
         self._process_pub_slow(msg)
+        self.publishing_retain = False
+
+    def _nats_header(self, packet: p.Publish) -> tuple[bytes, int]:
+        """The NATS header block of an MQTT message and the NATS message's size."""
+        if not packet.properties:
+            return nats_message(packet.qos, len(packet.payload))
+        header = v5.header_block(packet.qos, packet.properties)
+        return header, len(header) + len(packet.payload)
+
+    def _resolve_alias(self, packet: p.Publish) -> p.Publish | None:
+        """MQTT 5 topic aliases: a topic with an alias sets it, an empty topic uses it."""
+        alias = packet.properties.get(props.TOPIC_ALIAS)
+        if alias is None:
+            return packet
+        if alias == 0 or alias > v5.TOPIC_ALIAS_MAXIMUM:
+            self._protocol_error(f"topic alias {alias} out of range", v5.TOPIC_ALIAS_INVALID)
+            return None
+        if packet.topic:
+            self.topic_aliases[alias] = packet.topic
+            return packet
+        topic = self.topic_aliases.get(alias)
+        if topic is None:
+            self._protocol_error(f"unknown topic alias {alias}")
+            return None
+        return dataclasses.replace(packet, topic=topic)
 
     def _may_publish(self, subject: bytes) -> bool:
         if (
@@ -326,8 +407,10 @@ class MQTTSession(Client):
             subject = topic_to_subject(will.topic)
         except TopicError:
             return
-        packet = p.Publish(will.topic, will.payload, will.qos, will.retain)
-        header, _ = nats_message(will.qos, len(will.payload))
+        packet = p.Publish(
+            will.topic, will.payload, will.qos, will.retain, False, 0, will.properties
+        )
+        header, _ = self._nats_header(packet)
         self.publish_to_nats(subject, packet, header)
         self._write_touched()
 
@@ -335,22 +418,37 @@ class MQTTSession(Client):
 
     def _process_subscribe(self, packet: p.Subscribe) -> None:
         codes: list[int] = []
-        added: list[MQTTSubscription] = []
+        v5_client = self.version == p.MQTT_5
+        identifier = 0
+        if v5_client:
+            identifiers = packet.properties.get(props.SUBSCRIPTION_IDENTIFIER)
+            identifier = identifiers[0] if identifiers else 0
+        retained: list[MQTTSubscription] = []
         for topic_filter, options in packet.filters:
-            qos = self._subscribe(topic_filter, options & p.SUB_QOS, added)
+            added: list[MQTTSubscription] = []
+            qos = self._subscribe(topic_filter, options if v5_client else options & 3, added)
             codes.append(qos)
+            for sub in added:
+                sub.identifier = identifier
+                handling = (sub.options & p.SUB_RETAIN_HANDLING) >> 4
+                if not sub.queue and (handling == 0 or (handling == 1 and sub.delivered == -1)):
+                    retained.append(sub)
+                sub.delivered = max(sub.delivered, 0)
         self.mqtt.subscriptions_changed(self)
-        if self.version == p.MQTT_5:
-            self.outbound.push(frames.suback(packet.packet_id, codes, {}))
-        else:
-            self.outbound.push(frames.suback(packet.packet_id, codes))
-        for sub in added:
+        self.outbound.push(frames.suback(packet.packet_id, codes, {} if v5_client else None))
+        for sub in retained:
             self.mqtt.send_retained(self, sub)
 
-    def _subscribe(self, topic_filter: bytes, qos: int, added: list[MQTTSubscription]) -> int:
-        """One filter of a SUBSCRIBE: the granted QoS, or the failure code."""
+    def _subscribe(self, topic_filter: bytes, options: int, added: list[MQTTSubscription]) -> int:
+        """One filter of a SUBSCRIBE: the granted QoS, or the failure code. `options` is the
+        MQTT 5 options byte (the QoS alone under 3.1.1)."""
+        qos = options & p.SUB_QOS
         if qos == 2 and self.mqtt.options.downgrade_qos2_subscribe:
             qos = 1
+        group = b""
+        shared = v5.shared_filter(topic_filter) if self.version == p.MQTT_5 else None
+        if shared is not None:
+            group, topic_filter = shared
         try:
             subject = filter_to_subject(topic_filter)
         except TopicError as exc:
@@ -358,17 +456,26 @@ class MQTTSession(Client):
             return p.SUBACK_FAILURE
         if subject.startswith(INTERNAL_PREFIX):
             return p.SUBACK_FAILURE
-        return qos if self.subscribe_subject(subject, qos, added) else p.SUBACK_FAILURE
+        if not self.subscribe_subject(subject, qos, added, group):
+            return p.SUBACK_FAILURE
+        for sub in added:
+            sub.options = options
+        return qos
 
-    def subscribe_subject(self, subject: bytes, qos: int, added: list[MQTTSubscription]) -> bool:
+    def subscribe_subject(
+        self, subject: bytes, qos: int, added: list[MQTTSubscription], group: bytes = b""
+    ) -> bool:
         """The subscriptions of one filter as a NATS subject: itself and, for `foo/#`, the
-        parent level `foo` (sid "foo fwc"). False when refused."""
-        sub = self.add_subscription(subject, subject, qos)
+        parent level `foo` (sid "foo fwc"); an MQTT 5 shared subscription is a queue
+        subscription of its group. False when refused."""
+        prefix = b"$share " + group + b" " if group else b""
+        sub = self.add_subscription(subject, prefix + subject, qos, group)
         if sub is None:
             return False
         level_up = level_up_subject(subject)
         if level_up is not None:
-            parent = self.add_subscription(level_up, level_up + LEVEL_UP_SID_SUFFIX, qos)
+            sid = prefix + level_up + LEVEL_UP_SID_SUFFIX
+            parent = self.add_subscription(level_up, sid, qos, group)
             if parent is None:
                 return False
             added.append(parent)
@@ -380,10 +487,14 @@ class MQTTSession(Client):
         return {
             sub.subject_bytes: sub.qos
             for sid, sub in self.subs.items()
-            if isinstance(sub, MQTTSubscription) and not sid.endswith(LEVEL_UP_SID_SUFFIX)
+            if isinstance(sub, MQTTSubscription)
+            and not sid.endswith(LEVEL_UP_SID_SUFFIX)
+            and not sub.queue
         }
 
-    def add_subscription(self, subject: bytes, sid: bytes, qos: int) -> MQTTSubscription | None:
+    def add_subscription(
+        self, subject: bytes, sid: bytes, qos: int, group: bytes = b""
+    ) -> MQTTSubscription | None:
         """A NATS subscription for a filter (nats-server's processSub for MQTT): None when
         permissions, limits or the subject refuse it. A filter subscribed again keeps its
         subscription with the new QoS [MQTT-3.8.4-3]."""
@@ -392,8 +503,9 @@ class MQTTSession(Client):
             existing.qos = qos
             return existing
         text = subject.decode("utf-8", "surrogateescape")
+        queue = group.decode("utf-8", "surrogateescape") if group else None
         perms = self.perms
-        if perms.sub_restricted and not perms.can_subscribe(text, None):
+        if (perms.sub_restricted or queue) and not perms.can_subscribe(text, queue):
             log.error(
                 '%s - Subscription Violation - Subject "%s", SID %s',
                 self.label,
@@ -403,7 +515,8 @@ class MQTTSession(Client):
             return None
         if 0 <= self.max_subs <= len(self.subs):
             return None
-        sub = MQTTSubscription(self, subject, sid, qos)
+        sub = MQTTSubscription(self, subject, sid, qos, group)
+        sub.delivered = -1  # new: MQTT 5 retain handling 1 sends retained messages
         try:
             self.account.sublist.insert(sub)
         except InvalidSubjectError:
@@ -412,25 +525,33 @@ class MQTTSession(Client):
         return sub
 
     def _process_unsubscribe(self, packet: p.Unsubscribe) -> None:
+        codes: list[int] = []
         for topic_filter in packet.filters:
+            removed = len(self.subs)
+            shared = v5.shared_filter(topic_filter) if self.version == p.MQTT_5 else None
+            prefix = b""
+            if shared is not None:
+                prefix = b"$share " + shared[0] + b" "
+                topic_filter = shared[1]
             try:
                 subject = filter_to_subject(topic_filter)
             except TopicError:
+                codes.append(v5.NO_SUBSCRIPTION_EXISTED)
                 continue
-            sids = [subject]
+            sids = [prefix + subject]
             level_up = level_up_subject(subject)
             if level_up is not None and self.version == p.MQTT_5:
                 # nats-server 2.15.1 hands "foo fwc" to processUnsub, which reads it as a sid
                 # and a count and fails: under MQTT 3.1.1 the parent level stays subscribed,
                 # as there. MQTT 5 is ours: the whole filter goes.
-                sids.append(level_up + LEVEL_UP_SID_SUFFIX)
+                sids.append(prefix + level_up + LEVEL_UP_SID_SUFFIX)
             for sid in sids:
                 sub = self.subs.get(sid)
                 if sub is not None:
                     self.unsubscribe(sub)
+            codes.append(0 if len(self.subs) < removed else v5.NO_SUBSCRIPTION_EXISTED)
         self.mqtt.subscriptions_changed(self)
         if self.version == p.MQTT_5:
-            codes = [0] * len(packet.filters)
             self.outbound.push(frames.unsuback(packet.packet_id, codes, {}))
         else:
             self.outbound.push(frames.unsuback(packet.packet_id))
@@ -444,25 +565,78 @@ class MQTTSession(Client):
     def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
         assert isinstance(sub, MQTTSubscription)
         delivery = as_publish(sub, msg, publisher)
-        if delivery is not None:
+        if delivery is None:
+            return
+        if self.version != p.MQTT_5:
             self.send_publish(*delivery, False)
+            return
+        if sub.options & p.SUB_NO_LOCAL and publisher is self:
+            return
+        topic, payload, qos = delivery
+        header = msg.payload[: msg.header_size] if msg.header_size > 0 else b""
+        reply = msg.reply
+        properties = v5.delivery_properties(
+            header, reply, subject_to_topic(reply) if reply else b""
+        )
+        if properties is None:
+            return  # its message expiry interval has passed
+        if sub.identifier:
+            properties[props.SUBSCRIPTION_IDENTIFIER] = [sub.identifier]
+        retain = (
+            bool(sub.options & p.SUB_RETAIN_AS_PUBLISHED)
+            and isinstance(publisher, MQTTSession)
+            and publisher.publishing_retain
+        )
+        self.send_publish(topic, payload, qos, retain, properties)
 
-    def send_publish(self, topic: bytes, payload: bytes, qos: int, retain: bool) -> None:
+    def send_retained(
+        self, subject: bytes, packet: p.Publish, header: bytes, sub: MQTTSubscription
+    ) -> None:
+        """A retained message for a new subscription, with the retain flag."""
+        properties = None
+        if self.version == p.MQTT_5:
+            properties = v5.delivery_properties(header, b"", b"")
+            if properties is None:
+                return
+            if sub.identifier:
+                properties[props.SUBSCRIPTION_IDENTIFIER] = [sub.identifier]
+        qos = min(packet.qos, sub.qos)
+        self.send_publish(subject_to_topic(subject), packet.payload, qos, True, properties)
+
+    def send_publish(
+        self,
+        topic: bytes,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        properties: p.Properties | None = None,
+    ) -> None:
         """Write one PUBLISH to the client; QoS 1 and 2 are tracked until acknowledged."""
         self.stats.sent(1, len(payload))
+        if properties is None and self.version == p.MQTT_5:
+            properties = {}
         if qos == 0:
-            self.outbound.push(frames.publish_head(topic, len(payload), 0, retain) + payload)
+            head = frames.publish_head(topic, len(payload), 0, retain, False, 0, properties)
+            self.outbound.push(head + payload)
             return
-        packet_id = self.inflight.track(topic, payload, qos, retain)
+        packet_id = self.inflight.track(topic, payload, qos, retain, properties)
         if packet_id:
-            head = frames.publish_head(topic, len(payload), qos, retain, False, packet_id)
+            head = frames.publish_head(
+                topic, len(payload), qos, retain, False, packet_id, properties
+            )
             self.outbound.push(head + payload)
             self._arm_redelivery()
 
     def _send_backlog(self) -> None:
         for packet_id, entry in self.inflight.release_backlog():
             head = frames.publish_head(
-                entry.topic, len(entry.payload), entry.qos, entry.retain, False, packet_id
+                entry.topic,
+                len(entry.payload),
+                entry.qos,
+                entry.retain,
+                False,
+                packet_id,
+                entry.properties,
             )
             self.outbound.push(head + entry.payload)
         self._arm_redelivery()
@@ -481,7 +655,13 @@ class MQTTSession(Client):
                 self.outbound.push(frames.pub_response(p.PUBREL, packet_id))
             else:
                 head = frames.publish_head(
-                    entry.topic, len(entry.payload), entry.qos, entry.retain, True, packet_id
+                    entry.topic,
+                    len(entry.payload),
+                    entry.qos,
+                    entry.retain,
+                    True,
+                    packet_id,
+                    entry.properties,
                 )
                 self.outbound.push(head + entry.payload)
         self._arm_redelivery()
