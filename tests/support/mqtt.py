@@ -55,7 +55,10 @@ def mqtt_conf(store: Path, mqtt_port: int, extra: str = "", mqtt_extra: str = ""
     )
 
 
-def _start(cmd: list[str], directory: Path, name: str, extra: str, mqtt_extra: str) -> MQTTServer:
+def start_mqtt_server(
+    cmd: list[str], directory: Path, name: str, extra: str = "", mqtt_extra: str = ""
+) -> MQTTServer:
+    """One server (`cmd`: nats-server's or pynatsd's command) with an MQTT listener."""
     mqtt_port = free_port()
     store = directory / f"{name}-store"
     conf = directory / f"{name}.conf"
@@ -74,8 +77,10 @@ def mqtt_servers(
     """nats-server and pynatsd, each with an MQTT listener and the same configuration."""
     servers: list[MQTTServer] = []
     try:
-        servers.append(_start([str(NATS_SERVER)], directory, "nats-server", extra, mqtt_extra))
-        servers.append(_start(list(PYNATSD), directory, "pynatsd", extra, mqtt_extra))
+        servers.append(
+            start_mqtt_server([str(NATS_SERVER)], directory, "nats-server", extra, mqtt_extra)
+        )
+        servers.append(start_mqtt_server(list(PYNATSD), directory, "pynatsd", extra, mqtt_extra))
         yield servers
     finally:
         for server in servers:
@@ -184,11 +189,13 @@ class Client:
         self.v5 = v5
         self.received: list[Received] = []
         self.connack: tuple[bool, int] | None = None
+        self.connack_properties: Any = None
+        self.disconnect_reason: int | None = None  # MQTT 5: a server DISCONNECT's code
         self.disconnected = threading.Event()
         self.lock = threading.Lock()
         self.paho.on_message = self._on_message
         self.paho.on_connect = self._on_connect
-        self.paho.on_disconnect = lambda *a: self.disconnected.set()
+        self.paho.on_disconnect = self._on_disconnect
         if will is not None:
             self.paho.will_set(*will)
         if username is not None:
@@ -203,7 +210,14 @@ class Client:
         wait_for(lambda: self.connack is not None or self.disconnected.is_set(), "CONNACK")
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        self.connack_properties = props
         self.connack = (bool(flags.session_present), int(reason.value))
+
+    def _on_disconnect(
+        self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any
+    ) -> None:
+        self.disconnect_reason = int(reason.value)
+        self.disconnected.set()
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
         props: dict[str, Any] = {}
@@ -214,8 +228,11 @@ class Client:
                 Received(msg.topic, msg.payload, msg.qos, bool(msg.retain), bool(msg.dup), props)
             )
 
-    def subscribe(self, *filters: tuple[str, int]) -> list[int]:
-        """Subscribe and wait for the SUBACK; the granted QoS (or failure codes)."""
+    def subscribe(
+        self, *filters: tuple[str, Any], properties: Properties | None = None
+    ) -> list[int]:
+        """Subscribe and wait for the SUBACK; the granted QoS (or failure codes). A filter's
+        second element is its QoS, or (MQTT 5) paho's SubscribeOptions."""
         granted: list[int] = []
         done = threading.Event()
 
@@ -224,15 +241,23 @@ class Client:
             done.set()
 
         self.paho.on_subscribe = on_subscribe
-        self.paho.subscribe(list(filters))
+        self.paho.subscribe(list(filters), properties=properties)
         wait_for(done.is_set, "SUBACK")
         return granted
 
-    def unsubscribe(self, *filters: str) -> None:
+    def unsubscribe(self, *filters: str) -> list[int]:
+        """Unsubscribe and wait for the UNSUBACK; its reason codes under MQTT 5."""
         done = threading.Event()
-        self.paho.on_unsubscribe = lambda *a: done.set()
+        codes: list[int] = []
+
+        def on_unsubscribe(client: Any, userdata: Any, mid: int, reasons: Any, props: Any) -> None:
+            codes.extend(int(r.value) for r in reasons or [])
+            done.set()
+
+        self.paho.on_unsubscribe = on_unsubscribe
         self.paho.unsubscribe(list(filters))
         wait_for(done.is_set, "UNSUBACK")
+        return codes
 
     def publish(
         self,
