@@ -20,8 +20,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from support.mqtt import Client, MQTTServer, NATSClient, start_mqtt_server, wait_for
-from support.ports import LOOPBACK, free_port
+from support.mqtt import Client, MQTTServer, NATSClient, accepts, start_mqtt_server, wait_for
+from support.ports import free_port
 from support.processes import PYNATSD
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,21 +52,11 @@ def mosquitto_port() -> Iterator[int | None]:
         [binary, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        wait_for(lambda: _accepts(port), "mosquitto")
+        wait_for(lambda: accepts(port), "mosquitto")
         yield port
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-def _accepts(port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection((LOOPBACK, port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def same_on_mosquitto(

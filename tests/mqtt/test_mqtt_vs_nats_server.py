@@ -17,7 +17,7 @@ import pytest
 
 from pynatsd.mqtt import frames
 from pynatsd.mqtt import packets as p
-from support.mqtt import Client, MQTTServer, NATSClient, RawMQTT, mqtt_servers, wait_for
+from support.mqtt import Client, MQTTServer, NATSClient, RawMQTT, accepts, mqtt_servers, wait_for
 from support.natsserver import require_nats_server
 
 pytestmark = pytest.mark.timeout(120)
@@ -460,7 +460,7 @@ def test_sessions_and_retained_survive_a_restart(tmp_path: Path) -> None:
         pub.publish("ret/a", b"retained", 1, retain=True)
         pub.disconnect()
         s.restart()
-        wait_for(lambda: _accepts_mqtt(s.mqtt_port), "the restarted MQTT listener")
+        wait_for(lambda: accepts(s.mqtt_port), "the restarted MQTT listener")
         return None
 
     def after(s: MQTTServer, u: str) -> Any:
@@ -488,10 +488,61 @@ def test_sessions_and_retained_survive_a_restart(tmp_path: Path) -> None:
         )
 
 
-def _accepts_mqtt(port: int) -> bool:
-    try:
-        raw = RawMQTT(port)
-    except OSError:
-        return False
-    raw.close()
-    return True
+def test_qos2_delivered_once_despite_dup(servers: list[MQTTServer]) -> None:
+    """A QoS 2 PUBLISH sent again with DUP before its PUBREL is delivered once, when released;
+    the packet id is free again after PUBCOMP."""
+
+    def scenario(s: MQTTServer, u: str) -> Any:
+        sub = Client(s.mqtt_port, f"{u}-sub")
+        sub.subscribe((f"{u}/q2", 2))
+        raw = RawMQTT(s.mqtt_port)
+        raw.send(connect_packet(f"{u}-raw"))
+        answers = raw.read_packets(1)
+        first = p.Publish(f"{u}/q2".encode(), b"once", 2, packet_id=5)
+        again = p.Publish(f"{u}/q2".encode(), b"once", 2, dup=True, packet_id=5)
+        raw.send(frames.publish(first) + frames.publish(again))
+        answers += raw.read_packets(2)
+        early = list(sub.messages())
+        raw.send(frames.pub_response(p.PUBREL, 5))
+        answers += raw.read_packets(1)
+        raw.send(frames.publish(p.Publish(f"{u}/q2".encode(), b"reused", 2, packet_id=5)))
+        answers += raw.read_packets(1)
+        raw.send(frames.pub_response(p.PUBREL, 5))
+        answers += raw.read_packets(1)
+        got = sub.wait_messages(2)
+        raw.close()
+        sub.disconnect()
+        return answers, early, [(m.payload, m.qos, m.dup) for m in got]
+
+    answers, early, got = both(servers, scenario)
+    assert answers == [
+        p.ConnAck(False, 0),
+        p.PubRec(5),
+        p.PubRec(5),
+        p.PubComp(5),
+        p.PubRec(5),
+        p.PubComp(5),
+    ]
+    assert early == [] and got == [(b"once", 2, False), (b"reused", 2, False)]
+
+
+def test_permissions(tmp_path: Path) -> None:
+    """A denied publish is dropped (QoS 1 still acknowledged), a denied filter fails in the
+    SUBACK; the connection stays."""
+    require_nats_server()
+    users = (
+        'authorization { users = [ { user: "u", password: "p", permissions: {'
+        ' publish: { deny: ["secret.>"] }, subscribe: { deny: ["hidden.>"] } } } ] }'
+    )
+
+    def scenario(s: MQTTServer, u: str) -> Any:
+        c = Client(s.mqtt_port, f"{u}-perm", username="u", password="p")
+        granted = c.subscribe(("hidden/#", 1), ("secret/#", 1), ("open/#", 1))
+        c.publish("secret/x", b"no", 1)
+        c.publish("open/x", b"yes", 1)
+        got = c.wait_messages(1)
+        c.disconnect()
+        return granted, [(m.topic, m.payload) for m in got]
+
+    with mqtt_servers(tmp_path, extra=users) as pair:
+        assert both(pair, scenario) == ([0x80, 1, 1], [("open/x", b"yes")])

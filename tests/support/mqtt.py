@@ -66,7 +66,7 @@ def start_mqtt_server(
     extra = extra.replace("{free_port}", str(free_port()))
     conf.write_text(mqtt_conf(store, mqtt_port, extra, mqtt_extra))
     process = start_server(cmd, ["-c", str(conf)])
-    wait_for(lambda: _accepts(mqtt_port), f"{name} MQTT listener")
+    wait_for(lambda: accepts(mqtt_port), f"{name} MQTT listener")
     return MQTTServer(name, process.port, mqtt_port, process, conf)
 
 
@@ -87,7 +87,8 @@ def mqtt_servers(
             server.process.stop()
 
 
-def _accepts(port: int) -> bool:
+def accepts(port: int) -> bool:
+    """True when something listens on the loopback `port`."""
     try:
         with socket.create_connection((LOOPBACK, port), timeout=1.0):
             return True
