@@ -42,6 +42,7 @@ from pynatsd.server.subscription import Subscription
 from pynatsd.sublist import InvalidSubjectError
 
 if TYPE_CHECKING:
+    from pynatsd.auth import AuthResult
     from pynatsd.mqtt.part import MQTT
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.server import Server
@@ -237,7 +238,7 @@ class MQTTSession(Client):
             password = connect.password.decode("utf-8", "surrogateescape")
             opts["pass"] = opts["auth_token"] = password  # nats-server: Token = Password
         self.connect_opts = opts
-        result = self.mqtt.authenticate(self, opts)
+        result = self.authenticate(opts)
         if result is None:
             log.error("%s - Authorization Error", self.label)
             self.outbound.push(self._connack(False, p.RC_NOT_AUTHORIZED))
@@ -276,6 +277,10 @@ class MQTTSession(Client):
         if not connect.client_id:
             answer[props.ASSIGNED_CLIENT_IDENTIFIER] = self.client_id
         return answer
+
+    def authenticate(self, opts: dict[str, Any]) -> AuthResult | None:
+        """MQTT's credentials check, at CONNECT and again on every configuration reload."""
+        return self.mqtt.authenticate(self, opts)
 
     def _arm_keep_alive(self) -> None:
         remaining = self.keep_alive - (time.monotonic() - self.last_in)

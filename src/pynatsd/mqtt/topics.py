@@ -61,8 +61,8 @@ def _to_subject(mt: bytes, wildcards: bool) -> bytes:
 
 def subject_to_topic(subject: bytes) -> bytes:
     """A NATS subject as an MQTT topic name (natsSubjectToMQTTTopic), for deliveries."""
-    if b"." not in subject and b"/" not in subject:
-        return subject
+    if b"/" not in subject:
+        return subject.replace(b".", b"/")  # the common case: no empty level, no `.` in it
     out = bytearray()
     end = len(subject) - 1
     i = 0
