@@ -546,3 +546,42 @@ def test_permissions(tmp_path: Path) -> None:
 
     with mqtt_servers(tmp_path, extra=users) as pair:
         assert both(pair, scenario) == ([0x80, 1, 1], [("open/x", b"yes")])
+
+
+def test_jetstream_streams(servers: list[MQTTServer]) -> None:
+    """After an MQTT connection, the account has nats-server's MQTT streams."""
+    import json
+
+    def scenario(s: MQTTServer, u: str) -> Any:
+        Client(s.mqtt_port, f"{u}-any").disconnect()
+        nats = NATSClient(s.nats_port)
+        nats.sub("_INBOX.streams", 9)
+        nats.send("PUB $JS.API.STREAM.NAMES _INBOX.streams 0\r\n\r\n")
+        reply = json.loads(nats.read_msg().payload)
+        nats.close()
+        return sorted(name for name in reply["streams"] if name.startswith("$MQTT"))
+
+    assert both(servers, scenario) == [
+        "$MQTT_msgs",
+        "$MQTT_out",
+        "$MQTT_qos2in",
+        "$MQTT_rmsgs",
+        "$MQTT_sess",
+    ]
+
+
+def test_qos2_options(tmp_path: Path) -> None:
+    """reject_qos2_publish closes a client publishing at QoS 2; downgrade_qos2_subscribe grants
+    QoS 1 for QoS 2 filters."""
+    require_nats_server()
+    options = "reject_qos2_publish: true\ndowngrade_qos2_subscribe: true"
+
+    def scenario(s: MQTTServer, u: str) -> Any:
+        c = Client(s.mqtt_port, f"{u}-q2")
+        granted = c.subscribe(("q2/#", 2))
+        c.disconnect()
+        data = connect_packet(f"{u}-raw") + frames.publish(p.Publish(b"q2/x", b"x", 2, packet_id=1))
+        return granted, raw_exchange(s.mqtt_port, data)
+
+    with mqtt_servers(tmp_path, mqtt_extra=options) as pair:
+        assert both(pair, scenario) == ([1], ([p.ConnAck(False, 0)], True))

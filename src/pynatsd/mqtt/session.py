@@ -350,9 +350,11 @@ class MQTTSession(Client):
         stats = self.stats
         stats.in_msgs += 1
         stats.in_bytes += len(packet.payload)
-        if not self._may_publish(subject):
-            return
         if packet.retain:
+            # Kept only when the publish is allowed (nats-server checks the permissions
+            # first); the delivery path checks again for every message.
+            if not self._may_publish(subject):
+                return
             self.mqtt.retain(self.account, subject, packet, header)
         reply = b""
         response_topic = packet.properties.get(props.RESPONSE_TOPIC)
