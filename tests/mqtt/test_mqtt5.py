@@ -300,3 +300,28 @@ def test_mqtt311_and_mqtt5_clients_together(pynatsd: MQTTServer) -> None:
     ]
     old.disconnect()
     new.disconnect()
+
+
+def test_session_expires(pynatsd: MQTTServer) -> None:
+    """A session with a Session Expiry Interval of 1 s ends that long after its client left:
+    its record leaves `$MQTT_sess` and a reconnection finds no session."""
+    import json
+
+    def stored_sessions() -> int:
+        nats = NATSClient(pynatsd.nats_port)
+        nats.sub("_INBOX.sess", 9)
+        nats.send("PUB $JS.API.STREAM.INFO.$MQTT_sess _INBOX.sess 0\r\n\r\n")
+        info = json.loads(nats.read_msg().payload)
+        nats.close()
+        return int(info["state"]["messages"])
+
+    expiry = Properties(PacketTypes.CONNECT)
+    expiry.SessionExpiryInterval = 1
+    client = v5(pynatsd.mqtt_port, "expiring", clean=False, connect_properties=expiry)
+    client.subscribe(("expiring/#", 1))
+    client.disconnect()
+    before = stored_sessions()
+    wait_for(lambda: stored_sessions() < before, "the session record to go")
+    again = v5(pynatsd.mqtt_port, "expiring", clean=False)
+    assert again.connack == (False, 0)
+    again.disconnect()

@@ -8,6 +8,7 @@ resumes. pynatsd keeps them in memory: they wait for a reconnection, not for a r
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from pynatsd.auth import PermissionChecker
@@ -39,6 +40,8 @@ class OfflineSession:
         # (topic, payload, QoS) waiting for the client, oldest first.
         self.queued: list[tuple[bytes, bytes, int]] = []
         self.subs: list[MQTTSubscription] = []
+        # MQTT 5: the timer that ends the session when its expiry interval passes.
+        self.expiry: asyncio.TimerHandle | None = None
         for sid, sub in session.subs.items():
             if isinstance(sub, MQTTSubscription):
                 kept = MQTTSubscription(self, sub.subject_bytes, sid, sub.qos, sub.queue_bytes)

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 _NUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
+# MQTT 5: a Session Expiry Interval of 0xFFFFFFFF never expires.
+NEVER_EXPIRES = 0xFFFFFFFF
+
+
 class MQTT:
     """The MQTT listener and its per-account state."""
 
@@ -126,6 +130,8 @@ class MQTT:
         state.connected[client_id] = session
         offline = state.offline.pop(client_id, None)
         waiting = offline.resume() if offline is not None else []
+        if offline is not None and offline.expiry is not None:
+            offline.expiry.cancel()
         stored = state.persistent.pop(client_id, None)
         if stored is None:
             stored = state.store.load_session(client_id)
@@ -163,7 +169,24 @@ class MQTT:
         if state is not None and state.connected.get(session.client_id) is session:
             del state.connected[session.client_id]
             if session.client_id in state.persistent:
-                state.offline[session.client_id] = OfflineSession(session)
+                offline = state.offline[session.client_id] = OfflineSession(session)
+                expiry = session.session_expiry
+                if expiry is not None and expiry < NEVER_EXPIRES:
+                    offline.expiry = self.server.loop.call_later(
+                        expiry, self._session_expired, state, session.client_id, offline
+                    )
+
+    def _session_expired(
+        self, state: AccountState, client_id: str, offline: OfflineSession
+    ) -> None:
+        """An MQTT 5 session whose client stayed away longer than its Session Expiry Interval
+        ends: its subscriptions, waiting messages and record go."""
+        if state.offline.get(client_id) is not offline:
+            return  # the client came back
+        del state.offline[client_id]
+        offline.resume()
+        state.persistent.pop(client_id, None)
+        state.store.delete_session(client_id)
 
     # -- retained messages -----------------------------------------------------------------------
 

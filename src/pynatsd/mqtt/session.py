@@ -94,6 +94,7 @@ class MQTTSession(Client):
         "mqtt",
         "publishing_retain",
         "qos2_in",
+        "session_expiry",
         "topic_aliases",
         "version",
         "will",
@@ -120,6 +121,8 @@ class MQTTSession(Client):
         # connection (3.1.1: clean session 0; 5: a session expiry interval).
         self.topic_aliases: dict[int, bytes] = {}
         self.keep_session = False
+        # MQTT 5's Session Expiry Interval (seconds; 0xFFFFFFFF: never), None under 3.1.1.
+        self.session_expiry: int | None = None
         # The retain flag of the message being published (retain_as_published).
         self.publishing_retain = False
 
@@ -269,7 +272,8 @@ class MQTTSession(Client):
     def _v5_connect(self, connect: p.Connect) -> p.Properties:
         """MQTT 5's CONNECT properties, and the CONNACK's."""
         asked = connect.properties
-        self.keep_session = asked.get(props.SESSION_EXPIRY_INTERVAL, 0) > 0
+        self.session_expiry = asked.get(props.SESSION_EXPIRY_INTERVAL, 0)
+        self.keep_session = self.session_expiry > 0
         receive_maximum = asked.get(props.RECEIVE_MAXIMUM)
         if receive_maximum:
             self.inflight.max_pending = min(self.inflight.max_pending, receive_maximum)
