@@ -192,3 +192,32 @@ def test_filters_and_refusals() -> None:
 @given(topic=_topic.filter(lambda t: not any(c in t for c in b"+# \t\r\n\x0c\x7f")))
 def test_topics_round_trip(topic: bytes) -> None:
     assert subject_to_topic(topic_to_subject(topic)) == topic
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    b"Nmqtt-Expires",
+                    b"Nmqtt-Correlation",
+                    b"Nmqtt-Format",
+                    b"Nmqtt-Content-Type",
+                    b"X",
+                ]
+            ),
+            st.binary(max_size=20).filter(lambda b: b"\r" not in b and b"\n" not in b),
+        ),
+        max_size=5,
+    )
+)
+def test_any_nats_header_becomes_properties_or_nothing(lines: list[tuple[bytes, bytes]]) -> None:
+    """Whatever a NATS client puts in these headers, the MQTT 5 properties are built (or the
+    message is found expired) without an error, and they encode."""
+    from pynatsd.mqtt.v5 import delivery_properties
+
+    header = b"NATS/1.0\r\n" + b"".join(n + b": " + v + b"\r\n" for n, v in lines) + b"\r\n"
+    found = delivery_properties(header, b"", b"")
+    if found is not None:
+        props.encode(found)

@@ -84,10 +84,13 @@ class AccountStore:
         stored = stream.store.load_last_msg(SESSIONS_PREFIX + client_id_hash(client_id))
         if stored is None or not stored.data:
             return None
-        record = json.loads(stored.data)
-        if record.get("id") != client_id or record.get("clean"):
-            return None
-        return {subject.encode(): int(qos) for subject, qos in record.get("subs", {}).items()}
+        try:
+            record = json.loads(stored.data)
+            if record.get("id") != client_id or record.get("clean"):
+                return None
+            return {subject.encode(): int(qos) for subject, qos in record.get("subs", {}).items()}
+        except (ValueError, AttributeError, TypeError):
+            return None  # not a session record pynatsd or nats-server wrote
 
     def save_session(self, client_id: str, subs: dict[bytes, int]) -> None:
         record: dict[str, object] = {"origin": self.origin, "id": client_id}

@@ -19,6 +19,7 @@ Header names NATS cannot carry (with `:`, whitespace or control characters) are 
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 import time
 from typing import Any
@@ -89,20 +90,25 @@ def delivery_properties(header: bytes, reply: bytes, response_topic: bytes) -> p
         if not sep:
             continue
         name, value = name.strip(), value.strip()
+        if len(name) > 0xFFFF or len(value) > 0xFFFF:
+            continue  # more than an MQTT string holds
         lowered = name.lower()
         if not lowered.startswith(_INTERNAL):
             users.append((name.decode("utf-8", "replace"), value.decode("utf-8", "replace")))
         elif lowered == EXPIRES.lower():
-            left = int(value) / 1000 - time.time()
-            if left <= 0:
-                return None
-            out[props.MESSAGE_EXPIRY_INTERVAL] = math.ceil(left)
+            # Any NATS client may write these headers: unreadable ones are left out.
+            if value.isdigit():
+                left = int(value) / 1000 - time.time()
+                if left <= 0:
+                    return None
+                out[props.MESSAGE_EXPIRY_INTERVAL] = min(math.ceil(left), 0xFFFFFFFF)
         elif lowered == CORRELATION.lower():
-            out[props.CORRELATION_DATA] = base64.b64decode(value)
+            with contextlib.suppress(ValueError):
+                out[props.CORRELATION_DATA] = base64.b64decode(value, validate=True)[:0xFFFF]
         elif lowered == CONTENT_TYPE.lower():
             out[props.CONTENT_TYPE] = value.decode("utf-8", "replace")
-        elif lowered == FORMAT.lower():
-            out[props.PAYLOAD_FORMAT_INDICATOR] = int(value or b"0")
+        elif lowered == FORMAT.lower() and value in (b"0", b"1"):
+            out[props.PAYLOAD_FORMAT_INDICATOR] = int(value)
     if users:
         out[props.USER_PROPERTY] = users
     return out
