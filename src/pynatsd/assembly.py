@@ -14,12 +14,13 @@ from pynatsd.gateway import Gateway
 from pynatsd.jetstream import JetStream
 from pynatsd.monitor.http import MonitorServer
 from pynatsd.monitor.system_services import SystemServices
+from pynatsd.mqtt.part import MQTT
 from pynatsd.server.server import Server
 
 
 def attach_parts(server: Server) -> None:
     """Attach what `server.options` enables, in nats-server's start-up order: the HTTP monitor,
-    the system account's services, JetStream, the cluster's routes, then the gateways."""
+    the system account's services, JetStream, the cluster's routes, the gateways, then MQTT."""
     opts = server.options
     if opts.http_port or opts.https_port:
         server.add_part(MonitorServer(server))
@@ -32,3 +33,5 @@ def attach_parts(server: Server) -> None:
         server.add_part(Cluster(server))
     if gateway_enabled(opts):
         server.add_part(Gateway(server))
+    if opts.mqtt is not None and opts.mqtt.port != 0:
+        server.add_part(MQTT(server))

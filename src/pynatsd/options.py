@@ -262,6 +262,34 @@ class GatewayOptions:
 
 
 @dataclass(slots=True)
+class MQTTOptions:
+    """The `mqtt {}` block and `--mqtt_port` (nats-server's MQTTOpts)."""
+
+    host: str = ""  # "": the server's host
+    port: int = 0  # -1 picks a free one
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca_cert: str = ""
+    # `authorization { user, password, token, timeout }`: MQTT's own credentials, which
+    # replace the server's for MQTT clients (nats-server's authOverride).
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    auth_timeout: float = 0.0  # 0: the server's auth_timeout
+    no_auth_user: str = ""
+    ack_wait: float = 30.0  # seconds before an unacknowledged QoS 1/2 message is sent again
+    max_ack_pending: int = 1024  # QoS 1/2 messages in flight per subscription
+    js_api_timeout: float = 5.0
+    js_domain: str = ""
+    stream_replicas: int = 0
+    consumer_replicas: int = 0
+    consumer_memory_storage: bool = False
+    consumer_inactive_threshold: float = 0.0
+    reject_qos2_publish: bool = False
+    downgrade_qos2_subscribe: bool = False
+
+
+@dataclass(slots=True)
 class Options:
     """Everything the server can be told; defaults are nats-server v2.15.1's."""
 
@@ -365,6 +393,8 @@ class Options:
     cluster: ClusterOptions | None = None
     # Gateways to other clusters (the `gateway {}` block); None: no gateway.
     gateway: GatewayOptions | None = None
+    # The MQTT listener (the `mqtt {}` block, `--mqtt_port`); None: no MQTT.
+    mqtt: MQTTOptions | None = None
 
     # WebSocket listener (the `websocket {}` block): the same protocol in WebSocket frames.
     websocket_host: str = ""

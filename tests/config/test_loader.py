@@ -367,7 +367,6 @@ def test_warnings(text: str, warning: str) -> None:
         "leafnodes { port: 7422 }",
         "leaf { port: 7422 }",
         "websocket { port: 8080, jwt_cookie: x }",
-        "mqtt { port: 1883 }",
         # tls, accounts, operator and resolver are supported now (tests/config/test_security*).
         "ocsp: false",
         "resolver_tls { cert_file: x }",

@@ -33,7 +33,7 @@ from pynatsd.config import (
     leafnodes,  # noqa: F401
     listen,
     mappings,  # noqa: F401
-    mqtt,  # noqa: F401
+    mqtt,
     operator,
     websocket,  # noqa: F401
 )
@@ -182,4 +182,5 @@ def startup_errors(opts: Options) -> list[str]:
         *accounts.startup_problems(opts),
         *cluster.startup_problems(opts),
         *gateway.startup_problems(opts),
+        *mqtt.startup_problems(opts),
     ]

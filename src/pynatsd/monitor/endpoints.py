@@ -17,6 +17,7 @@ from pynatsd.gofmt import NANOS_PER_SECOND, go_duration_ns, go_uptime, rfc3339
 from pynatsd.jetstream import jetstream_of
 from pynatsd.monitor.gatewayz import gateway_counts, varz_gateway
 from pynatsd.monitor.routez import varz_route_counts
+from pynatsd.options import DEFAULT_HOST, TLS_TIMEOUT
 from pynatsd.server.delivery import Stats
 from pynatsd.version import COMPAT_VERSION, PROTO_VERSION
 
@@ -99,7 +100,7 @@ def varz(server: Server) -> dict[str, Any]:
         "cluster": _varz_cluster(server),
         "gateway": varz_gateway(server),
         "leaf": {},
-        "mqtt": {},
+        "mqtt": _varz_mqtt(server),
         "websocket": {},
         "jetstream": _varz_jetstream(server),
         "tls_timeout": 2,
@@ -177,7 +178,7 @@ def _connection_info(
     info: dict[str, Any] = {
         "cid": client.cid,
         "kind": "Client",
-        "type": "nats",
+        "type": "mqtt" if getattr(client, "mqtt_client", "") else "nats",
         "ip": client.host,
         "port": client.port,
         "start": rfc3339(client.start),
@@ -203,6 +204,9 @@ def _connection_info(
         if client.auth_user:
             info["authorized_user"] = client.auth_user
         info["account"] = client.account.name
+    mqtt_client = getattr(client, "mqtt_client", "")
+    if mqtt_client:
+        info["mqtt_client"] = mqtt_client
     if subs == "detail":
         info["subscriptions_list_detail"] = [
             {
@@ -243,6 +247,22 @@ _SORT_KEYS: dict[str, Any] = {
     "reason": lambda c: c.get("reason", ""),
     "rtt": lambda c: c["rtt"],
 }
+
+
+def _varz_mqtt(server: Server) -> dict[str, Any]:
+    """nats-server's MQTTOptsVarz: the configured block, empty fields left out."""
+    mqtt = server.options.mqtt
+    if mqtt is None:
+        return {}
+    fields: dict[str, Any] = {
+        "host": mqtt.host or DEFAULT_HOST,
+        "port": mqtt.port,
+        "no_auth_user": mqtt.no_auth_user,
+        "auth_timeout": mqtt.auth_timeout,
+        "tls_timeout": TLS_TIMEOUT,
+        "js_domain": mqtt.js_domain,
+    }
+    return {key: value for key, value in fields.items() if value}
 
 
 def connz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
@@ -292,6 +312,9 @@ def connz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
         conns = [c for c in conns if c["cid"] == cid_filter]
     if user:
         conns = [c for c in conns if c.get("authorized_user") == user]
+    mqtt_client = query.get("mqtt_client", "")
+    if mqtt_client:
+        conns = [c for c in conns if c.get("mqtt_client") == mqtt_client]
     conns.sort(key=_SORT_KEYS[sort])
     total = len(conns)
     page = conns[offset : offset + limit]
