@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.batching import FAST_SUFFIX, Batching, recover_partial_batch
+from pynatsd.jetstream.counters import apply_increment, check_increment
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.schedules import MsgScheduling, check_publish
 from pynatsd.jetstream.sourcing import Source
@@ -115,6 +116,8 @@ class Stream:
         self._acks: list[tuple[bytes, bytes, int]] = []  # PubAcks of this turn: reply, ack, seq
         self._max_payload = ajs.server.options.max_payload
         self._batching: Batching | None = None  # open batch publishes, once there is one
+        # A counter stream's total after the last increment (the PubAck's `val`).
+        self.counter_total = ""
 
     # -- set-up ----------------------------------------------------------------------------------
 
@@ -403,7 +406,13 @@ class Stream:
             # nats-server writes this one by hand, with the space.
             self.ajs.reply(reply, ack + b',"duplicate": true}')
             return
-        self.queue_ack(reply, ack + b"}", seq)
+        self.queue_ack(reply, ack + self._ack_end(), seq)
+
+    def _ack_end(self) -> bytes:
+        """The end of a PubAck: a counter stream's carries the new total."""
+        if self.config.allow_msg_counter:
+            return b',"val":' + go_json(self.counter_total) + b"}"
+        return b"}"
 
     # -- batch publishing (batching.py) ----------------------------------------------------------
 
@@ -432,7 +441,7 @@ class Stream:
             if duplicate:
                 self.ajs.reply(reply, ack + b',"duplicate": true}')
             else:
-                self.queue_ack(reply, ack + b"}", seq)
+                self.queue_ack(reply, ack + self._ack_end(), seq)
 
     def seen_msg_id(self, msg_id: str) -> int:
         """The sequence of `msg_id` inside the duplicate window, 0 when not seen."""
@@ -506,7 +515,8 @@ class Stream:
                 or b"\r\nNats-Incr:" in header
                 or b"\r\nNats-Schedule" in header
             ):
-                header = self._check_headers(subject, header)  # only when it has something to check
+                # Only when the header has something to check.
+                header = self._check_headers(subject, header, data)
             msg_id = header_value(header, "Nats-Msg-Id") or ""
             if msg_id and cfg.mirror is None:
                 order = self._msg_id_order
@@ -531,6 +541,8 @@ class Stream:
                     if rollup not in ("sub", "all"):
                         invalid = f"rollup value invalid: {_quote(rollup)}"
                         raise errors.rollup_failed(invalid).traced_as(invalid)
+        if cfg.allow_msg_counter:
+            header, data, self.counter_total = apply_increment(self, subject, header, data)
         hlen = len(header)
         max_payload = self._max_payload
         if hlen > max_payload or len(data) > max_payload - hlen:
@@ -608,12 +620,12 @@ class Stream:
             self._msg_ids[msg_id] = (seq, ts)
             self._msg_id_order.append((ts, msg_id))
 
-    def _check_headers(self, subject: str, header: bytes) -> bytes:
+    def _check_headers(self, subject: str, header: bytes, data: bytes) -> bytes:
         """The publish expectations, in nats-server's order; the header to store."""
         # Each lookup only when its key is there at all (a scan is cheaper than a lookup).
         cfg = self.config
-        if b"\r\nNats-Incr:" in header and not cfg.allow_msg_counter:
-            raise js_error("MessageIncrDisabled")
+        if b"\r\nNats-Incr:" in header:
+            check_increment(self, header, data)
         expected_stream = header_value(header, "Nats-Expected-Stream")
         if expected_stream and expected_stream != self.name:
             raise errors.stream_not_match().traced_as("expected stream does not match")
