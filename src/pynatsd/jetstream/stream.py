@@ -164,9 +164,14 @@ class Stream:
             if src.origin_name == name:
                 src.start()
 
-    def origin_deleted(self, name: str) -> None:
+    def follow_origins(self) -> None:
+        """Start every source whose origin was not found yet."""
         for src in self._all_sources():
-            if src.origin_name == name:
+            src.start()
+
+    def origin_deleted(self, origin: Stream) -> None:
+        for src in self._all_sources():
+            if src.origin is origin:
                 src.detach()
 
     def subscribe(self) -> None:
