@@ -17,8 +17,9 @@ from typing import Any
 import nats
 import pytest
 
+from support.jspair import run_configured
 from support.natsserver import NATS_SERVER, nats_server_binary
-from support.processes import PYNATSD, start_server
+from support.processes import PYNATSD
 
 pytestmark = pytest.mark.skipif(nats_server_binary() is None, reason="nats-server not installed")
 
@@ -166,26 +167,13 @@ async def _through_domain(url: str) -> list[Any]:
     return out
 
 
-async def _run(
-    cmd: list[str] | tuple[str, ...], directory: Path, config: str, scenario: Any
-) -> Any:
-    directory.mkdir()
-    conf = directory / "server.conf"
-    conf.write_text(config)
-    server = start_server(cmd, ["-js", "-sd", str(directory), "-c", str(conf)])
-    try:
-        return await scenario(server.url)
-    finally:
-        server.stop()
-
-
 @pytest.mark.parametrize(
     ("config", "scenario"),
     [(ACCOUNTS, _across_accounts), (DOMAIN, _through_domain)],
     ids=["service-and-stream-imports", "domain-api-prefix"],
 )
 async def test_external_sources_as_nats_server(tmp_path: Path, config: str, scenario: Any) -> None:
-    expected = await _run([str(NATS_SERVER)], tmp_path / "go", config, scenario)
-    got = await _run(PYNATSD, tmp_path / "py", config, scenario)
+    expected = await run_configured([str(NATS_SERVER)], tmp_path / "go", config, scenario)
+    got = await run_configured(PYNATSD, tmp_path / "py", config, scenario)
     for want, have in zip(expected, got, strict=True):
         assert have == want

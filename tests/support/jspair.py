@@ -29,7 +29,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -238,6 +238,24 @@ def _bytes(value: Any) -> bytes:
     if isinstance(value, str):
         return value.encode()
     return json.dumps(value).encode()
+
+
+async def run_configured(
+    cmd: list[str] | tuple[str, ...],
+    directory: Path,
+    config: str,
+    scenario: Callable[[str], Awaitable[Any]],
+) -> Any:
+    """`scenario(url)` against a server started by `cmd` with `-js`, a store in `directory`
+    and the configuration text `config` (accounts, imports, a domain)."""
+    directory.mkdir()
+    conf = directory / "server.conf"
+    conf.write_text(config)
+    server = start_server(cmd, ["-js", "-sd", str(directory), "-c", str(conf)])
+    try:
+        return await scenario(server.url)
+    finally:
+        server.stop()
 
 
 async def side_by_side(tmp_path: Path, steps: list[Step]) -> tuple[list[Any], list[Any]]:
