@@ -216,12 +216,14 @@ class AccountJetStream:
                     if subjects_collide(a, b):
                         raise errors.stream_subject_overlap()
 
-    def add_stream(self, config: StreamConfig) -> Stream:
+    def add_stream(self, config: StreamConfig, store: StreamStore | None = None) -> Stream:
+        """A new stream; `store` is one already filled (a restore), else an empty one."""
         self.check_overlap(config)
         created = now_ns()
         if config.storage == "file":
             self._write_meta(config, created)
-        store = self.open_store(config)
+        if store is None:
+            store = self.open_store(config)
         if config.first_seq > 1 and store.state().last_seq == 0:
             # An empty store "purged up to" first_seq starts numbering there (Go's Compact).
             store.purge(seq=config.first_seq)
