@@ -6,7 +6,6 @@ the config errors, increments and their PubAcks (`val`), every refused increment
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import nats
 import pytest
 
-from support.jspair import Step, assert_same, go_server, py_server, side_by_side
+from support.jspair import Step, assert_same, run_both, side_by_side, stored_messages
 
 pytestmark = pytest.mark.skipif(
     __import__("support.natsserver", fromlist=["x"]).nats_server_binary() is None,
@@ -120,21 +119,7 @@ async def _aggregate_scenario(url: str) -> list[Any]:
             reply = await nc.request(subject, b"", headers={"Nats-Incr": value}, timeout=2)
             out.append(json.loads(reply.data))
             await _wait_for_messages(nc, "ALL", len(out) - 3)
-        seq = 1
-        while True:
-            body = await req(f"{API}.STREAM.MSG.GET.ALL", {"seq": seq})
-            if "message" not in body:
-                break
-            message = body["message"]
-            headers = base64.b64decode(message.get("hdrs", "")).decode()
-            # The source header ends with the origin's identity (a hash of its creation time).
-            headers = "\r\n".join(
-                " ".join(line.split(" ")[:-1]) if line.startswith("Nats-Stream-Source") else line
-                for line in headers.split("\r\n")
-            )
-            data = base64.b64decode(message.get("data", "")).decode()
-            out.append((message["subject"], headers, data))
-            seq += 1
+        out.extend(await stored_messages(nc, "ALL"))
     finally:
         await nc.close()
     return out
@@ -152,12 +137,7 @@ async def _wait_for_messages(nc: Any, name: str, count: int) -> None:
 
 
 async def test_counters_sourced_into_an_aggregate_as_nats_server(tmp_path: Path) -> None:
-    (tmp_path / "go").mkdir()
-    (tmp_path / "py").mkdir()
-    async with go_server(tmp_path / "go") as url:
-        expected = await _aggregate_scenario(url)
-    async with py_server(tmp_path / "py") as url:
-        got = await _aggregate_scenario(url)
+    expected, got = await run_both(tmp_path, _aggregate_scenario)
     for record in (expected, got):
         for item in record:
             if isinstance(item, dict) and "created" in item:

@@ -9,15 +9,13 @@ their source info."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 
-from support.jspair import run_configured
+from support.jspair import request_json, run_configured, stored_messages
 from support.natsserver import NATS_SERVER, nats_server_binary
 from support.processes import PYNATSD
 
@@ -55,38 +53,15 @@ jetstream { domain: hub }
 EXTERNAL = {"api": "orig.api", "deliver": "deliver.orig"}
 
 
-async def _request(nc: Any, subject: str, body: Any) -> Any:
-    reply = await nc.request(subject, json.dumps(body).encode(), timeout=2)
-    return json.loads(reply.data)
-
-
 async def _wait_for(nc: Any, name: str, count: int) -> None:
     """Poll the stream until it holds `count` messages (copies arrive asynchronously)."""
     deadline = asyncio.get_running_loop().time() + 10
     while asyncio.get_running_loop().time() < deadline:
-        info = await _request(nc, f"{API}.STREAM.INFO.{name}", {})
+        info = await request_json(nc, f"{API}.STREAM.INFO.{name}", {})
         if info.get("state", {}).get("messages", 0) >= count:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{name} never held {count} messages")
-
-
-async def _contents(nc: Any, name: str) -> list[Any]:
-    out: list[Any] = []
-    seq = 1
-    while True:
-        body = await _request(nc, f"{API}.STREAM.MSG.GET.{name}", {"next_by_subj": ">", "seq": seq})
-        message = body.get("message")
-        if message is None:
-            return out
-        headers = base64.b64decode(message.get("hdrs", "")).decode()
-        # The source header ends with the origin's identity (a hash of its creation time).
-        headers = "\r\n".join(
-            " ".join(line.split(" ")[:-1]) if line.startswith("Nats-Stream-Source") else line
-            for line in headers.split("\r\n")
-        )
-        out.append((message["seq"], message["subject"], headers, base64.b64decode(message["data"])))
-        seq = message["seq"] + 1
 
 
 def _source_info(info: dict[str, Any]) -> Any:
@@ -106,11 +81,11 @@ async def _across_accounts(url: str) -> list[Any]:
     agg = await nats.connect(url, user="agg", password="agg")
     out: list[Any] = []
     try:
-        await _request(orig, f"{API}.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+        await request_json(orig, f"{API}.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
         for i in range(5):
             await orig.request(f"o.{i % 2}", b"early %d" % i, timeout=2)
         out.append(
-            await _request(
+            await request_json(
                 agg,
                 f"{API}.STREAM.CREATE.M",
                 {"name": "M", "mirror": {"name": "O", "external": EXTERNAL}},
@@ -118,7 +93,7 @@ async def _across_accounts(url: str) -> list[Any]:
         )
         source = {"name": "O", "filter_subject": "o.1", "external": EXTERNAL}
         out.append(
-            await _request(
+            await request_json(
                 agg,
                 f"{API}.STREAM.CREATE.S",
                 {"name": "S", "subjects": ["s"], "sources": [source]},
@@ -131,8 +106,8 @@ async def _across_accounts(url: str) -> list[Any]:
         await _wait_for(agg, "M", 8)
         await _wait_for(agg, "S", 3)
         for name in ("M", "S"):
-            out.append(await _contents(agg, name))
-            out.append(_source_info(await _request(agg, f"{API}.STREAM.INFO.{name}", {})))
+            out.append(await stored_messages(agg, name))
+            out.append(_source_info(await request_json(agg, f"{API}.STREAM.INFO.{name}", {})))
     finally:
         await orig.close()
         await agg.close()
@@ -148,20 +123,20 @@ async def _through_domain(url: str) -> list[Any]:
     nc = await nats.connect(url)
     out: list[Any] = []
     try:
-        await _request(nc, f"{API}.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+        await request_json(nc, f"{API}.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
         for i in range(4):
             await nc.request(f"o.{i}", b"m%d" % i, timeout=2)
         # nats-server does not answer a stream's requests on its own domain's prefix: the
         # mirror stays empty (and so does one whose prefix leads nowhere).
         for name, api in (("M", "$JS.hub.API"), ("N", "nowhere.api")):
             mirror = {"name": "O", "external": {"api": api, "deliver": ""}}
-            await _request(nc, f"{API}.STREAM.CREATE.{name}", {"name": name, "mirror": mirror})
+            await request_json(nc, f"{API}.STREAM.CREATE.{name}", {"name": name, "mirror": mirror})
         await _wait_for(nc, "O", 4)
         await asyncio.sleep(1)
-        out.append(await _contents(nc, "M"))
-        out.append(await _contents(nc, "N"))
+        out.append(await stored_messages(nc, "M"))
+        out.append(await stored_messages(nc, "N"))
         for name in ("M", "N"):
-            out.append(_source_info(await _request(nc, f"{API}.STREAM.INFO.{name}", {})))
+            out.append(_source_info(await request_json(nc, f"{API}.STREAM.INFO.{name}", {})))
     finally:
         await nc.close()
     return out

@@ -25,6 +25,7 @@ from pynatsd.jetstream.consumer_state import B62, NS, pending_extra, status
 from pynatsd.jetstream.pending import AckTracker
 from pynatsd.jetstream.priority import PriorityGroups, pin_header
 from pynatsd.jetstream.util import now_ns
+from pynatsd.protocol.headers import header_value
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.store.base import StoredMsg
@@ -300,12 +301,22 @@ class Delivery(PriorityGroups, AckTracker):
             return
         if self.active:
             self._send_heartbeat(self.config.deliver_subject)
+            if self.config.ack_policy == "flow_control" and self.pending and not self.fcid:
+                # Flow control on an idle stream too: it is how what was delivered gets acked.
+                self._send_flow_control()
         self._reset_heartbeat()
 
     def _need_flow_control(self, size: int) -> bool:
         if self.maxpb == 0:
             return False
         if not self.fcid and self.pbytes > self.maxpb // 2:
+            return True
+        if (
+            not self.fcid
+            and self.config.ack_policy == "flow_control"
+            and 0 < self.config.max_ack_pending <= len(self.pending)
+        ):
+            # Acknowledged by flow-control replies: ask for one when the window is full.
             return True
         if self.fcid and (self.pbytes - self.fcsz) >= self.maxpb:
             self.fcsz += size
@@ -331,6 +342,13 @@ class Delivery(PriorityGroups, AckTracker):
             self.maxpb = min(self.maxpb * 2, self.pblimit)
         self.pbytes = max(self.pbytes - self.fcsz, 0)
         self.fcid, self.fcsz = "", 0
+        if self.config.ack_policy == "flow_control" and ev.header_size > 0:
+            # The reply says up to where the sourcing stream stored: everything up to there
+            # is acknowledged (ack policy flow_control acks as `all` does).
+            header = ev.payload[: ev.header_size]
+            stream_seq = _int_header(header, "Nats-Last-Stream")
+            if stream_seq > 0:
+                self.ack(stream_seq, max(_int_header(header, "Nats-Last-Consumer"), 0))
         self.signal()
 
     def num_pending(self) -> int:
@@ -368,6 +386,14 @@ class Delivery(PriorityGroups, AckTracker):
 
     def forget_pending_count(self) -> None:
         self._npc = None
+
+
+def _int_header(header: bytes, key: str) -> int:
+    value = header_value(header, key)
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        return 0
 
 
 def _headers_only(header: bytes, size: int) -> bytes:

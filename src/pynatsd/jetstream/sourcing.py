@@ -73,6 +73,8 @@ class Source:
         name = self.origin_name
         if self.cfg.external is not None:
             name += ":" + go_hash(self.cfg.external.api)
+        if self.cfg.consumer is not None:
+            name += ":C=" + go_hash(self.cfg.consumer.name)
         if self.transforms:
             src = "\f".join(t.src for t in self.transforms)
             dest = "\f".join(t.dest for t in self.transforms)
@@ -230,10 +232,13 @@ class Source:
             target.store_sourced(msg, subject, header)
             return
         parts = self.iname.split(" ")
-        ident = self._origin.identity() if self._origin is not None else ""
+        ident = self._origin_identity()
         value = f"{parts[0]} {msg.seq} {parts[1]} {parts[2]} {msg.subject} {ident}".rstrip()
         header = append_headers(header, [("Nats-Stream-Source", value)])
         target.store_sourced(msg, subject, header)
+
+    def _origin_identity(self) -> str:
+        return self._origin.identity() if self._origin is not None else ""
 
     def _skip_to(self, seq: int) -> None:
         """Keep a mirror's sequence numbers equal to the origin's across a small gap."""

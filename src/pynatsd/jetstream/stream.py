@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.batching import FAST_SUFFIX, Batching, recover_partial_batch
 from pynatsd.jetstream.counters import apply_increment, check_increment
+from pynatsd.jetstream.durable_source import DurableSource
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.schedules import MsgScheduling, check_publish
 from pynatsd.jetstream.sourcing import Source
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer
     from pynatsd.jetstream.consumer_state import ConsumerState
     from pynatsd.jetstream.manager import AccountJetStream
-    from pynatsd.jetstream.stream_config import StreamConfig
+    from pynatsd.jetstream.stream_config import StreamConfig, StreamSource
     from pynatsd.server.client import Client
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.msgtrace import MsgTrace
@@ -151,8 +152,8 @@ class Stream:
         if self.mirror is not None:
             self.mirror.stop()
         cfg = self.config
-        self.mirror = Source(self, cfg.mirror, mirror=True) if cfg.mirror else None
-        self.sources = [Source(self, s, mirror=False) for s in cfg.sources if s is not None]
+        self.mirror = _source(self, cfg.mirror, mirror=True) if cfg.mirror else None
+        self.sources = [_source(self, s, mirror=False) for s in cfg.sources if s is not None]
         for src in self._all_sources():
             src.start()
 
@@ -863,6 +864,14 @@ class Stream:
         for consumer in list(self.consumers.values()):
             consumer.delete()
         self.store.delete()
+
+
+def _source(stream: Stream, cfg: StreamSource, mirror: bool) -> Source:
+    """A mirror or source: through the origin's durable consumer when it names one (ADR-60),
+    else read from the origin's store."""
+    if cfg.consumer is not None and cfg.consumer.name:
+        return DurableSource(stream, cfg, mirror)
+    return Source(stream, cfg, mirror)
 
 
 def _replace_header(header: bytes, key: str, value: str) -> bytes:
