@@ -80,8 +80,9 @@ class Delivery(PriorityGroups, AckTracker):
         pinned = policy == "pinned_client"
         hit_max_ack_pending = False
         yielded = False
+        pacing = self.pacing  # None unless replay_policy original or rate_limit_bps
         while True:
-            if self.paused():
+            if self.paused() or (pacing is not None and pacing.timer is not None):
                 break
             if push:
                 if not self.active or (self.maxpb > 0 and self.pbytes > self.maxpb):
@@ -95,6 +96,8 @@ class Delivery(PriorityGroups, AckTracker):
             found = self._get_next_msg()
             if found is None:
                 hit_max_ack_pending = self._at_max_ack_pending()
+                if pacing is not None:
+                    pacing.caught_up(self.sseq)
                 break
             msg, dc = found
             reply = b"%s%d.%d.%d.%d.%d" % (
@@ -110,6 +113,12 @@ class Delivery(PriorityGroups, AckTracker):
                 header = _headers_only(header, len(data))
                 data = b""
             size = len(msg.subject) + len(reply) + len(header) + len(data)
+            if pacing is not None:
+                delay = pacing.wait(msg.seq, msg.ts, size)
+                if delay > 0:
+                    self._did_not_take(msg.seq, dc, self._from_lss)
+                    pacing.timer = self.ajs.loop.call_later(delay, self._paced)
+                    break
             now = now_ns()
             wr: PullRequest | None = None
             if push:
@@ -140,6 +149,11 @@ class Delivery(PriorityGroups, AckTracker):
         if not push and not yielded:
             self._process_waiting(eos=not hit_max_ack_pending)
             self._schedule_waiting()
+
+    def _paced(self) -> None:
+        if self.pacing is not None:
+            self.pacing.timer = None
+        self.signal()
 
     def _did_not_take(self, seq: int, dc: int, from_lss: bool) -> None:
         """No request could take the message after all: put it back (Go's "redo")."""
