@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -196,4 +197,40 @@ async def _advisories(url: str) -> list[Any]:
 async def test_snapshot_and_restore_advisories_as_nats_server(tmp_path: Path) -> None:
     expected, got = await run_both(tmp_path, _advisories)
     assert len(expected) == 7
+    assert got == expected
+
+
+async def _receiver_leaves(url: str) -> list[Any]:
+    """A receiver that takes the first chunk without acknowledging it and unsubscribes: the
+    snapshot stops ("no interest" in its completion advisory)."""
+    nc = await nats.connect(url)
+    got: list[Any] = []
+    done = asyncio.Event()
+    try:
+
+        async def completed(msg: Any) -> None:
+            got.append(json.loads(msg.data).get("error"))
+            done.set()
+
+        await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.O", cb=completed)
+        await request_json(nc, f"{API}.STREAM.CREATE.O", CONFIG)
+        for i in range(8):  # incompressible, so nats-server's backup needs several chunks too
+            await nc.request("o.1", random.Random(i).randbytes(1000), timeout=2)
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        body = {"deliver_subject": inbox, "chunk_size": 1024, "window_size": 1024}
+        reply = await request_json(nc, f"{API}.STREAM.SNAPSHOT.O", body)
+        got.append(sorted(reply))
+        first = await sub.next_msg(timeout=5)
+        got.append(bool(first.reply))
+        await sub.unsubscribe()
+        await asyncio.wait_for(done.wait(), 10)
+    finally:
+        await nc.close()
+    return got
+
+
+async def test_a_snapshot_stops_when_its_receiver_leaves(tmp_path: Path) -> None:
+    expected, got = await run_both(tmp_path, _receiver_leaves)
+    assert expected == [["config", "state", "type"], True, "no interest"]
     assert got == expected

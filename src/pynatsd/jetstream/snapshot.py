@@ -23,6 +23,7 @@ error that ended the restore), and an empty message last, answered with the new 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,18 +122,18 @@ class _Snapshot:
 
     async def _send(self, ack_subject: str) -> str:
         """Stream the chunks; the error text that stopped them, or ''."""
-        if not await self._wait_for_interest():
-            return self._stop("408 No Interest", "no interest")
+        # As nats-server: up to 2 s for a subscriber to show up, then on regardless; any
+        # change of interest after that (the receiver gone) stops the snapshot.
+        interest = await self._wait_for_interest()
         end = b""
         index = 1
         pending = bytearray()
         for piece in _snapshot_bytes(self.stream, self.consumers):
             pending += piece
             while len(pending) >= self.chunk_size:
-                if not await self._wait_for_slot():
-                    return self._stop("408 No Flow Response", "no flow response")
-                if not self._has_interest():
-                    return self._stop("408 No Interest", "no interest")
+                stopped = await self._next_slot(interest)
+                if stopped:
+                    return stopped
                 chunk = bytes(pending[: self.chunk_size])
                 del pending[: self.chunk_size]
                 self._publish(f"{ack_subject}.{len(chunk)}.{index}", b"", chunk)
@@ -140,8 +141,9 @@ class _Snapshot:
                 end = b"NATS/1.0 204\r\n\r\n"
             await asyncio.sleep(0)  # other clients' turn between S2 chunks
         if pending:
-            if not await self._wait_for_slot():
-                return self._stop("408 No Flow Response", "no flow response")
+            stopped = await self._next_slot(interest)
+            if stopped:
+                return stopped
             self._publish("", b"", bytes(pending))
         self._publish("", end, b"")
         return ""
@@ -165,15 +167,24 @@ class _Snapshot:
             await asyncio.sleep(0.05)
         return True
 
-    async def _wait_for_slot(self) -> bool:
-        while self.slots <= 0:
+    async def _next_slot(self, interest: bool) -> str:
+        """Wait for room in the window; '' once there is, else the error that stopped the
+        snapshot (after its status message): the receiver's interest changed, or no
+        acknowledgement came for 5 s."""
+        deadline = self.ajs.loop.time() + _ACK_TIMEOUT
+        while True:
+            if self._has_interest() != interest:
+                return self._stop("408 No Interest", "no interest")
+            if self.slots > 0:
+                self.slots -= 1
+                return ""
+            left = deadline - self.ajs.loop.time()
+            if left <= 0:
+                return self._stop("408 No Flow Response", "no flow response")
             self.acked.clear()
-            try:
-                await asyncio.wait_for(self.acked.wait(), _ACK_TIMEOUT)
-            except TimeoutError:
-                return False
-        self.slots -= 1
-        return True
+            # Woken by an ack, or soon enough to notice the receiver leaving.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.acked.wait(), min(left, 0.05))
 
 
 def _snapshot_bytes(stream: Stream, with_consumers: bool) -> Iterator[bytes]:
