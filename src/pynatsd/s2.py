@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import google_crc32c
+
 MAGIC_CHUNK = b"\xff\x06\x00\x00S2sTwO"
 SNAPPY_MAGIC_CHUNK = b"\xff\x06\x00\x00sNaPpY"
 _MAGIC_BODIES = (b"S2sTwO", b"sNaPpY")
@@ -31,25 +33,10 @@ class S2Error(ValueError):
     """A stream that is not S2, or is damaged."""
 
 
-def _crc32c_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
 def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+    """CRC-32C (Castagnoli), in C: at the pure-Python rate of about 8 MB/s it bounded a
+    snapshot's speed."""
+    return int(google_crc32c.value(data))
 
 
 def masked_crc(data: bytes) -> int:
