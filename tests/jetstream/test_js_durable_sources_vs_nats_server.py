@@ -100,6 +100,10 @@ async def _scenario(url: str) -> list[Any]:
             return info.get("mirror", {}).get("error")
 
         out.append(await _until(lambda: error("BAD"), "BAD has an error"))
+        # ... and takes nothing from that consumer, which delivers nothing (nobody listens).
+        out.append(await stored_messages(nc, "BAD"))
+        plain = await request_json(nc, f"{API}.CONSUMER.INFO.O.plain")
+        out.append(_acks(plain))
         # Nobody answers a reset for a consumer that does not exist: no error, no copies.
         out.append((await error("NONE"), await stored_messages(nc, "NONE")))
         for name in ("M", "S"):

@@ -3,9 +3,10 @@ and `deliver_subject`), as nats-server's `setupMirrorConsumer`/`setupSourceConsu
 one, instead of reading the origin's store (`sourcing.py`).
 
 The consumer is the user's: a push consumer with `ack_policy: flow_control` delivering to
-`deliver_subject`. The stream subscribes to that subject in its own account, sends
-`CONSUMER.RESET.<origin>.<name>` (through an `external` API prefix when there is one), which
-takes the consumer back to its ack floor, and then copies what the consumer delivers. It
+`deliver_subject`. The stream sends `CONSUMER.RESET.<origin>.<name>` (through an `external`
+API prefix when there is one), which takes the consumer back to its ack floor; once the reply
+shows the right consumer, it subscribes to the deliver subject in its own account and copies
+what the consumer delivers. It
 acknowledges by answering the consumer's flow-control requests with `Nats-Last-Consumer` and
 `Nats-Last-Stream` (the last delivery and stream sequence it stored), and answers a stalled
 heartbeat's `Nats-Consumer-Stalled`. A reset refused (no such consumer, another ack policy, no
@@ -57,24 +58,26 @@ class DurableSource(Source):
         self._subs: list[InternalSubscription] = []
         self._timer: asyncio.TimerHandle | None = None
         self._reply = ""
+        self._delivering = False  # subscribed to the deliver subject
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
         if self._stopped or self._subs:
             return
-        sub = InternalSubscription(self._owner, self.deliver, self._on_delivery)
         self._reply = f"$JS.SRC.{new_nuid()}"
-        reply_sub = InternalSubscription(self._owner, self._reply, self._on_reset_reply)
-        self._subs = [sub, reply_sub]
-        for s in self._subs:
-            self.target.ajs.account.sublist.insert(s)
+        self._subscribe(self._reply, self._on_reset_reply)
         if self.is_mirror:
             self.sseq = self.target.store.state().last_seq
         else:
             # After a restart: what the consumer sends again up to here is already stored.
             self.sseq = max(self._resume_from_headers() - 1, 0)
         self._send_reset()
+
+    def _subscribe(self, subject: str, callback: Any) -> None:
+        sub = InternalSubscription(self._owner, subject, callback)
+        self.target.ajs.account.sublist.insert(sub)
+        self._subs.append(sub)
 
     def _send_reset(self) -> None:
         self._timer = None
@@ -112,6 +115,7 @@ class DurableSource(Source):
                 s.closed = True
             self.target.ajs.account.sublist.remove_batch(self._subs)
             self._subs = []
+        self._delivering = False
 
     # -- the reset -------------------------------------------------------------------------------
 
@@ -139,6 +143,11 @@ class DurableSource(Source):
             self._retry()
             return
         self.error = None
+        if not self._delivering:
+            # As nats-server: the deliver subject is listened to only once the consumer is
+            # known to be right (before that, its interest would start the deliveries).
+            self._delivering = True
+            self._subscribe(self.deliver, self._on_delivery)
         if hs > 0:
             self.ident = header_value(ev.payload[:hs], _STREAM_IDENTITY) or self.ident
         delivered = int((reply.get("delivered") or {}).get("stream_seq") or 0)
