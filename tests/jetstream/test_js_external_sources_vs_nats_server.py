@@ -1,6 +1,7 @@
 """Mirrors and sources through `external` side by side with nats-server: a stream in account
 AGG mirrors and sources a stream of account ORIG through ORIG's imported JetStream API (a
-service import of `$JS.API.>` under another prefix) and deliver prefix (a stream import), and
+service import of `$JS.API.>` under another prefix) and deliver prefix (a stream import),
+mirrors it through a durable consumer of ORIG's (ADR-60) across the same imports, and
 a stream tries to mirror another of its own account through the server's domain API prefix
 (`$JS.<domain>.API`), which nats-server leaves empty. Compared: what the mirror and the
 source hold (subjects, headers with the external hash in `Nats-Stream-Source`, bodies) and
@@ -91,6 +92,18 @@ async def _across_accounts(url: str) -> list[Any]:
                 {"name": "M", "mirror": {"name": "O", "external": EXTERNAL}},
             )
         )
+        # A mirror through ORIG's durable consumer (ADR-60), its deliveries imported.
+        durable = {
+            "durable_name": "xs",
+            "deliver_subject": "deliver.orig.xs",
+            "ack_policy": "flow_control",
+            "max_ack_pending": 100,
+        }
+        body = {"stream_name": "O", "config": durable}
+        await request_json(orig, f"{API}.CONSUMER.CREATE.O.xs", body)
+        consumer = {"name": "xs", "deliver_subject": "deliver.orig.xs"}
+        mirror = {"name": "O", "external": EXTERNAL, "consumer": consumer}
+        await request_json(agg, f"{API}.STREAM.CREATE.D", {"name": "D", "mirror": mirror})
         source = {"name": "O", "filter_subject": "o.1", "external": EXTERNAL}
         out.append(
             await request_json(
@@ -105,7 +118,8 @@ async def _across_accounts(url: str) -> list[Any]:
             await orig.request(f"o.{i % 2}", b"late %d" % i, timeout=2)
         await _wait_for(agg, "M", 8)
         await _wait_for(agg, "S", 3)
-        for name in ("M", "S"):
+        await _wait_for(agg, "D", 8)
+        for name in ("M", "S", "D"):
             out.append(await stored_messages(agg, name))
             out.append(_source_info(await request_json(agg, f"{API}.STREAM.INFO.{name}", {})))
     finally:
