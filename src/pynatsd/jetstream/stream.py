@@ -412,13 +412,12 @@ class Stream:
             # nats-server writes this one by hand, with the space.
             self.ajs.reply(reply, ack + b',"duplicate": true}')
             return
-        self.queue_ack(reply, ack + self._ack_end(), seq)
+        # Only a counter stream has a total: one cheap test for every other PubAck.
+        self.queue_ack(reply, ack + (self._counter_ack_end() if self.counter_total else b"}"), seq)
 
-    def _ack_end(self) -> bytes:
-        """The end of a PubAck: a counter stream's carries the new total."""
-        if self.config.allow_msg_counter:
-            return b',"val":' + go_json(self.counter_total) + b"}"
-        return b"}"
+    def _counter_ack_end(self) -> bytes:
+        """The end of a counter stream's PubAck: the new total."""
+        return b',"val":' + go_json(self.counter_total) + b"}"
 
     # -- batch publishing (batching.py) ----------------------------------------------------------
 
@@ -447,7 +446,8 @@ class Stream:
             if duplicate:
                 self.ajs.reply(reply, ack + b',"duplicate": true}')
             else:
-                self.queue_ack(reply, ack + self._ack_end(), seq)
+                end = self._counter_ack_end() if self.counter_total else b"}"
+                self.queue_ack(reply, ack + end, seq)
 
     def seen_msg_id(self, msg_id: str) -> int:
         """The sequence of `msg_id` inside the duplicate window, 0 when not seen."""
