@@ -234,3 +234,26 @@ async def test_a_snapshot_stops_when_its_receiver_leaves(tmp_path: Path) -> None
     expected, got = await run_both(tmp_path, _receiver_leaves)
     assert expected == [["config", "state", "type"], True, "no interest"]
     assert got == expected
+
+
+async def _restore_overlapping(url: str) -> list[Any]:
+    """A backup restored while another stream has taken its subjects: refused at the first
+    chunk, with nats-server's text."""
+    nc = await nats.connect(url)
+    try:
+        await request_json(nc, f"{API}.STREAM.CREATE.O", CONFIG)
+        await nc.request("o.1", b"x", timeout=2)
+        made = await backup(nc, "O")
+        await request_json(nc, f"{API}.STREAM.DELETE.O")
+        await request_json(nc, f"{API}.STREAM.CREATE.P", {"name": "P", "subjects": ["o.>"]})
+        request = {"config": made.reply["config"], "state": made.reply["state"]}
+        accepted, _, final = await restore(nc, "O", made.data, request)
+        names = await request_json(nc, f"{API}.STREAM.NAMES")
+        return [sorted(accepted), final, names["streams"]]
+    finally:
+        await nc.close()
+
+
+async def test_a_restore_onto_taken_subjects_fails_as_nats_server(tmp_path: Path) -> None:
+    expected, got = await run_both(tmp_path, _restore_overlapping)
+    assert got == expected

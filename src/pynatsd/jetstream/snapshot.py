@@ -292,7 +292,7 @@ class _Restore:
                 for entry in self.archive.feed(piece):
                     self._apply(entry)
         except (S2Error, ArchiveError, ApiError, ValueError) as e:
-            text = e.description if isinstance(e, ApiError) else str(e)
+            text = _go_error(e) if isinstance(e, ApiError) else str(e)
             self._finish(reply, text)
             return
         self.ajs.reply(reply, b"")
@@ -324,6 +324,10 @@ class _Restore:
         assert self.state is not None
         if self.config.name in self.ajs.streams:
             raise js_error("StreamNameExistRestoreFailed")
+        try:
+            self.ajs.check_overlap(self.config)
+        except ApiError as e:
+            raise ValueError(f"error adding stream: {_go_error(e)}") from None
         self.store = self.ajs.open_store(self.config)
         first = int(self.state.get("first_seq") or 0)
         if first > 1:
@@ -347,7 +351,11 @@ class _Restore:
             return
         assert self.state is not None and self.store is not None
         _skip(self.store, self.last_seq, int(self.state.get("last_seq") or 0) + 1)
-        stream = self.ajs.add_stream(self.config, self.store)
+        try:
+            stream = self.ajs.add_stream(self.config, self.store)
+        except ApiError as e:  # a stream made meanwhile on the same subjects
+            self._finish(reply, f"error adding stream: {_go_error(e)}")
+            return
         for name, data in self.consumers:
             _restore_consumer(stream, name, data)
         self._finish(reply, "", stream=stream)
@@ -384,6 +392,11 @@ class _Restore:
             response.update(info)
             response["ts"] = rfc3339_ns(now_ns())
         self.ajs.reply(reply, go_json(response))
+
+
+def _go_error(e: ApiError) -> str:
+    """An API error as Go's ApiError.Error() words it inside another error's text."""
+    return f"{e.description} ({e.err_code})"
 
 
 def _skip(store: StreamStore, last: int, upto: int) -> None:
