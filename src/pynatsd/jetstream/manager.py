@@ -224,21 +224,25 @@ class AccountJetStream:
                     if subjects_collide(a, b):
                         raise errors.stream_subject_overlap()
 
-    def add_stream(self, config: StreamConfig) -> Stream:
+    def add_stream(self, config: StreamConfig, store: StreamStore | None = None) -> Stream:
+        """A new stream; `store` is one already filled (a restore), else an empty one."""
         self.check_overlap(config)
         created = now_ns()
         if config.storage == "file":
             self._write_meta(config, created)
-        store = self.open_store(config)
+        if store is None:
+            store = self.open_store(config)
         if config.first_seq > 1 and store.state().last_seq == 0:
             # An empty store "purged up to" first_seq starts numbering there (Go's Compact).
             store.purge(seq=config.first_seq)
         stream = Stream(self, config, store, created)
         self.streams[stream.name] = stream
         stream.start()
-        for other in list(self.streams.values()):
-            if other is not stream:
-                other.origin_created(stream.name)
+        # An origin may be followed from another account (`external`): every stream looks.
+        for ajs in list(self.js.accounts.values()):
+            for other in list(ajs.streams.values()):
+                if other is not stream:
+                    other.origin_created(stream.name)
         advisories.stream_action(stream, advisories.CREATE)
         return stream
 
@@ -269,8 +273,9 @@ class AccountJetStream:
         advisories.stream_action(stream, advisories.DELETE)
         self.streams.pop(stream.name, None)
         shutil.rmtree(self._stream_dir(stream.name), ignore_errors=True)
-        for other in self.streams.values():
-            other.origin_deleted(stream.name)
+        for ajs in self.js.accounts.values():
+            for other in ajs.streams.values():
+                other.origin_deleted(stream)
 
     def add_consumer(self, stream: Stream, config: ConsumerConfig, name: str) -> Consumer:
         consumer = Consumer(stream, config, now_ns(), name)
@@ -491,6 +496,10 @@ class JetStream:
         log.info("  Store Directory: %r", self.store_dir)
         for account, limits in self._account_limits():
             self._enable(account, limits)
+        # A source may follow a stream of an account recovered after its own (`external`).
+        for ajs in self.accounts.values():
+            for stream in ajs.streams.values():
+                stream.follow_origins()
         if self._operator_mode:
             # Operator-mode accounts come into being as their first client connects.
             self.server.account_added_hooks.append(self._account_added)
