@@ -222,3 +222,32 @@ def test_every_option_is_documented() -> None:
     for spec in OPTIONS:
         default = f"`{spec.default}`" if spec.default else "—"
         assert f"| `{spec.name}` | {default} |" in doc, spec.name
+
+
+@pytest.mark.parametrize(
+    ("header", "payload", "kind", "text"),
+    [
+        (
+            b"",
+            b'{"error":{"code":400,"err_code":10060,"description":"expected stream does '
+            b'not match"}}',
+            "JetStreamError",
+            "nats: publish: expected stream does not match (code 400, err_code 10060)",
+        ),
+        (
+            b"NATS/1.0 503\r\n\r\n",
+            b"",
+            "NoResponders",
+            "nats: publish: no stream captures the subject (no responders); create a stream "
+            "for it or use publishMode=core",
+        ),
+    ],
+)
+def test_a_failed_publish_says_its_cause_once(
+    header: bytes, payload: bytes, kind: str, text: str
+) -> None:
+    acks = client._Acks(b"_INBOX.x.")
+    acks.on_ack(b"_INBOX.x.0", b"", header, payload)
+    acks.on_ack(b"_INBOX.x.1", b"", header, payload)  # a second failure adds nothing
+    assert type(acks.error).__name__ == kind
+    assert str(acks.error) == text

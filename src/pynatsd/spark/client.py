@@ -20,6 +20,7 @@ from pynatsd.gofmt import format_go_time
 from pynatsd.spark.errors import (
     DataLossError,
     JetStreamError,
+    NatsSparkError,
     NoResponders,
     OptionError,
     ProtocolError,
@@ -388,22 +389,30 @@ def publish_core(
 
 
 class _Acks:
+    """Counts acks; keeps the first failure as the exception `check` raises, said once."""
+
     def __init__(self, prefix: bytes) -> None:
         self.prefix_len = len(prefix)
         self.received = 0
         self.duplicates = 0
-        self.error = ""
+        self.error: NatsSparkError | None = None
 
     def on_ack(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
         self.received += 1
-        if header and status_of(header) == 503:
-            self.error = self.error or "no stream captures the subject (no responders)"
-        elif b'"error"' in payload:
-            err = json.loads(payload).get("error", {})
-            self.error = self.error or (
-                f"{err.get('description', '')} (code {err.get('code')}, "
-                f"err_code {err.get('err_code')})"
+        if self.error is None and header and status_of(header) == 503:
+            self.error = NoResponders(
+                "publish: no stream captures the subject (no responders); "
+                "create a stream for it or use publishMode=core"
             )
+        elif b'"error"' in payload:
+            if self.error is None:
+                err = json.loads(payload).get("error", {})
+                self.error = JetStreamError(
+                    "publish",
+                    int(err.get("code", 0)),
+                    int(err.get("err_code", 0)),
+                    str(err.get("description", "")),
+                )
         elif b'"duplicate":true' in payload or b'"duplicate": true' in payload:
             self.duplicates += 1
 
@@ -426,8 +435,8 @@ def publish_acked(
         return lambda: acks.received > floor
 
     def check() -> None:
-        if acks.error:
-            raise JetStreamError("publish", 0, 0, acks.error)
+        if acks.error is not None:
+            raise acks.error
 
     try:
         for subject, header, payload in messages:
