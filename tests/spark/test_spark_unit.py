@@ -99,15 +99,21 @@ def test_ack_subject_layouts(reply: bytes, fields: tuple[int, int, int]) -> None
     assert client._ack_fields(reply) == fields
 
 
+def _range_pull(end: int, with_headers: bool) -> client._RangePull:
+    pull = client._RangePull(end, with_headers, ())
+    pull.on_consumer("S", "c")
+    return pull
+
+
 def test_range_pull_collects_in_order_and_stops_at_the_end() -> None:
-    pull = client._RangePull("S", "c", end=12, with_headers=True)
+    pull = _range_pull(end=12, with_headers=True)
     for seq in (10, 11, 12):
         pull.on_msg(b"s", f"$JS.ACK.S.c.1.{seq}.1.{seq}000.5".encode(), b"", b"x")
     assert pull.chunk.seqs == [10, 11] and pull.done
-    pull = client._RangePull("S", "c", end=100, with_headers=False)
+    pull = _range_pull(end=100, with_headers=False)
     pull.on_msg(b"s", b"$JS.ACK.S.c.1.5.1.5000.0", b"", b"x")  # nothing pending after it
     assert pull.done and pull.chunk.times_ns == [b"5000"]
-    pull = client._RangePull("S", "c", end=100, with_headers=False)
+    pull = _range_pull(end=100, with_headers=False)
     pull.on_msg(b"", b"", b"NATS/1.0 404 No Messages\r\n\r\n", b"")
     assert pull.done and not pull.error
 

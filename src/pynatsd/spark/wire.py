@@ -20,6 +20,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import re
 import secrets
 import socket
@@ -82,8 +83,10 @@ class Connection:
         return conn
 
     def connect(self) -> None:
+        """Connect to one of the servers, tried in random order (as NATS clients do, so that the
+        tasks of a job spread over a cluster's nodes); an unreachable one is skipped."""
         errors = []
-        for server in self.options.servers:
+        for server in random.sample(self.options.servers, len(self.options.servers)):
             try:
                 self._connect_to(server)
                 self.server = server
@@ -320,6 +323,9 @@ class Connection:
         if not self._inbox_prefix:
             self._inbox_prefix = new_inbox().encode() + b"."
             self.subscribe(self._inbox_prefix.decode() + "*", self._on_reply)
+            # In a cluster the answer may come from another node (a JetStream leader): once the
+            # server has our SUB, its interest is on the routes ahead of the request.
+            self.flush(self.options.request_timeout)
         self._next_token += 1
         token = str(self._next_token).encode()
         self._send(pub_frame(subject.encode(), payload, self._inbox_prefix + token, header))
