@@ -157,6 +157,13 @@ def _delete_consumer(conn: Connection, stream: str, name: str) -> None:
         api(conn, f"CONSUMER.DELETE.{stream}.{name}", None, "deleting a reader")
 
 
+def filters_can_match(state: StreamState, filters: tuple[str, ...]) -> bool:
+    """Can any of `filters` match a subject the stream stores (always, without filters)?"""
+    if not state.subjects or not filters:
+        return True
+    return any(subjects_collide(f, s) for f in filters for s in state.subjects)
+
+
 def check_filters(state: StreamState, filters: tuple[str, ...]) -> None:
     """A filter no subject of the stream can match reads nothing, which is a mistake rather
     than a wish (servers accept it silently): refuse it while the query is planned."""

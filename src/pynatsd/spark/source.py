@@ -3,6 +3,8 @@ ask for. Options are parsed here, in the driver-side planner, so bad ones fail b
 
 from __future__ import annotations
 
+import sys
+
 from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
@@ -21,11 +23,26 @@ from pynatsd.spark.options import (
     parse_read_options,
     parse_write_options,
 )
-from pynatsd.spark.reader import StreamBatchReader
+from pynatsd.spark.reader import PushdownStreamBatchReader, StreamBatchReader
 from pynatsd.spark.schema import stream_schema, subject_schema
 from pynatsd.spark.stream_reader import StreamMicroBatchReader
 from pynatsd.spark.subject_reader import SubjectCaptureReader, SubjectStreamReader
 from pynatsd.spark.writer import BatchWriter, StreamWriter, plan_write
+
+# The PySpark worker that plans a read with filter pushdown (spark.sql.python.filterPushdown
+# .enabled): only it calls `pushFilters`, and PySpark fails any other read of a reader that has it.
+_PUSHDOWN_PLANNER = "data_source_pushdown_filters.py"
+
+
+def _pushing_filters() -> bool:
+    """Is `reader()` being called by Spark's filter-pushdown planner? PySpark says so nowhere
+    but in the caller: its module."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_PUSHDOWN_PLANNER):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 class NatsDataSource(DataSource):
@@ -54,7 +71,8 @@ class NatsDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options, "batch")
         if isinstance(opts, StreamReadOptions):
-            return StreamBatchReader(opts, self._read_schema(schema, self.schema()))
+            cls = PushdownStreamBatchReader if _pushing_filters() else StreamBatchReader
+            return cls(opts, self._read_schema(schema, self.schema()))
         return SubjectCaptureReader(opts, self._read_schema(schema, self.schema()))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
