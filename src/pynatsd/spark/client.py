@@ -205,18 +205,22 @@ class _RangePull:
         self.outstanding = 0  # messages asked for by pull requests and not delivered yet
         self.received = 0
         self.error = ""
+        self.stalled = False
 
     def on_consumer(self, stream: str, consumer: str) -> None:
         """A (new) consumer: replies in the common 9-token layout start with this prefix, and
         nothing asked of an abandoned consumer is still on its way to us."""
         self.prefix = f"$JS.ACK.{stream}.{consumer}.".encode()
         self.outstanding = 0
+        self.stalled = False
 
     def on_msg(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
         if not reply:
             code = status_of(header)
             if code in (404, 408):  # nothing more stored: the range is complete
                 self.done = True
+            elif code == 503:  # the consumer is not there (yet, or any more): a leader moved
+                self.stalled = True
             elif code != 100:  # 100 is an idle heartbeat; 409 and others end the read
                 self.error = header.split(b"\r\n", 1)[0].decode(errors="replace")
             return
@@ -245,8 +249,8 @@ class _RangePull:
             self.done = True
 
 
-# A pull that brings nothing at all within `requestTimeout` (lost in a cluster while a stream or
-# consumer leader moves) is retried this many times, each from a new consumer.
+# A pull that brings nothing at all within `requestTimeout`, or a 503 status (lost in a cluster
+# while a stream or consumer leader moves), is retried this many times, each from a new consumer.
 PULL_RETRIES = 2
 
 
@@ -337,7 +341,7 @@ def read_range(
         return min(cap, left)
 
     def ready() -> bool:
-        return pull.done or len(pull.chunk) >= chunk_rows or wanted() > 0
+        return pull.done or pull.stalled or len(pull.chunk) >= chunk_rows or wanted() > 0
 
     try:
         while not pull.done:
@@ -351,13 +355,19 @@ def read_range(
             except RequestTimeout:
                 if not retries:
                     raise
+                pull.stalled = True
+            if pull.stalled:
+                if not retries:
+                    raise ProtocolError(
+                        f"reading stream '{stream}' stopped: its consumer is unavailable "
+                        f"on {conn.server} (503)"
+                    )
                 retries -= 1
                 log.warning(
-                    "nats: no messages of stream '%s' from %s for %s s; reading on from "
-                    "sequence %d with a new consumer",
+                    "nats: reading stream '%s' from %s stalled; reading on from sequence %d "
+                    "with a new consumer",
                     stream,
                     conn.server,
-                    timeout,
                     max(pull.last_seq + 1, start),
                 )
                 puller.reopen(max(pull.last_seq + 1, start))
