@@ -29,7 +29,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pynatsd.spark.errors import ConnectError, NoResponders, ProtocolError, RequestTimeout
+from pynatsd.spark.errors import (
+    ConnectError,
+    ConnectionLost,
+    NoResponders,
+    ProtocolError,
+    RequestTimeout,
+)
 from pynatsd.spark.options import ConnectOptions, ServerAddress
 
 # (subject, reply, header block or b"", payload). The header block includes the `NATS/1.0` line.
@@ -244,7 +250,7 @@ class Connection:
             ) from None
         if not chunk:
             self._closed = True
-            raise ProtocolError(f"{self.server} closed the connection")
+            raise ConnectionLost(f"{self.server} closed the connection")
         self.bytes_received += len(chunk)
         if self._pos < len(self._buf):
             self._buf = self._buf[self._pos :] + chunk
