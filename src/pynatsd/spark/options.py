@@ -318,11 +318,15 @@ class _Raw:
                 )
             spec = _SPECS.get(low)
             if spec is None:
+                # The likely fix alone when there is one: a message's last line is what Spark
+                # (and Spark Connect, which cuts long messages) shows.
                 close = difflib.get_close_matches(low, list(_SPECS), n=1)
-                hint = f"; did you mean '{_SPECS[close[0]].name}'?" if close else ""
+                if close:
+                    raise OptionError(
+                        key, f"unknown option; did you mean '{_SPECS[close[0]].name}'?"
+                    )
                 raise OptionError(
-                    key,
-                    f"unknown option{hint} Known options: " + ", ".join(s.name for s in OPTIONS),
+                    key, "unknown option; known options: " + ", ".join(s.name for s in OPTIONS)
                 )
             if "any" not in spec.uses and not _applies(spec.uses, allowed):
                 raise OptionError(spec.name, f"does not apply to {what}")
