@@ -1,6 +1,6 @@
 """On the standalone cluster, tasks run in executor JVMs launched by the workers: nothing of the
 driver's environment reaches them, and the `nats` source's code comes from the archive the
-application ships (`spark.submit.pyFiles`), as docs/spark.md tells users to do."""
+application ships (`addPyFile`), as docs/spark.md tells users to do."""
 
 from __future__ import annotations
 

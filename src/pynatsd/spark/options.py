@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 from pynatsd.spark.errors import OptionError
 from pynatsd.subjects import is_valid_subject
 
-Use = Literal["read", "stream-read", "subject-read", "write", "any"]
+Use = Literal["read", "stream-read", "subject-read", "kv-read", "write", "any"]
 Mode = Literal["batch", "stream"]
 
 
@@ -121,6 +121,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         ("any",),
         "5",
         "Seconds to wait for a JetStream API reply, a pull batch or a publish ack.",
+    ),
+    OptionSpec(
+        "bucket",
+        ("kv-read", "write"),
+        "",
+        "A key-value bucket. Read (batch): one row per key with its latest value, or every "
+        "revision with `history`. Write: each row's `key` column is put with its `data`.",
+    ),
+    OptionSpec(
+        "history",
+        ("kv-read",),
+        "false",
+        "Bucket reads: every revision of every key (puts, deletes and purges), not only the "
+        "latest value of the keys that exist.",
     ),
     OptionSpec(
         "queue",
@@ -278,7 +292,25 @@ class SubjectReadOptions:
     timeout: float
 
 
-ReadOptions = StreamReadOptions | SubjectReadOptions
+@dataclass(frozen=True)
+class KvReadOptions:
+    connect: ConnectOptions
+    bucket: str
+    history: bool
+    fetch_batch_size: int
+
+    @property
+    def stream(self) -> str:
+        """The stream a bucket lives in (nats-server's and the clients' naming)."""
+        return f"KV_{self.bucket}"
+
+    @property
+    def prefix(self) -> str:
+        """The subject of key K is `<prefix>K`."""
+        return f"$KV.{self.bucket}."
+
+
+ReadOptions = StreamReadOptions | SubjectReadOptions | KvReadOptions
 
 
 class PublishMode(Enum):
@@ -295,6 +327,7 @@ class WriteOptions:
     publish_mode: PublishMode
     msg_id_column: str
     max_in_flight: int
+    bucket: str = ""  # a key-value bucket: subjects are `$KV.<bucket>.<key column>`
 
 
 # --- parsing -----------------------------------------------------------------------------------
@@ -525,6 +558,8 @@ def parse_read_options(options: Mapping[str, str], mode: Mode | None) -> ReadOpt
     """Validate a read's options. `mode` is None when only the schema is wanted (Spark asks for
     it before it says whether the query is batch or streaming)."""
     probe = {k.lower(): v for k, v in options.items()}
+    if probe.get("bucket", "").strip():
+        return _kv_read_options(_Raw(options, ("read", "kv-read"), "bucket reads"), mode)
     stream = probe.get("stream", "").strip()
     subject_raw = probe.get("subject", "")
     if not stream and not subject_raw.strip():
@@ -540,6 +575,22 @@ def parse_read_options(options: Mapping[str, str], mode: Mode | None) -> ReadOpt
         )
     what = "subject reads (no 'stream' given)"
     return _subject_read_options(_Raw(options, ("read", "subject-read"), what), mode)
+
+
+def _kv_read_options(raw: _Raw, mode: Mode | None) -> KvReadOptions:
+    bucket = raw.text("bucket")
+    if not all(c.isalnum() or c in "-_" for c in bucket):
+        raise OptionError("bucket", f"invalid bucket name {bucket!r}")
+    if mode == "stream":
+        raise OptionError("bucket", "a bucket is read in batch only; stream its 'KV_<bucket>'")
+    if raw.has("includeHeaders"):
+        raise OptionError("includeHeaders", "does not apply to bucket reads")
+    return KvReadOptions(
+        connect=_connect_options(raw),
+        bucket=bucket,
+        history=raw.boolean("history"),
+        fetch_batch_size=5000,
+    )
 
 
 def _check_stream_name(name: str, stream: str) -> None:
@@ -609,6 +660,16 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     stream = raw.text("stream")
     if stream:
         _check_stream_name("stream", stream)
+    bucket = raw.text("bucket")
+    if bucket:
+        if not all(c.isalnum() or c in "-_" for c in bucket):
+            raise OptionError("bucket", f"invalid bucket name {bucket!r}")
+        for other in ("stream", "subject"):
+            if raw.has(other):
+                raise OptionError(other, "a bucket write takes its subjects from 'key'")
+        if raw.text("publishMode").lower() == "core":
+            raise OptionError("publishMode", "a bucket is written with JetStream publishes")
+        stream = f"KV_{bucket}"
     subjects = _subjects("subject", raw.text("subject"))
     if len(subjects) > 1:
         raise OptionError("subject", "a write takes one subject")
@@ -637,4 +698,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         publish_mode=mode,
         msg_id_column=raw.text("msgIdColumn"),
         max_in_flight=raw.integer("maxInFlight", 1),
+        bucket=bucket,
     )

@@ -17,7 +17,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pynatsd.spark.errors import NatsSparkError, OptionError
+from pynatsd.spark.kv_reader import KvBatchReader, kv_schema
 from pynatsd.spark.options import (
+    KvReadOptions,
     StreamReadOptions,
     SubjectReadOptions,
     parse_read_options,
@@ -55,6 +57,8 @@ class NatsDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = parse_read_options(self.options, None)
+        if isinstance(opts, KvReadOptions):
+            return kv_schema()
         if isinstance(opts, StreamReadOptions):
             return stream_schema(opts.include_headers)
         return subject_schema(opts.include_headers)
@@ -70,6 +74,8 @@ class NatsDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options, "batch")
+        if isinstance(opts, KvReadOptions):
+            return KvBatchReader(opts, self._read_schema(schema, self.schema()))
         if isinstance(opts, StreamReadOptions):
             cls = PushdownStreamBatchReader if _pushing_filters() else StreamBatchReader
             return cls(opts, self._read_schema(schema, self.schema()))
@@ -77,6 +83,8 @@ class NatsDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, "stream")
+        if isinstance(opts, KvReadOptions):  # refused by the parser in stream mode
+            raise NatsSparkError("internal: stream reader asked for a bucket read")
         if isinstance(opts, SubjectReadOptions):
             # Live subjects keep their subscription in the driver: Spark's simple reader.
             raise PySparkNotImplementedError(
