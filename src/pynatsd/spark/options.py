@@ -46,8 +46,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "stream",
         ("read", "write"),
         "",
-        "Read: the JetStream stream (replayable). Write: the stream expected to store "
-        "the messages (JetStream publish with acks).",
+        "Read: the JetStream stream (replayable), or a comma list of streams. Write: the "
+        "stream expected to store the messages (JetStream publish with acks).",
     ),
     OptionSpec(
         "subject",
@@ -310,7 +310,15 @@ class KvReadOptions:
         return f"$KV.{self.bucket}."
 
 
-ReadOptions = StreamReadOptions | SubjectReadOptions | KvReadOptions
+@dataclass(frozen=True)
+class MultiStreamReadOptions:
+    """Several streams in one query (`stream` is a comma list): one set of options each, the
+    same but for their positions, which JSON offsets give per stream."""
+
+    parts: tuple[StreamReadOptions, ...]
+
+
+ReadOptions = StreamReadOptions | SubjectReadOptions | KvReadOptions | MultiStreamReadOptions
 
 
 class PublishMode(Enum):
@@ -569,6 +577,13 @@ def parse_read_options(options: Mapping[str, str], mode: Mode | None) -> ReadOpt
             "'subject' (a core subject, live); with both, 'subject' "
             "filters the stream",
         )
+    if "," in stream:
+        return MultiStreamReadOptions(
+            tuple(
+                _stream_read_options(_Raw(part, ("read", "stream-read"), "stream reads"), s, mode)
+                for s, part in _per_stream(options, stream)
+            )
+        )
     if stream:
         return _stream_read_options(
             _Raw(options, ("read", "stream-read"), "stream reads"), stream, mode
@@ -591,6 +606,37 @@ def _kv_read_options(raw: _Raw, mode: Mode | None) -> KvReadOptions:
         history=raw.boolean("history"),
         fetch_batch_size=5000,
     )
+
+
+def _per_stream(options: Mapping[str, str], raw: str) -> list[tuple[str, dict[str, str]]]:
+    """The options of each stream of a comma list: the same options, with `stream` one name
+    and JSON `startingOffsets`/`endingOffsets` reduced to that stream's entry."""
+    names = [n.strip() for n in raw.split(",")]
+    if "" in names or len(set(names)) != len(names):
+        raise OptionError("stream", f"expected distinct stream names, got {raw!r}")
+    json_positions: dict[str, dict[str, object]] = {}
+    for key, value in options.items():
+        if key.lower() in ("startingoffsets", "endingoffsets") and value.strip().startswith("{"):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise OptionError(key, f"invalid JSON {value!r}") from None
+            if not isinstance(parsed, dict) or set(parsed) != set(names):
+                raise OptionError(key, f"the JSON must name exactly the streams {names}")
+            json_positions[key] = parsed
+        elif key.lower() in ("startingoffsets", "endingoffsets") and value.strip().lower() not in (
+            "earliest",
+            "latest",
+        ):
+            raise OptionError(key, "with several streams: 'earliest', 'latest' or JSON per stream")
+    parts = []
+    for name in names:
+        part = {k: v for k, v in options.items() if k.lower() != "stream"}
+        part["stream"] = name
+        for key, parsed in json_positions.items():
+            part[key] = json.dumps({name: parsed[name]})
+        parts.append((name, part))
+    return parts
 
 
 def _check_stream_name(name: str, stream: str) -> None:

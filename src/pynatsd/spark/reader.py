@@ -26,12 +26,14 @@ CHUNK_ROWS = 20_000
 
 
 class SeqRange(InputPartition):
-    """One task's share of a read: sequences start <= seq < end."""
+    """One task's share of a read: sequences start <= seq < end (of `stream`, when a query
+    reads several)."""
 
-    def __init__(self, start: int, end: int) -> None:
-        super().__init__((start, end))
+    def __init__(self, start: int, end: int, stream: str = "") -> None:
+        super().__init__((stream, start, end) if stream else (start, end))
         self.start = start
         self.end = end
+        self.stream = stream
 
 
 def checked_start(opts: StreamReadOptions, start: int, state: client.StreamState) -> int:

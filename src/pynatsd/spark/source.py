@@ -18,8 +18,10 @@ from pyspark.sql.types import StructType
 
 from pynatsd.spark.errors import NatsSparkError, OptionError
 from pynatsd.spark.kv_reader import KvBatchReader, kv_schema
+from pynatsd.spark.multi_stream import MultiStreamBatchReader, MultiStreamMicroBatchReader
 from pynatsd.spark.options import (
     KvReadOptions,
+    MultiStreamReadOptions,
     StreamReadOptions,
     SubjectReadOptions,
     parse_read_options,
@@ -59,6 +61,8 @@ class NatsDataSource(DataSource):
         opts = parse_read_options(self.options, None)
         if isinstance(opts, KvReadOptions):
             return kv_schema()
+        if isinstance(opts, MultiStreamReadOptions):
+            return stream_schema(opts.parts[0].include_headers)
         if isinstance(opts, StreamReadOptions):
             return stream_schema(opts.include_headers)
         return subject_schema(opts.include_headers)
@@ -76,6 +80,8 @@ class NatsDataSource(DataSource):
         opts = parse_read_options(self.options, "batch")
         if isinstance(opts, KvReadOptions):
             return KvBatchReader(opts, self._read_schema(schema, self.schema()))
+        if isinstance(opts, MultiStreamReadOptions):
+            return MultiStreamBatchReader(opts, self._read_schema(schema, self.schema()))
         if isinstance(opts, StreamReadOptions):
             cls = PushdownStreamBatchReader if _pushing_filters() else StreamBatchReader
             return cls(opts, self._read_schema(schema, self.schema()))
@@ -85,6 +91,8 @@ class NatsDataSource(DataSource):
         opts = parse_read_options(self.options, "stream")
         if isinstance(opts, KvReadOptions):  # refused by the parser in stream mode
             raise NatsSparkError("internal: stream reader asked for a bucket read")
+        if isinstance(opts, MultiStreamReadOptions):
+            return MultiStreamMicroBatchReader(opts, self._read_schema(schema, self.schema()))
         if isinstance(opts, SubjectReadOptions):
             # Live subjects keep their subscription in the driver: Spark's simple reader.
             raise PySparkNotImplementedError(
