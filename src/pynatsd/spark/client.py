@@ -40,6 +40,8 @@ _INACTIVE_THRESHOLD_NS = 30_000_000_000
 # and the first pull, before any size is known, for this many messages at most.
 _PULL_BYTES = 4 << 20
 _FIRST_PULL = 256
+# Messages a filtered pull may ask for beyond its estimate of the matches left in its range.
+_FILTER_SLACK = 16
 
 
 @dataclass(frozen=True)
@@ -350,6 +352,12 @@ def read_range(
         left = end - 1 - max(pull.last_seq, start - 1) - pull.outstanding
         if left <= 0:
             return 0 if pull.outstanding > 0 else 1
+        if filters and pull.received:
+            # A filtered consumer skips sequences, and the server sends what a pull asks for
+            # even past the range's end (the next task's share): ask for about the matches
+            # left in the range at the density seen so far, a little more, never less than 1.
+            seen = pull.last_seq - start + 1
+            left = min(left, pull.received * (end - 1 - pull.last_seq) // seen + _FILTER_SLACK)
         # Bound the bytes one pull brings (large messages would otherwise pile up in the
         # server's buffer for us, up to a slow-consumer disconnect): sized by what came so far.
         if pull.received:
