@@ -118,6 +118,18 @@ def test_range_pull_collects_in_order_and_stops_at_the_end() -> None:
     assert pull.done and not pull.error
 
 
+def test_a_pull_refused_as_redundant_is_not_the_end() -> None:
+    # nats-server refuses a no_wait pull when the pull already waiting covers every message
+    # left: the read must go on with that one (it used to stop, losing the rest of a range).
+    pull = _range_pull(end=100, with_headers=False)
+    pull.outstanding, pull.last_ask = 70, 30
+    pull.on_msg(b"", b"", b"NATS/1.0 408 Requests Pending\r\n\r\n", b"")
+    assert not pull.done and not pull.error
+    assert pull.outstanding == 40 and pull.serial
+    pull.on_msg(b"", b"", b"NATS/1.0 408 Request Timeout\r\n\r\n", b"")
+    assert pull.done
+
+
 @pytest.mark.parametrize(
     ("start", "end", "tasks", "min_rows", "expected"),
     [

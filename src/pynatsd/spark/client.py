@@ -218,6 +218,8 @@ class _RangePull:
         self.received = 0
         self.error = ""
         self.stalled = False
+        self.last_ask = 0  # the size of the last pull sent
+        self.serial = False  # a pull was refused as redundant: one pull at a time from now on
 
     def on_consumer(self, stream: str, consumer: str) -> None:
         """A (new) consumer: replies in the common 9-token layout start with this prefix, and
@@ -229,7 +231,12 @@ class _RangePull:
     def on_msg(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
         if not reply:
             code = status_of(header)
-            if code in (404, 408):  # nothing more stored: the range is complete
+            if code == 408 and b"Requests Pending" in header:
+                # Refused: the pull already waiting covers every message left (nats-server's
+                # rule for no_wait pulls). Not the end: wait for that one, pipeline no more.
+                self.outstanding -= self.last_ask
+                self.serial = True
+            elif code in (404, 408):  # nothing more stored: the range is complete
                 self.done = True
             elif code == 503:  # the consumer is not there (yet, or any more): a leader moved
                 self.stalled = True
@@ -346,7 +353,7 @@ def read_range(
 
     def wanted() -> int:
         """How many to pull now: 0 while enough is on its way or the range is covered."""
-        if pull.outstanding > last_want[0] // 2:
+        if pull.outstanding > last_want[0] // 2 or (pull.serial and pull.outstanding > 0):
             return 0
         # At most what is left of the range beyond what was already asked for.
         left = end - 1 - max(pull.last_seq, start - 1) - pull.outstanding
@@ -376,7 +383,7 @@ def read_range(
             if want:
                 puller.request(want)
                 pull.outstanding += want
-                last_want[0] = want
+                pull.last_ask = last_want[0] = want
             try:
                 conn.run(ready, timeout, f"messages of stream '{stream}'")
             except RequestTimeout:
