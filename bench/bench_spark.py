@@ -393,6 +393,8 @@ def run_server(kind: str, spark: Any, args: Any, work: str) -> dict[str, Any]:
         seconds = timed(lambda: pushed.append(pushdown_read(spark, url, "R", args)))
         result["pushdown_rows"], result["pushdown_fetched"] = pushed[0]
         result["pushdown_s"] = seconds
+        expected = len(range(7, count, 100))
+        assert pushed[0][0] == expected, f"pushdown read {pushed[0][0]} rows, not {expected}"
 
         with profiled(args.profile, f"{kind}-write"):
             seconds = timed(lambda: write_rows(spark, url, "W", count, size, args))
