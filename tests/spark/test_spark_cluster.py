@@ -126,11 +126,6 @@ def test_nats_server_cluster_read_with_a_node_stopped(spark: Any, go_cluster: An
     assert _read(spark, urls, r1) == list(range(1, 201))
 
 
-@pytest.mark.xfail(
-    reason="pynatsd does not yet deliver a pull consumer's messages across a route: a "
-    "client of a peer of the JetStream node gets the JetStream API answers but no messages",
-    strict=False,
-)
 def test_pynatsd_cluster_read_through_the_jetstream_nodes_peers(
     spark: Any, py_cluster: Any
 ) -> None:
@@ -139,7 +134,6 @@ def test_pynatsd_cluster_read_through_the_jetstream_nodes_peers(
     name = unique("PYC")
     create_stream(js_url, name, [f"{name}.>"])
     publish(js_url, 300, lambda i: f"{name}.{i % 2}")
-    # A short timeout: while this fails, each task waits it out three times.
     assert _read(spark, peers, name, "1") == list(range(1, 301))
     py_cluster.kill(0)
     publish(peers[1], 100, f"{name}.x", start=300)
