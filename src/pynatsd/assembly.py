@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pynatsd.cluster import Cluster
 from pynatsd.jetstream import JetStream
+from pynatsd.leafnode import LeafNodes
 from pynatsd.monitor.http import MonitorServer
 from pynatsd.monitor.system_services import SystemServices
 from pynatsd.server.server import Server
@@ -17,7 +18,8 @@ from pynatsd.server.server import Server
 
 def attach_parts(server: Server) -> None:
     """Attach what `server.options` enables, in nats-server's start-up order: the HTTP monitor,
-    the system account's services, JetStream, then the cluster's routes."""
+    the system account's services, JetStream, the cluster's routes, then leaf nodes (after
+    the cluster, whose interest watcher theirs chains onto)."""
     opts = server.options
     if opts.http_port:
         server.add_part(MonitorServer(server))
@@ -28,3 +30,6 @@ def attach_parts(server: Server) -> None:
     # A cluster block (or flag) without a port serves no routes, as in nats-server.
     if opts.cluster is not None and opts.cluster.port != 0:
         server.add_part(Cluster(server))
+    leafnodes = opts.leafnodes
+    if leafnodes is not None and (leafnodes.port != 0 or leafnodes.remotes):
+        server.add_part(LeafNodes(server))

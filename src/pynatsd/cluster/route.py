@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.auth import PermissionChecker
+from pynatsd.cluster.link import ServerLink
 from pynatsd.cluster.protocol import (
     RouteConnect,
     RouteInfo,
@@ -65,7 +66,7 @@ def route_info_frame(info: dict[str, Any]) -> bytes:
     return b"INFO " + go_json_bytes(info) + b" \r\n"
 
 
-class Route(asyncio.Protocol):
+class Route(ServerLink):
     """A route to one peer server; also that server's receiver in every account SubList."""
 
     def __init__(
@@ -193,16 +194,6 @@ class Route(asyncio.Protocol):
         self.plans.settle()
         server = self.server
         server.flush_dirty()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed:
-            self.close(CloseReason.CLIENT_CLOSED if exc is None else CloseReason.READ_ERROR)
-
-    def pause_writing(self) -> None:
-        self.outbound.pause_writing(self.server.loop)
-
-    def resume_writing(self) -> None:
-        self.outbound.resume_writing()
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -397,8 +388,9 @@ class Route(asyncio.Protocol):
                 return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
-            if line and not ev.queues:
-                # Local plain receivers only (one hop), no queue group (none named).
+            if line and not ev.queues and not any(sub.leaf for sub in result.psubs):
+                # Local plain receivers only (one hop), no queue group (none named); a leaf
+                # connected to us is sent it by fan_out_routed, with no plan.
                 local = tuple(sub for sub in result.psubs if not sub.remote)
                 self.plans.remember(self, msg, SubListResult(local), sublist.genid)
             fan_out_routed(self, result, msg, ev.queues)
@@ -421,22 +413,6 @@ class Route(asyncio.Protocol):
                 dirty.append(outbound)
 
     # -- output and closing ----------------------------------------------------------------------
-
-    def send_now(self, frame: bytes) -> None:
-        if self.closed:
-            return
-        self.outbound.push(frame)
-        self.outbound.flush()
-
-    def _slow(self, kind: str) -> None:
-        self.server.stats_slow_consumer()
-        reason = (
-            CloseReason.SLOW_CONSUMER_PENDING_BYTES
-            if kind == "pending"
-            else CloseReason.SLOW_CONSUMER_WRITE_DEADLINE
-        )
-        log.info("%s - Slow Consumer Detected", self.label)
-        self.close(reason, abort=True)
 
     def _ping_fired(self) -> None:
         self._ping_timer = None

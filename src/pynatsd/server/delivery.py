@@ -32,6 +32,8 @@ from pynatsd.server.msgtrace import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pynatsd.auth import PermissionChecker
     from pynatsd.server.accounts import Account
     from pynatsd.server.msgtrace import MsgTrace
@@ -205,16 +207,25 @@ def _fan_out_with_remotes(
         elif deliver(publisher, sub, msg, trace):
             delivered = True
     for group in result.qsubs:
+        # A leaf connection's member weighs 0: it is only picked when no member here or
+        # across a route is (nats-server's preference for local members over leaf ones).
         weights = [sub.weight if sub.remote else 1 for sub in group]  # type: ignore[attr-defined]
-        pick = random.randrange(sum(weights)) if len(group) > 1 else 0
+        total = sum(weights)
+        pick = random.randrange(total) if total > 1 else 0
         start = 0
-        while pick >= weights[start]:
-            pick -= weights[start]
-            start += 1
+        if total:
+            while pick >= weights[start]:
+                pick -= weights[start]
+                start += 1
         n = len(group)
+        fallback: Subscription | None = None
         for i in range(n):
             sub = group[(start + i) % n]
             if sub.remote:
+                if sub.leaf:
+                    if fallback is None and sub.client is not publisher:
+                        fallback = sub
+                    continue
                 remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
                     sub.queue_bytes
                 )
@@ -222,6 +233,11 @@ def _fan_out_with_remotes(
             if deliver(publisher, sub, msg, trace):
                 delivered = True
                 break
+        else:
+            if fallback is not None:
+                remotes.setdefault(cast(RemoteReceiver, fallback.client), (fallback, []))[1].append(
+                    fallback.queue_bytes
+                )
     if remotes and (trace is None or not trace.only):
         for receiver, (first, queues) in remotes.items():
             if not receiver.closed:
@@ -237,22 +253,107 @@ def fan_out_routed(
     only (one hop: never to another server), and to queue groups only those the sender
     named, a local member each."""
     delivered = False
+    leafs: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] = {}
     for sub in result.psubs:
-        if not sub.remote and deliver(publisher, sub, msg):
-            delivered = True
-    if not queues:
-        return delivered
-    for group in result.qsubs:
-        if group[0].queue_bytes not in queues:
-            continue
-        local = [sub for sub in group if not sub.remote]
-        n = len(local)
-        start = random.randrange(n) if n > 1 else 0
-        for i in range(n):
-            if deliver(publisher, local[(start + i) % n], msg):
+        if not sub.remote:
+            if deliver(publisher, sub, msg):
                 delivered = True
-                break
+        elif sub.leaf and sub.client.leaf_takes_routed(msg.subject):  # type: ignore[attr-defined]
+            leafs.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
+    if queues:
+        for group in result.qsubs:
+            if group[0].queue_bytes not in queues:
+                continue
+            local = [sub for sub in group if not sub.remote]
+            n = len(local)
+            start = random.randrange(n) if n > 1 else 0
+            for i in range(n):
+                if deliver(publisher, local[(start + i) % n], msg):
+                    delivered = True
+                    break
+            else:
+                # No member here took it: a leaf connected to us may (never another route).
+                for sub in group:
+                    if sub.leaf and sub.client.leaf_takes_routed(b""):  # type: ignore[attr-defined]
+                        leafs.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
+                            sub.queue_bytes
+                        )
+                        break
+    for receiver, (first, names) in leafs.items():
+        if not receiver.closed:
+            receiver.deliver_remote(first, msg, names)
+            delivered = True
     return delivered
+
+
+def fan_out_from_leaf(
+    publisher: RemoteReceiver,
+    result: SubListResult[Subscription],
+    msg: Pub,
+    queues: tuple[bytes, ...],
+    to_routes: bool,
+) -> bool:
+    """Deliver a message that came over a leaf connection (nats-server's processMsgResults for
+    a LEAF client): to local receivers, to every other leaf connection (never back where it
+    came from, nor to a leaf of the same origin cluster), and to routes only when `to_routes`
+    (the leaf dialed us; what our own hub sends us stays here). An LMSG without queue names
+    reaches no queue group; with names, a member here first, then one across a route, then a
+    leaf's."""
+    delivered = False
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] = {}
+    for sub in result.psubs:
+        if not sub.remote:
+            if deliver(publisher, sub, msg):
+                delivered = True
+        elif _forwards_leaf_msg(publisher, sub, to_routes):
+            remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
+    if queues:
+        for group in result.qsubs:
+            if group[0].queue_bytes not in queues:
+                continue
+            _pick_from_leaf(publisher, group, msg, to_routes, remotes)
+    for receiver, (first, names) in remotes.items():
+        if not receiver.closed:
+            receiver.deliver_remote(first, msg, names)
+            delivered = True
+    return delivered or bool(remotes)
+
+
+def _forwards_leaf_msg(publisher: RemoteReceiver, sub: Subscription, to_routes: bool) -> bool:
+    receiver = sub.client
+    if receiver is publisher:
+        return False
+    if sub.leaf:
+        return not receiver.same_origin(publisher)  # type: ignore[attr-defined]
+    return to_routes
+
+
+def _pick_from_leaf(
+    publisher: RemoteReceiver,
+    group: Sequence[Subscription],
+    msg: Pub,
+    to_routes: bool,
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]],
+) -> None:
+    n = len(group)
+    start = random.randrange(n) if n > 1 else 0
+    fallback: Subscription | None = None
+    for i in range(n):
+        sub = group[(start + i) % n]
+        if sub.remote:
+            if not _forwards_leaf_msg(publisher, sub, to_routes):
+                continue
+            if sub.leaf:
+                fallback = fallback or sub
+                continue
+            fallback = sub  # a member across a route comes before a leaf's
+            break
+        if deliver(publisher, sub, msg):
+            return
+    if fallback is not None:
+        remotes.setdefault(cast(RemoteReceiver, fallback.client), (fallback, []))[1].append(
+            fallback.queue_bytes
+        )
 
 
 def deliver_first(result: SubListResult[Subscription], msg: Pub) -> bool:

@@ -102,7 +102,12 @@ class PlanCache:
         for sub in result.psubs:
             if sub.remote:
                 # Another server: one RMSG however many of its subscriptions match.
-                if sub.closed or sub.client.closed or sub.client.outbound is None:
+                if (
+                    sub.closed
+                    or sub.client.closed
+                    or sub.client.outbound is None
+                    or not getattr(sub.client, "plannable", True)
+                ):
                     return
                 if sub.client not in remotes:
                     remotes.add(sub.client)
@@ -147,7 +152,8 @@ def _remote_target(sub: Subscription, ev: Pub) -> Target:
     outbound = sub.client.outbound
     assert outbound is not None
     account: bytes = sub.wire_account  # type: ignore[attr-defined]
-    head = b"RMSG %s%s %s%s\r\n" % (
+    head = b"%s %s%s %s%s\r\n" % (
+        sub.msg_op,  # type: ignore[attr-defined]
         account + b" " if account else b"",
         ev.subject,
         ev.reply + b" " if ev.reply else b"",

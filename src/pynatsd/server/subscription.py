@@ -46,6 +46,9 @@ class Subscription:
     # True for the interest of another server (`RemoteSubscription`): fan_out sends such a
     # server one message however many of its subscriptions match.
     remote = False
+    # True for the interest of a leaf connection (`LeafSubscription`, always remote too): such
+    # a member of a queue group is picked only when no other is.
+    leaf = False
 
     def __init__(
         self,
@@ -131,6 +134,8 @@ class RemoteSubscription(Subscription):
     __slots__ = ("account_name", "weight", "wire_account")
 
     remote = True
+    # The op of the messages this server is sent (the frame head a delivery plan builds).
+    msg_op = b"RMSG"
 
     def __init__(
         self,
@@ -148,3 +153,22 @@ class RemoteSubscription(Subscription):
         # The account token in the RMSG to that server: none on a connection pinned to it.
         self.wire_account = account_name if wire_account is None else wire_account
         self.weight = weight
+
+
+class LeafSubscription(RemoteSubscription):
+    """Interest of the server at the other end of a leaf connection (nats-server's
+    subscriptions of a LEAF client). Its `weight` is 0, so a queue group prefers every other
+    member; `queue_weight` is the number of members over there (the LS+ weight)."""
+
+    __slots__ = ("queue_weight",)
+
+    leaf = True
+    msg_op = b"LMSG"
+
+    def __init__(
+        self, owner: Any, account_name: bytes, subject: bytes, queue: bytes, queue_weight: int
+    ) -> None:
+        super().__init__(owner, account_name, subject, queue, 0, b"")
+        # nats-server's key of a leaf subscription: the LS+ arguments without the weight.
+        self.sid = subject + b" " + queue if queue else subject
+        self.queue_weight = queue_weight

@@ -1,0 +1,518 @@
+"""One leaf node connection: the asyncio adapter over the leaf codec, and the receiver that stands
+for the server at the other end in its bound account's SubList.
+
+Corresponds to the connection half of nats-server's `server/leafnode.go` (`createLeafNode`,
+`processLeafnodeInfo`, `processLeafNodeConnect`, `processLeafSub`, `processLeafUnsub`,
+`processInboundLeafMsg`, `handleLeafNodeLoop`) and the LEAF kind of `client.go`. The
+handshake, as nats-server does it: the accepting side (the hub) sends its INFO at once and
+expects CONNECT first; the dialing side (the spoke) waits for that INFO, sends CONNECT, and
+when the INFO said `info_on_connect` waits up to 2 s for the hub's INFO with `connect_info`
+before it registers and sends its interest. pynatsd never compresses: it announces no
+`compression`, so a nats-server peer speaks plain text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import random
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import nkeys
+
+from pynatsd.auth import PermissionChecker
+from pynatsd.auth.permissions import SubjectMatcher
+from pynatsd.cluster.link import ServerLink
+from pynatsd.cluster.protocol import RouteConnect, RouteInfo, RouteMsg, RouteSub, RouteUnsub
+from pynatsd.config.leafnodes import remote_credentials
+from pynatsd.leafnode.protocol import LeafParser, lmsg_frame
+from pynatsd.logger import log
+from pynatsd.protocol import errors
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.events import Err, Event, Ping, Pong, ProtocolError, Pub
+from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_bytes
+from pynatsd.server.delivery import Stats, fan_out_from_leaf
+from pynatsd.server.listen import join_host_port, peer_address
+from pynatsd.server.outbound import Outbound
+from pynatsd.server.subscription import LeafSubscription
+from pynatsd.version import COMPAT_VERSION
+
+if TYPE_CHECKING:
+    from pynatsd.leafnode.leafnodes import LeafNodes
+    from pynatsd.options import RemoteLeafOptions
+    from pynatsd.server.accounts import Account
+    from pynatsd.server.delivery import Receiver
+    from pynatsd.server.subscription import Subscription
+
+_NO_PERMISSIONS = PermissionChecker(None)
+# nats-server's first PING on a leaf connection comes after about a second.
+FIRST_PING = 1.0
+LEAF_PING_INTERVAL = 30.0
+# How long a soliciting leaf waits for the hub's INFO with `connect_info`.
+CONNECT_INFO_WAIT = 2.0
+# How long the side refused for a loop waits before dialing again.
+LOOP_DELAY = 30.0
+LDS_PREFIX = b"$LDS."
+
+WRONG_PORT = "attempted to connect to wrong port"
+LEAF_PORT = "attempted to connect to leaf node port"
+SAME_CLUSTER = "remote leafnode has same cluster name"
+STALE_LEAF = "Stale Leaf Node Connection - Closing"
+_CREDS = re.compile(
+    r"\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}(\r?\n|\Z)))"
+)
+
+
+def leaf_info_frame(info: dict[str, Any]) -> bytes:
+    # As a client INFO: a space before the CRLF.
+    return b"INFO " + go_json_bytes(info) + b" \r\n"
+
+
+def loop_text(account: str, delay: float) -> str:
+    return (
+        f'Loop detected for leafnode account="{account}". Delaying attempt to reconnect for '
+        f"{int(delay)}s"
+    )
+
+
+class Leaf(ServerLink):
+    """A leaf connection to one server; also that server's receiver in the bound account."""
+
+    def __init__(
+        self, part: LeafNodes, *, remote: RemoteLeafOptions | None = None, url: str = ""
+    ) -> None:
+        server = part.server
+        self.part = part
+        self.server = server
+        self.remote = remote  # the remote we dialed (None: a leaf that dialed us)
+        self.url = url
+        self.solicited = remote is not None
+        # We are the spoke on a connection we dialed (unless the remote says we are the hub).
+        self.is_spoke = self.solicited and not (remote is not None and remote.hub)
+        self.lid = server.next_cid()
+        self.parser = LeafParser(expect_connect=not self.solicited)
+        leaf_opts = server.options.leafnodes
+        deadline = (leaf_opts.write_deadline if leaf_opts else 0.0) or server.options.write_deadline
+        self.outbound = Outbound(server, server.options.max_pending, deadline, self._slow)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.registered = False
+        self.echo = True
+        self.perms = _NO_PERMISSIONS
+        self.headers = True
+        self.stats = Stats()
+        self._account: Account = server.global_account
+        self.remote_name = ""
+        self.remote_id = ""
+        self.remote_cluster = ""
+        self.host = ""
+        self.port = 0
+        self.label = ""
+        self.nonce = ""
+        self.start = time.time()
+        self.last_activity = self.start
+        self.pings_out = 0
+        self.rtt = 0.0
+        self._rtt_start = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._connect_sent = False
+        # After a loop was detected, the remote is dialed again only after this many seconds.
+        self.reconnect_delay = 0.0
+        self.close_reason = ""
+        self.done: asyncio.Future[None] = server.loop.create_future()
+        # Interest learned from the other side: (subject, queue) -> its subscription.
+        self.subs: dict[tuple[bytes, bytes], LeafSubscription] = {}
+        # Interest told to the other side: (subject, queue) -> count (nats-server's smap).
+        self.smap: dict[tuple[bytes, bytes], int] = {}
+        deny_exports = remote.deny_exports if remote else []
+        deny_imports = remote.deny_imports if remote else []
+        self._deny_exports = SubjectMatcher(deny_exports, False) if deny_exports else None
+        self._deny_imports = SubjectMatcher(deny_imports, False) if deny_imports else None
+        # A delivery plan pushes frames without asking: only when nothing is denied.
+        self.plannable = self._deny_exports is None
+
+    # -- the Receiver protocol -------------------------------------------------------------------
+
+    @property
+    def cid(self) -> int:
+        return self.lid
+
+    @property
+    def account(self) -> Account:
+        return self._account
+
+    @property
+    def plain(self) -> bool:
+        return False
+
+    def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
+        self.deliver_remote(sub, msg, [sub.queue_bytes] if sub.queue else [])
+
+    def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
+        if self._deny_exports is not None and self._deny_exports.match_plain(
+            msg.subject.decode("utf-8", "surrogateescape")
+        ):
+            return
+        self.stats.sent(1, len(msg.payload))
+        self.last_activity = time.time()
+        self.outbound.push(lmsg_frame(msg, queues, self.headers))
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        pass  # a leaf's subscriptions never auto-unsubscribe
+
+    def leaf_takes_routed(self, subject: bytes) -> bool:
+        """A message from a route goes to a leaf that dialed us, or to our hub when it is a
+        service reply (nats-server's `_R_.` exception)."""
+        return not self.is_spoke or subject.startswith(b"_R_.")
+
+    def same_origin(self, other: Leaf) -> bool:
+        """Both connections lead to the same remote cluster: a message from one is not sent
+        to the other."""
+        return bool(self.remote_cluster) and self.remote_cluster == other.remote_cluster
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base)
+        self.transport = transport
+        self.outbound.attach(transport)
+        peer = peer_address(transport)
+        if peer is not None:
+            self.host, self.port = peer
+        self.label = f"{join_host_port(self.host, self.port)} - lid:{self.lid}"
+        if not self.part.running:
+            self.closed = True
+            transport.abort()
+            return
+        self.part.connections.add(self)
+        log.info("%s - Leafnode connection created%s", self.label, self._remote_label())
+        if not self.solicited:
+            self.nonce = self.part.new_nonce()
+            self.send_now(leaf_info_frame(self.part.leaf_info(self)))
+            timeout = self.part.auth_timeout()
+            self._timer = self.server.loop.call_later(timeout, self._auth_timeout)
+
+    def _remote_label(self) -> str:
+        if self.remote is None:
+            return ""
+        account = self.remote.local_account or "$G"
+        return f" for account: {account}"
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_activity = time.time()
+        for ev in self.parser.feed(data):
+            if self.closed:
+                break
+            self._handle(ev)
+        self.server.flush_dirty()
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def _handle(self, ev: Event) -> None:
+        if isinstance(ev, RouteMsg):
+            self._process_msg(ev)
+        elif isinstance(ev, RouteSub):
+            self._process_sub(ev)
+        elif isinstance(ev, RouteUnsub):
+            self._process_unsub(ev)
+        elif isinstance(ev, Ping):
+            self.send_now(PONG_FRAME)
+        elif isinstance(ev, Pong):
+            self.pings_out = 0
+            if self._rtt_start:
+                self.rtt = time.monotonic() - self._rtt_start
+        elif isinstance(ev, RouteInfo):
+            self._process_info(ev.info)
+        elif isinstance(ev, RouteConnect):
+            self._process_connect(ev.options)
+        elif isinstance(ev, Err):
+            self._process_err(ev.text.decode(errors="replace").strip().strip("'"))
+        elif isinstance(ev, ProtocolError):
+            if ev.reply is not None:
+                self.send_now(err_frame(ev.reply))
+            log.error("%s - %s", self.label, ev.detail)
+            self.close(ev.close_reason)
+
+    def _process_err(self, text: str) -> None:
+        if text.startswith("Loop detected"):
+            # The other side found our interest coming back: wait before dialing again.
+            if self.solicited:
+                self.reconnect_delay = LOOP_DELAY
+            log.error("%s - %s", self.label, loop_text(self._account.name, LOOP_DELAY))
+        else:
+            log.error("%s - Leafnode Error '%s'", self.label, text)
+        self.close(CloseReason.PARSE_ERROR)
+
+    # -- the dialing side (spoke) ----------------------------------------------------------------
+
+    def _process_info(self, info: dict[str, Any]) -> None:
+        if not self.solicited:
+            return  # a leaf tells its hub nothing by INFO that we use
+        if self._connect_sent:
+            if info.get("connect_info") and not self.registered:
+                self._finish_solicited(info)
+            return
+        if not info.get("client_id") or info.get("leafnode_urls") is None:
+            log.error("%s - %s", self.label, WRONG_PORT)
+            self.close(CloseReason.WRONG_PORT)
+            return
+        self.remote_id = str(info.get("server_id") or "")
+        self.remote_name = str(info.get("server_name") or "")
+        self.remote_cluster = str(info.get("cluster") or "")
+        self.headers = bool(info.get("headers"))
+        self.nonce = str(info.get("nonce") or "")
+        try:
+            self.send_now(self._connect_frame())
+        except (OSError, ValueError) as e:
+            log.error("%s - Error signing the nonce: %s", self.label, e)
+            self.close(CloseReason.AUTHENTICATION_VIOLATION)
+            return
+        self._connect_sent = True
+        if info.get("info_on_connect"):
+            self._timer = self.server.loop.call_later(CONNECT_INFO_WAIT, self._stale_handshake)
+        else:
+            self._finish_solicited(info)
+
+    def _connect_frame(self) -> bytes:
+        remote = self.remote
+        assert remote is not None
+        server = self.server
+        connect: dict[str, Any] = {"version": COMPAT_VERSION}
+        nonce = self.nonce.encode()
+        if remote.credentials:
+            contents = Path(remote.credentials).read_text()
+            items = _CREDS.findall(contents)
+            if len(items) < 2:
+                raise ValueError("Credentials file malformed")
+            pair = nkeys.from_seed(items[1][0].encode())
+            connect["jwt"] = items[0][0]
+            connect["sig"] = _sign(pair, nonce)
+        elif remote.nkey:
+            pair = nkeys.from_seed(remote.nkey.encode())
+            connect["nkey"] = pair.public_key.decode()
+            connect["sig"] = _sign(pair, nonce)
+        userinfo = remote_credentials(self.url)
+        if userinfo is not None:
+            user, password = userinfo
+            connect["user"] = user
+            if password:
+                connect["pass"] = password
+            else:
+                connect["auth_token"] = user
+        connect["server_id"] = server.server_id
+        connect["name"] = server.server_name
+        if remote.hub:
+            connect["is_hub"] = True
+        connect["cluster"] = self.part.cluster_name()
+        if not server.options.no_header_support:
+            connect["headers"] = True
+        if remote.deny_imports:
+            connect["deny_pub"] = list(remote.deny_imports)
+        connect["compress_mode"] = "off"
+        connect["remote_account"] = self.part.local_account_name(remote)
+        connect["protocol"] = 1
+        return b"CONNECT " + go_json_bytes(connect) + b"\r\n"
+
+    def _stale_handshake(self) -> None:
+        self._timer = None
+        if self.registered or self.closed:
+            return
+        self.send_now(err_frame(STALE_LEAF))
+        log.error("%s - %s", self.label, STALE_LEAF)
+        self.close(CloseReason.STALE_CONNECTION)
+
+    def _finish_solicited(self, info: dict[str, Any]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        remote = self.remote
+        assert remote is not None
+        self._account = self.server.get_account(self.part.local_account_name(remote))
+        self._register()
+
+    # -- the accepting side (hub) ----------------------------------------------------------------
+
+    def _auth_timeout(self) -> None:
+        self._timer = None
+        if self.registered or self.closed:
+            return
+        log.error("%s - Authentication Timeout", self.label)
+        self.send_now(err_frame(errors.AUTHENTICATION_TIMEOUT))
+        self.close(CloseReason.AUTHENTICATION_TIMEOUT)
+
+    def _process_connect(self, opts: dict[str, Any]) -> None:
+        if self.solicited or self.registered:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if opts.get("lang"):
+            self._refuse(LEAF_PORT, CloseReason.WRONG_PORT)
+            return
+        cluster = str(opts.get("cluster") or "")
+        if " " in cluster:
+            self._refuse("cluster name cannot contain spaces", CloseReason.PROTOCOL_VIOLATION)
+            return
+        if cluster and cluster == self.server.cluster_name:
+            self._refuse(SAME_CLUSTER, CloseReason.PROTOCOL_VIOLATION)
+            return
+        gateway = opts.get("gateway")
+        if gateway:
+            self._refuse(
+                f'Rejecting connection from gateway "{gateway}" on the leafnode port',
+                CloseReason.PROTOCOL_VIOLATION,
+            )
+            return
+        account_name = self.part.authorize(self, opts)
+        if account_name is None:
+            log.error("%s - Authorization Error", self.label)
+            self._refuse(errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION)
+            return
+        self._account = self.server.get_account(account_name)
+        self.headers = bool(opts.get("headers")) and not self.server.options.no_header_support
+        self.remote_name = str(opts.get("name") or "")
+        self.remote_id = str(opts.get("server_id") or "")
+        self.remote_cluster = cluster
+        if opts.get("is_hub"):
+            self.is_spoke = True
+        info = self.part.leaf_info(self, connect_info=True)
+        self.send_now(leaf_info_frame(info))
+        self._register()
+
+    def _refuse(self, text: str, reason: str) -> None:
+        log.error("%s - %s", self.label, text)
+        self.send_now(err_frame(text))
+        self.close(reason)
+
+    # -- both sides ------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        self.registered = True
+        self.part.register(self)
+        log.info(
+            "%s - Leafnode connection registered with %s (account %s)",
+            self.label,
+            self.remote_name or self.remote_id,
+            self._account.name,
+        )
+        self.outbound.push(self.part.initial_interest(self))
+        self._rtt_start = time.monotonic()
+        self.outbound.flush()
+        self._timer = self.server.loop.call_later(
+            FIRST_PING * (1 + random.random() * 0.2), self._ping_fired
+        )
+
+    def _process_sub(self, ev: RouteSub) -> None:
+        if not self.registered:
+            self._refuse(errors.AUTHORIZATION_VIOLATION, CloseReason.PROTOCOL_VIOLATION)
+            return
+        subject = ev.subject
+        if subject.startswith(LDS_PREFIX) and subject == self.part.lds_subject(self._account):
+            self._loop_detected()
+            return
+        key = (subject, ev.queue)
+        sub = self.subs.get(key)
+        if sub is not None:
+            if ev.queue and ev.weight != sub.queue_weight:
+                old, sub.queue_weight = sub.queue_weight, max(ev.weight, 1)
+                self.part.interest_changed(self._account, sub, sub.queue_weight - old)
+            return
+        name = self._account.name.encode()
+        sub = LeafSubscription(self, name, subject, ev.queue, max(ev.weight, 1))
+        try:
+            self._account.sublist.insert(sub)
+        except ValueError:
+            log.error("%s - Could not insert subscription: invalid subject", self.label)
+            self.send_now(err_frame("Invalid Subscription"))
+            return
+        self.subs[key] = sub
+
+    def _process_unsub(self, ev: RouteUnsub) -> None:
+        if not self.registered:
+            self._refuse(errors.AUTHORIZATION_VIOLATION, CloseReason.PROTOCOL_VIOLATION)
+            return
+        sub = self.subs.pop((ev.subject, ev.queue), None)
+        if sub is None:
+            return
+        sub.closed = True
+        self._account.sublist.remove(sub)
+
+    def _loop_detected(self) -> None:
+        if self.solicited:
+            self.reconnect_delay = LOOP_DELAY
+        text = loop_text(self._account.name, LOOP_DELAY)
+        self.send_now(err_frame(text))
+        log.error("%s - %s", self.label, text)
+        self.close(CloseReason.PROTOCOL_VIOLATION)
+
+    def _process_msg(self, ev: RouteMsg) -> None:
+        msg = ev.msg
+        stats = self.stats
+        stats.in_msgs += 1
+        stats.in_bytes += len(msg.payload)
+        if not self.registered:
+            return
+        if self._deny_imports is not None and self._deny_imports.match_plain(
+            msg.subject.decode("utf-8", "surrogateescape")
+        ):
+            return
+        sublist = self._account.sublist
+        result = sublist.match_bytes(msg.subject)
+        if result.psubs or result.qsubs:
+            fan_out_from_leaf(self, result, msg, ev.queues, not self.is_spoke)
+
+    def wants_interest(self, subject: bytes) -> bool:
+        """Interest on `subject` may be told to the other side (deny_imports: we take no
+        messages on those subjects, so we ask for none)."""
+        if self._deny_imports is None or subject.startswith(LDS_PREFIX):
+            return True
+        return not self._deny_imports.match_plain(subject.decode("utf-8", "surrogateescape"))
+
+    # -- output and closing ----------------------------------------------------------------------
+
+    def _ping_fired(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        ping_max = self.server.options.ping_max
+        if self.pings_out + 1 > ping_max:
+            log.debug("%s - Stale Leaf Connection - Closing", self.label)
+            self.server.stats_stale_connection()
+            self.send_now(err_frame(errors.STALE_CONNECTION))
+            self.close(CloseReason.STALE_CONNECTION)
+            return
+        self.pings_out += 1
+        self._rtt_start = time.monotonic()
+        self.send_now(PING_FRAME)
+        interval = min(self.server.options.ping_interval, LEAF_PING_INTERVAL)
+        self._timer = self.server.loop.call_later(interval, self._ping_fired)
+
+    def close(self, reason: str, abort: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.outbound.close(abort)
+        subs = list(self.subs.values())
+        for sub in subs:
+            sub.closed = True
+        self.subs.clear()
+        if subs:
+            self._account.sublist.remove_batch(subs)
+        if self.label:
+            log.info("%s - Leafnode connection closed: %s", self.label, reason)
+        self.part.leaf_closed(self)
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+def _sign(pair: Any, nonce: bytes) -> str:
+    return base64.urlsafe_b64encode(pair.sign(nonce)).rstrip(b"=").decode()
