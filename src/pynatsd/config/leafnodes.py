@@ -403,3 +403,8 @@ def remote_credentials(url: str) -> tuple[str, str] | None:
     if parsed.username is None:
         return None
     return parsed.username, parsed.password or ""
+
+
+def url_host(url: str) -> str:
+    """Go's url.URL.Host of a remote URL: host and port as written, without credentials."""
+    return parse_url(url if "://" in url else f"nats-leaf://{url}").host

@@ -26,7 +26,7 @@ import bcrypt
 
 from pynatsd.auth.authenticator import is_bcrypt
 from pynatsd.auth.keys import decode_signature, new_nonce, verify_signature
-from pynatsd.config.leafnodes import remote_host_port
+from pynatsd.config.leafnodes import remote_host_port, url_host
 from pynatsd.leafnode.connection import Leaf
 from pynatsd.leafnode.protocol import ls_minus_frame, ls_plus_frame
 from pynatsd.logger import log
@@ -342,15 +342,21 @@ class LeafNodes:
                 "tls_timeout": self.opts.tls_timeout or 2.0,
             }
         remotes = [
-            {
-                "local_account": self.local_account_name(remote),
-                "urls": [join_host_port(*remote_host_port(url)) for url in remote.urls],
-            }
-            for remote in self.opts.remotes
+            _varz_remote(self.local_account_name(remote), remote) for remote in self.opts.remotes
         ]
         if remotes:
             section["remotes"] = remotes
         return section
+
+
+def _varz_remote(account: str, remote: RemoteLeafOptions) -> dict[str, Any]:
+    """One remote in /varz (RemoteLeafOptsVarz): URLs as Go's url.URL.Host, no credentials."""
+    entry: dict[str, Any] = {"local_account": account, "urls": [url_host(u) for u in remote.urls]}
+    deny = {"exports": remote.deny_exports, "imports": remote.deny_imports}
+    deny = {key: value for key, value in deny.items() if value}
+    if deny:
+        entry["deny"] = deny
+    return entry
 
 
 def _count(sub: Subscription) -> int:

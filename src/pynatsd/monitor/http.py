@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pynatsd.gofmt import go_json_indent
 from pynatsd.logger import log
-from pynatsd.monitor import endpoints, routez
+from pynatsd.monitor import endpoints, leafz, routez
 from pynatsd.monitor.endpoints import BadRequest
 from pynatsd.server.listen import bind, bound_port, join_host_port
 from pynatsd.version import COMPAT_VERSION
@@ -64,7 +64,7 @@ class MonitorServer:
             "/accountz": lambda q: endpoints.accountz(server, q),
             "/routez": lambda q: (200, routez.routez(server, q)),
             "/gatewayz": lambda q: (200, endpoints.empty_gatewayz(server)),
-            "/leafz": lambda q: (200, endpoints.empty_leafz(server)),
+            "/leafz": lambda q: (200, leafz.leafz(server, q)),
         }
         self.routes = {base + path: handler for path, handler in routes.items()}
 
