@@ -351,6 +351,13 @@ class Leaf(ServerLink):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        # Authorization first, then what the CONNECT says (nats-server's processConnect, then
+        # processLeafNodeConnect).
+        account_name = self.part.authorize(self, opts)
+        if account_name is None:
+            log.error("%s - Authorization Error", self.label)
+            self._refuse(errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION)
+            return
         if opts.get("lang"):
             self._refuse(LEAF_PORT, CloseReason.WRONG_PORT)
             return
@@ -367,11 +374,6 @@ class Leaf(ServerLink):
                 f'Rejecting connection from gateway "{gateway}" on the leafnode port',
                 CloseReason.PROTOCOL_VIOLATION,
             )
-            return
-        account_name = self.part.authorize(self, opts)
-        if account_name is None:
-            log.error("%s - Authorization Error", self.label)
-            self._refuse(errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION)
             return
         self._account = self.server.get_account(account_name)
         self.headers = bool(opts.get("headers")) and not self.server.options.no_header_support
