@@ -13,8 +13,8 @@ replaces with the account it is bound to.
 
 from __future__ import annotations
 
-from pynatsd.cluster.protocol import RouteParser, rmsg_head
-from pynatsd.protocol.events import Pub
+from pynatsd.cluster.protocol import RouteParser, _BadArgs, rmsg_head
+from pynatsd.protocol.events import Event, Pub
 
 __all__ = [
     "ACCOUNT_TOKEN",
@@ -39,12 +39,16 @@ _LEAF_OPS = {
     b"-ERR": "err",
     b"INFO": "info",
     b"CONNECT": "connect",
+    # Route ops: nats-server closes a leaf connection that sends one, without a word.
+    b"RS+": "route",
+    b"RS-": "route",
+    b"RMSG": "route",
 }
 
 
 class LeafParser(RouteParser):
-    """The route parser reading leaf ops (an RS+ or RMSG on a leaf connection is an unknown
-    op, as in nats-server). `expect_connect` (an accepted leaf) makes any first op but CONNECT
+    """The route parser reading leaf ops (an RS+ or RMSG on a leaf connection closes it, as in
+    nats-server). `expect_connect` (an accepted leaf) makes any first op but CONNECT
     an authorization violation."""
 
     __slots__ = ()
@@ -54,6 +58,11 @@ class LeafParser(RouteParser):
 
     def __init__(self, expect_connect: bool = False) -> None:
         super().__init__(expect_connect=expect_connect, account=ACCOUNT_TOKEN)
+
+    def _dispatch(self, kind: str, arg: bytes, events: list[Event]) -> None:
+        if kind == "route":
+            raise _BadArgs("route protocol on a leaf node connection")
+        super()._dispatch(kind, arg, events)
 
 
 def ls_plus_frame(subject: bytes, queue: bytes = b"", weight: int = 0) -> bytes:
