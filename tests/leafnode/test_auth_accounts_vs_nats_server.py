@@ -13,24 +13,17 @@ from pathlib import Path
 import pytest
 
 from leafnode.topology import (
-    SETUP_IDS,
-    SETUPS,
     Node,
     connect,
     hub_conf,
     leaf_conf,
     remote,
+    running,
     wait_leafs,
 )
 from support.cluster import wait_interest
 from support.jwts import user_key
 from support.ports import LOOPBACK, free_port
-
-
-@pytest.fixture(params=SETUPS, ids=SETUP_IDS)
-def setup(request: pytest.FixtureRequest) -> tuple[str, str]:
-    return tuple(request.param)  # type: ignore[return-value]
-
 
 HUB_ACCOUNTS = """
 accounts {
@@ -59,9 +52,7 @@ async def test_two_accounts_over_two_remotes(tmp_path: Path, setup: tuple[str, s
         )
     )
     leaf = Node(leaf_kind, "LEAF", leaf_conf(remotes, LEAF_ACCOUNTS), tmp_path)
-    await hub.start()
-    await leaf.start()
-    try:
+    async with running(hub, leaf):
         await wait_leafs(hub, 2)
         leafz = await hub.leafz()
         assert sorted(entry["account"] for entry in leafz["leafs"]) == ["A", "B"]
@@ -93,9 +84,6 @@ async def test_two_accounts_over_two_remotes(tmp_path: Path, setup: tuple[str, s
         finally:
             for c in clients:
                 await c.close()
-    finally:
-        await leaf.stop()
-        await hub.stop()
 
 
 async def test_nkey_remote_auth(tmp_path: Path, setup: tuple[str, str]) -> None:
@@ -110,14 +98,9 @@ async def test_nkey_remote_auth(tmp_path: Path, setup: tuple[str, str]) -> None:
     leaf = Node(
         leaf_kind, "LEAF", leaf_conf(remote(f"nats-leaf://{LOOPBACK}:{port}", fields)), tmp_path
     )
-    await hub.start()
-    await leaf.start()
-    try:
+    async with running(hub, leaf):
         await wait_leafs(hub, 1)
         await wait_leafs(leaf, 1)
-    finally:
-        await leaf.stop()
-        await hub.stop()
 
 
 def _raw_leaf_connect(port: int, connect: dict[str, object], sign_with: object = None) -> bytes:
@@ -150,9 +133,7 @@ async def test_wrong_credentials_refused(tmp_path: Path, hub_kind: str) -> None:
         hub_conf(nkey_port, "", f"authorization {{ nkey: {key.public} }}"),
         tmp_path,
     )
-    await hub.start()
-    await nkey_hub.start()
-    try:
+    async with running(hub, nkey_hub):
         leaf = {"name": "RAW", "headers": True}
         answers = await asyncio.gather(
             asyncio.to_thread(_raw_leaf_connect, port, {**leaf, "user": "ru", "pass": "bad"}),
@@ -176,9 +157,6 @@ async def test_wrong_credentials_refused(tmp_path: Path, hub_kind: str) -> None:
             _raw_leaf_connect, nkey_port, {**leaf, "nkey": key.public}, key
         )
         assert json.loads(signed[5:])["connect_info"] is True
-    finally:
-        await nkey_hub.stop()
-        await hub.stop()
 
 
 @pytest.mark.parametrize("hub_kind", ["go", "py"])
@@ -197,10 +175,7 @@ async def test_leaf_interest_crosses_the_hubs_routes(tmp_path: Path, hub_kind: s
     other = Node("go", "OTHER", cluster(other_route, hub_route), tmp_path)
     url = f"nats-leaf://{LOOPBACK}:{leaf_port}"
     leaf = Node("go", "LEAF", leaf_conf(remote(url)), tmp_path)
-    await hub.start()
-    await other.start()
-    await leaf.start()
-    try:
+    async with running(hub, other, leaf):
         await wait_leafs(hub, 1)
         c_other, c_leaf = await connect(other), await connect(leaf)
         try:
@@ -217,7 +192,3 @@ async def test_leaf_interest_crosses_the_hubs_routes(tmp_path: Path, hub_kind: s
         finally:
             await c_other.close()
             await c_leaf.close()
-    finally:
-        await leaf.stop()
-        await other.stop()
-        await hub.stop()

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from leafnode.topology import (
-    SETUP_IDS,
-    SETUPS,
     Node,
     connect,
     hub_conf,
     leaf_conf,
     remote,
+    running,
     wait_leafs,
 )
 from support.cluster import wait_interest
@@ -65,8 +64,7 @@ def _dead_leaf(port: int) -> socket.socket:
 async def test_bad_input_gets_nats_servers_error(tmp_path: Path, hub_kind: str) -> None:
     port = free_port()
     hub = Node(hub_kind, "HUB", hub_conf(port), tmp_path)
-    await hub.start()
-    try:
+    async with running(hub):
         answers = [
             await asyncio.to_thread(_after_handshake, port, send)
             for send in (b"FOO bar\r\n", b"RS+ $G foo\r\n")
@@ -75,13 +73,6 @@ async def test_bad_input_gets_nats_servers_error(tmp_path: Path, hub_kind: str) 
         assert answers == [b"-ERR 'Unknown Protocol Operation'\r\n", b""]
         first = await asyncio.to_thread(_before_connect, port, b"LS+ foo\r\n")
         assert first == b"-ERR 'Authorization Violation'\r\n"
-    finally:
-        await hub.stop()
-
-
-@pytest.fixture(params=SETUPS, ids=SETUP_IDS)
-def setup(request: pytest.FixtureRequest) -> tuple[str, str]:
-    return tuple(request.param)  # type: ignore[return-value]
 
 
 async def test_deny_imports_and_exports(tmp_path: Path, setup: tuple[str, str]) -> None:
@@ -92,9 +83,7 @@ async def test_deny_imports_and_exports(tmp_path: Path, setup: tuple[str, str]) 
     leaf = Node(
         leaf_kind, "LEAF", leaf_conf(remote(f"nats-leaf://{LOOPBACK}:{port}", fields)), tmp_path
     )
-    await hub.start()
-    await leaf.start()
-    try:
+    async with running(hub, leaf):
         await wait_leafs(hub, 1)
         ch, cl = await connect(hub), await connect(leaf)
         try:
@@ -125,9 +114,6 @@ async def test_deny_imports_and_exports(tmp_path: Path, setup: tuple[str, str]) 
         finally:
             await ch.close()
             await cl.close()
-    finally:
-        await leaf.stop()
-        await hub.stop()
 
 
 async def test_dead_leaf_never_stalls_local_clients(tmp_path: Path) -> None:

@@ -17,25 +17,19 @@ import nats.errors
 import pytest
 
 from leafnode.topology import (
-    SETUP_IDS,
-    SETUPS,
     Node,
     connect,
     eventually,
     hub_conf,
     leaf_conf,
     remote,
+    running,
     wait_leafs,
 )
 from support.cluster import wait_interest
 from support.ports import LOOPBACK, free_port
 
 QUEUE_MSGS = 20
-
-
-@pytest.fixture(params=SETUPS, ids=SETUP_IDS)
-def setup(request: pytest.FixtureRequest) -> tuple[str, str]:
-    return tuple(request.param)  # type: ignore[return-value]
 
 
 @pytest.fixture
@@ -51,15 +45,10 @@ async def pair(setup: tuple[str, str], tmp_path: Path) -> AsyncIterator[tuple[No
         leaf_conf(remote(f"nats-leaf://{LOOPBACK}:{leaf_port}")),
         directory,
     )
-    await hub.start()
-    await leaf.start()
-    try:
+    async with running(hub, leaf):
         await wait_leafs(hub, 1)
         await wait_leafs(leaf, 1)
         yield hub, leaf
-    finally:
-        await leaf.stop()
-        await hub.stop()
 
 
 async def _collect(sub: nats.aio.subscription.Subscription, quiet: float = 0.3) -> list[str]:
@@ -268,9 +257,7 @@ async def test_loop_detected_without_duplicates(
     url_a, url_b = f"nats-leaf://{LOOPBACK}:{a_port}", f"nats-leaf://{LOOPBACK}:{b_port}"
     a = Node(a_kind, "A", _both_roles(a_port, url_b), tmp_path)
     b = Node(b_kind, "B", _both_roles(b_port, url_a), tmp_path)
-    await a.start()
-    await b.start()
-    try:
+    async with running(a, b):
 
         async def detected() -> bool:
             logs = a.log_text() + b.log_text() + caplog.text
@@ -289,9 +276,6 @@ async def test_loop_detected_without_duplicates(
         finally:
             await ca.close()
             await cb.close()
-    finally:
-        await b.stop()
-        await a.stop()
 
 
 def _both_roles(listen_port: int, remote_url: str) -> str:

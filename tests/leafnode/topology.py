@@ -12,7 +12,8 @@ import asyncio
 import json
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,20 @@ class Node:
                 return data
 
         return await asyncio.to_thread(get)
+
+
+@asynccontextmanager
+async def running(*nodes: Node) -> AsyncIterator[None]:
+    """Start `nodes` in order; stop them in reverse, whatever happens."""
+    started: list[Node] = []
+    try:
+        for node in nodes:
+            await node.start()
+            started.append(node)
+        yield
+    finally:
+        for node in reversed(started):
+            await node.stop()
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 15.0) -> None:
