@@ -40,7 +40,7 @@ from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_b
 from pynatsd.server.delivery import Stats, fan_out_routed
 from pynatsd.server.listen import join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
-from pynatsd.server.plans import Plan, PlanCache
+from pynatsd.server.plans import PlanCache
 from pynatsd.server.subscription import RemoteSubscription
 from pynatsd.sublist import SubListResult
 
@@ -380,37 +380,16 @@ class Route(ServerLink):
                 return
             self._accounts[ev.account] = account
         sublist = account.sublist
-        line = msg.line
-        if line and not ev.queues:
-            plan = self.plans.lookup(line)
-            if plan is not None and plan.genid == sublist.genid:
-                self._send_planned(plan, msg.payload)
-                return
+        if self._delivered_by_plan(ev, sublist.genid):
+            return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
-            if line and not ev.queues and not any(sub.leaf for sub in result.psubs):
+            if msg.line and not ev.queues and not any(sub.leaf for sub in result.psubs):
                 # Local plain receivers only (one hop), no queue group (none named); a leaf
                 # connected to us is sent it by fan_out_routed, with no plan.
                 local = tuple(sub for sub in result.psubs if not sub.remote)
                 self.plans.remember(self, msg, SubListResult(local), sublist.genid)
             fan_out_routed(self, result, msg, ev.queues)
-
-    def _send_planned(self, plan: Plan, payload: bytes) -> None:
-        """The planned delivery of a message from the peer (as ClientSession._process_pub
-        does it for a client's PUB)."""
-        tail = payload + b"\r\n"
-        dirty = self.server.dirty
-        if not plan.count:
-            self.plans.touched.append(plan)
-        plan.count += 1
-        plan.nbytes += len(payload)
-        for outbound, _, head in plan.targets:
-            frames = outbound.frames
-            frames.append(head)
-            frames.append(tail)
-            if not outbound.dirty:
-                outbound.dirty = True
-                dirty.append(outbound)
 
     # -- output and closing ----------------------------------------------------------------------
 

@@ -37,7 +37,9 @@ from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_b
 from pynatsd.server.delivery import Stats, fan_out_from_leaf
 from pynatsd.server.listen import join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
+from pynatsd.server.plans import PlanCache
 from pynatsd.server.subscription import LeafSubscription
+from pynatsd.sublist import SubListResult
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
@@ -123,6 +125,7 @@ class Leaf(ServerLink):
         self.reconnect_delay = 0.0
         self.close_reason = ""
         self.done: asyncio.Future[None] = server.loop.create_future()
+        self.plans = PlanCache()
         # Interest learned from the other side: (subject, queue) -> its subscription.
         self.subs: dict[tuple[bytes, bytes], LeafSubscription] = {}
         # Interest told to the other side: (subject, queue) -> count (nats-server's smap).
@@ -209,6 +212,7 @@ class Leaf(ServerLink):
             if self.closed:
                 break
             self._handle(ev)
+        self.plans.settle()
         self.server.flush_dirty()
 
     # -- events ----------------------------------------------------------------------------------
@@ -464,8 +468,13 @@ class Leaf(ServerLink):
         ):
             return
         sublist = self._account.sublist
+        if self._delivered_by_plan(ev, sublist.genid):
+            return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
+            if msg.line and not ev.queues and not any(sub.remote for sub in result.psubs):
+                # Only local plain receivers (an LMSG naming no queue reaches no group).
+                self.plans.remember(self, msg, SubListResult(result.psubs), sublist.genid)
             fan_out_from_leaf(self, result, msg, ev.queues, not self.is_spoke)
 
     def wants_interest(self, subject: bytes) -> bool:
