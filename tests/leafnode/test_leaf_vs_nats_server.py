@@ -205,8 +205,12 @@ async def test_leafz_and_varz_shapes(pair: tuple[Node, Node]) -> None:
     assert [k for k in at_leaf if k in expected] == expected
     assert (at_hub["name"], at_hub["is_spoke"], at_hub["account"]) == ("LEAF", False, "$G")
     assert (at_leaf["name"], at_leaf["is_spoke"], at_leaf["account"]) == ("HUB", True, "$G")
-    assert any(s.startswith("$LDS.") for s in at_hub["subscriptions_list"])
-    assert any(s.startswith("$LDS.") for s in at_leaf["subscriptions_list"])
+    # Each side's loop detection subject, and only its own: the hub's interest is never
+    # reflected back to it (nats-server would take it for a loop).
+    hub_lds = [s for s in at_hub["subscriptions_list"] if s.startswith("$LDS.")]
+    leaf_lds = [s for s in at_leaf["subscriptions_list"] if s.startswith("$LDS.")]
+    assert len(hub_lds) == len(leaf_lds) == 1
+    assert hub_lds != leaf_lds
     hub_varz, leaf_varz = await hub.varz(), await leaf.varz()
     assert hub_varz["leafnodes"] == leaf_varz["leafnodes"] == 1
     assert list(hub_varz["leaf"]) == ["host", "port", "auth_timeout", "tls_timeout"]
