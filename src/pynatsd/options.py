@@ -257,6 +257,13 @@ class RemoteLeafOptions:
     name: str = ""
     disabled: bool = False
     compression: str = ""  # pynatsd never compresses a leaf link (see docs/leafnodes.md)
+    # The remote's `tls {}` block: TLS after the hub's INFO (also when the hub requires it).
+    tls: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca_cert: str = ""
+    tls_insecure: bool = False  # skip verifying the hub's certificate
+    tls_timeout: float = 0.0
 
 
 @dataclass(slots=True)
@@ -273,6 +280,9 @@ class LeafNodeOptions:
     users: list[LeafUser] = field(default_factory=list)
     auth_timeout: float = 0.0
     tls_timeout: float = 0.0
+    # The listener's `tls {}` block, as the client one (`Options.tls*`): leafs are told
+    # `tls_required` in the INFO and upgrade after it. None: plain text.
+    tls: Options | None = None
     advertise: str = ""
     no_advertise: bool = False
     min_version: str = ""

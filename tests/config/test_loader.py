@@ -360,7 +360,6 @@ def test_warnings(text: str, warning: str) -> None:
     [
         "cluster { port: 6222, tls { timeout: 3 } }",
         "gateway { name: A }",
-        "leafnodes { port: 7422, tls { timeout: 3 } }",
         "websocket { port: 8080, jwt_cookie: x }",
         "mqtt { port: 1883 }",
         # tls, accounts, operator and resolver are supported now (tests/config/test_security*).

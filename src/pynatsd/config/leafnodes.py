@@ -4,8 +4,9 @@ server dials (the leaf role), as nats-server's `parseLeafNodes`, `parseLeafAutho
 
 nats-server walks the block's keys in Go map order and recovers a failed type assertion (a
 panic) for the whole block: such an error ends the block here too. Every other problem is
-collected and the next key is read, as there. `compression` and `tls` are read and checked but
-pynatsd speaks plain text on leaf links (see docs/leafnodes.md).
+collected and the next key is read, as there. `tls` blocks are read as the client one is;
+`compression` is read and checked, but pynatsd never compresses a leaf link (see
+docs/leafnodes.md).
 """
 
 from __future__ import annotations
@@ -259,12 +260,18 @@ def _remote_ignored(loader: Loader, remote: RemoteLeafOptions, key: str, entry: 
 
 
 def _remote_tls(loader: Loader, remote: RemoteLeafOptions, key: str, entry: Node) -> None:
-    _read_tls(loader, key, entry)
+    tls = _read_tls(loader, key, entry)
+    remote.tls = True
+    remote.tls_cert, remote.tls_key, remote.tls_ca_cert = tls.tls_cert, tls.tls_key, tls.tls_ca_cert
+    remote.tls_timeout = tls.tls_timeout
+    fields = entry.value if isinstance(entry.value, dict) else {}
+    insecure = next((v for k, v in fields.items() if k.lower() == "insecure"), None)
+    remote.tls_insecure = bool(insecure is not None and insecure.value is True)
 
 
-def _read_tls(loader: Loader, key: str, entry: Node) -> float:
-    """The block is read (and its files loaded) as the client `tls` block is, so that a bad one
-    fails as in nats-server; TLS on leaf links is not implemented yet."""
+def _read_tls(loader: Loader, key: str, entry: Node) -> Options:
+    """The block read (and its files loaded) as the client `tls` block is, so that a bad one
+    fails as in nats-server: the options it sets."""
     scratch = Loader(Options())
     with contextlib.suppress(Abort):
         HANDLERS["tls"](scratch, key, entry)
@@ -272,12 +279,13 @@ def _read_tls(loader: Loader, key: str, entry: Node) -> float:
     loader.warnings.extend(scratch.warnings)
     if scratch.errors:
         raise _Skip()
-    loader.ignore("leafnodes.tls", entry, "TLS on leaf node connections")
-    return scratch.opts.tls_timeout
+    scratch.opts.tls = True
+    return scratch.opts
 
 
 def _tls(loader: Loader, leaf: LeafNodeOptions, key: str, entry: Node) -> None:
-    leaf.tls_timeout = _read_tls(loader, key, entry)
+    leaf.tls = _read_tls(loader, key, entry)
+    leaf.tls_timeout = leaf.tls.tls_timeout
 
 
 def _compression_mode(loader: Loader, entry: Node) -> str:

@@ -17,6 +17,7 @@ import asyncio
 import base64
 import random
 import re
+import ssl
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -27,7 +28,7 @@ from pynatsd.auth import PermissionChecker
 from pynatsd.auth.permissions import SubjectMatcher
 from pynatsd.cluster.link import ServerLink
 from pynatsd.cluster.protocol import RouteConnect, RouteInfo, RouteMsg, RouteSub, RouteUnsub
-from pynatsd.config.leafnodes import remote_credentials
+from pynatsd.config.leafnodes import remote_credentials, remote_host_port
 from pynatsd.leafnode.protocol import LeafParser, lmsg_frame
 from pynatsd.logger import log
 from pynatsd.protocol import errors
@@ -39,6 +40,7 @@ from pynatsd.server.listen import join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import PlanCache
 from pynatsd.server.subscription import LeafSubscription
+from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
 from pynatsd.sublist import SubListResult
 from pynatsd.version import COMPAT_VERSION
 
@@ -121,6 +123,7 @@ class Leaf(ServerLink):
         self._rtt_start = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._connect_sent = False
+        self.tls: TLSTransport | None = None  # TLS after the INFO, when either side asks
         # After a loop was detected, the remote is dialed again only after this many seconds.
         self.reconnect_delay = 0.0
         self.close_reason = ""
@@ -197,6 +200,10 @@ class Leaf(ServerLink):
             self.send_now(leaf_info_frame(self.part.leaf_info(self)))
             timeout = self.part.auth_timeout()
             self._timer = self.server.loop.call_later(timeout, self._auth_timeout)
+            context = self.part.tls_context
+            if context is not None:
+                # The leaf starts its TLS handshake once it has read the INFO.
+                self._use_tls(TLSSession(context))
 
     def _remote_label(self) -> str:
         if self.remote is None:
@@ -208,6 +215,15 @@ class Leaf(ServerLink):
         if self.closed:
             return
         self.last_activity = time.time()
+        if self.tls is not None:
+            try:
+                data = self.tls.receive(data)
+            except (NotTLS, ssl.SSLError) as e:
+                log.error("%s - TLS handshake error: %s", self.label, e)
+                self.close(CloseReason.TLS_HANDSHAKE_ERROR, abort=True)
+                return
+            if not data:
+                return
         for ev in self.parser.feed(data):
             if self.closed:
                 break
@@ -270,6 +286,30 @@ class Leaf(ServerLink):
         self.remote_cluster = str(info.get("cluster") or "")
         self.headers = bool(info.get("headers"))
         self.nonce = str(info.get("nonce") or "")
+        remote = self.remote
+        assert remote is not None
+        if info.get("tls_required") or remote.tls:
+            # TLS after the INFO, as nats-server's leafClientHandshakeIfNeeded; the CONNECT
+            # below waits in the TLS transport until the handshake is done.
+            context = self.part.remote_tls_context(remote)
+            if context is None:
+                self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+                return
+            session = TLSSession(context, server_hostname=remote_host_port(self.url)[0])
+            session.start()
+            self._use_tls(session)
+        self._send_connect(info)
+
+    def _use_tls(self, session: TLSSession) -> None:
+        """From here on every byte in and out goes through `session`."""
+        assert self.transport is not None
+        self.tls = TLSTransport(self.transport, session)
+        self.outbound.attach(self.tls)
+        first = session.data_to_send()
+        if first:
+            self.transport.write(first)
+
+    def _send_connect(self, info: dict[str, Any]) -> None:
         try:
             self.send_now(self._connect_frame())
         except (OSError, ValueError) as e:

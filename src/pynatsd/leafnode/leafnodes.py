@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import secrets
 import socket
+import ssl
 from typing import TYPE_CHECKING, Any
 
 import bcrypt
@@ -33,6 +34,7 @@ from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.server.delivery import enable_remote_delivery
 from pynatsd.server.listen import bind, join_host_port
+from pynatsd.tls import TLSConfigError, client_context, server_context
 from pynatsd.version import COMPAT_VERSION, JS_API_LEVEL
 
 if TYPE_CHECKING:
@@ -63,6 +65,9 @@ class LeafNodes:
         self._listener: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._lds: dict[str, bytes] = {}  # account -> its loop detection subject
+        # The listener's TLS (leafs upgrade after the INFO); a bad block fails the start.
+        self.tls_context = server_context(opts.tls) if opts.tls is not None else None
+        self._remote_contexts: dict[int, ssl.SSLContext] = {}
         self._watched: set[str] = set()
 
     # -- the part --------------------------------------------------------------------------------
@@ -170,6 +175,21 @@ class LeafNodes:
     def new_nonce(self) -> str:
         return new_nonce()
 
+    def remote_tls_context(self, remote: RemoteLeafOptions) -> ssl.SSLContext | None:
+        """The context a remote dials with (made once; None when its files are unusable,
+        which is logged)."""
+        context = self._remote_contexts.get(id(remote))
+        if context is None:
+            try:
+                context = client_context(
+                    remote.tls_ca_cert, remote.tls_cert, remote.tls_key, remote.tls_insecure
+                )
+            except TLSConfigError as e:
+                log.error("Leafnode remote TLS configuration error: %s", e)
+                return None
+            self._remote_contexts[id(remote)] = context
+        return context
+
     def auth_timeout(self) -> float:
         return self.opts.auth_timeout or self.server.options.auth_timeout or 2.0
 
@@ -192,8 +212,12 @@ class LeafNodes:
             "port": self.port,
             "headers": not server.options.no_header_support,
             "auth_required": True,
-            "max_payload": server.options.max_payload,
         }
+        if self.tls_context is not None:
+            info["tls_required"] = True
+            if self.opts.tls is not None and self.opts.tls.tls_verify:
+                info["tls_verify"] = True
+        info["max_payload"] = server.options.max_payload
         if server.cluster_name:
             info["cluster"] = server.cluster_name
         info["client_id"] = leaf.lid
@@ -341,6 +365,8 @@ class LeafNodes:
                 "auth_timeout": self.auth_timeout(),
                 "tls_timeout": self.opts.tls_timeout or 2.0,
             }
+            if self.tls_context is not None:
+                section["tls_required"] = True
         remotes = [
             _varz_remote(self.local_account_name(remote), remote) for remote in self.opts.remotes
         ]
