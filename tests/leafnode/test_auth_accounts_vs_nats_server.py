@@ -22,7 +22,7 @@ from leafnode.topology import (
     wait_leafs,
 )
 from support.cluster import wait_interest
-from support.jwts import user_key
+from support.jwts import account_jwt, account_key, make_operator, user_jwt, user_key
 from support.ports import LOOPBACK, free_port
 
 HUB_ACCOUNTS = """
@@ -192,3 +192,44 @@ async def test_leaf_interest_crosses_the_hubs_routes(tmp_path: Path, hub_kind: s
         finally:
             await c_other.close()
             await c_leaf.close()
+
+
+async def test_credentials_remote_auth_to_an_operator_mode_hub(
+    tmp_path: Path, setup: tuple[str, str]
+) -> None:
+    """A remote with a .creds file (user JWT and seed) joins a hub in operator mode, bound to
+    the user's account; traffic of that account crosses."""
+    hub_kind, leaf_kind = setup
+    op = make_operator()
+    account, user = account_key(), user_key()
+    accounts = {account.public: account_jwt(op.signing, account), op.system.public: op.system_jwt}
+    preload = "\n".join(f"  {k}: {v}" for k, v in accounts.items())
+    operator = f"operator: {op.jwt}\nresolver: MEMORY\nresolver_preload {{\n{preload}\n}}\n"
+    token = user_jwt(account, user)
+    creds = tmp_path / "leaf.creds"
+    creds.write_text(
+        f"-----BEGIN NATS USER JWT-----\n{token}\n------END NATS USER JWT------\n\n"
+        f"-----BEGIN USER NKEY SEED-----\n{user.kp.seed.decode()}\n"
+        "------END USER NKEY SEED------\n"
+    )
+    port = free_port()
+    hub = Node(hub_kind, "HUB", hub_conf(port, operator), tmp_path)
+    fields = f', credentials: "{creds}"'
+    leaf = Node(
+        leaf_kind, "LEAF", leaf_conf(remote(f"nats-leaf://{LOOPBACK}:{port}", fields)), tmp_path
+    )
+    async with running(hub, leaf):
+        await wait_leafs(hub, 1)
+        (entry,) = (await hub.leafz())["leafs"]
+        assert entry["account"] == account.public
+        ch = await connect(hub, user_credentials=str(creds))
+        cl = await connect(leaf)
+        try:
+            sub = await ch.subscribe("creds.x")
+            await wait_interest(ch, [cl])
+            await cl.publish("creds.x", b"signed in")
+            await cl.flush()
+            assert (await sub.next_msg(timeout=5)).data == b"signed in"
+        finally:
+            await ch.close()
+            await cl.close()
