@@ -253,12 +253,16 @@ def fan_out_routed(
     only (one hop: never to another server), and to queue groups only those the sender
     named, a local member each."""
     delivered = False
-    leafs: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] = {}
+    # Leaf connections to send it to: made only when there is one (routes without leafs pay
+    # nothing for them).
+    leafs: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] | None = None
     for sub in result.psubs:
         if not sub.remote:
             if deliver(publisher, sub, msg):
                 delivered = True
         elif sub.leaf and sub.client.leaf_takes_routed(msg.subject):  # type: ignore[attr-defined]
+            if leafs is None:
+                leafs = {}
             leafs.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
     if queues:
         for group in result.qsubs:
@@ -275,14 +279,17 @@ def fan_out_routed(
                 # No member here took it: a leaf connected to us may (never another route).
                 for sub in group:
                     if sub.leaf and sub.client.leaf_takes_routed(b""):  # type: ignore[attr-defined]
+                        if leafs is None:
+                            leafs = {}
                         leafs.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
                             sub.queue_bytes
                         )
                         break
-    for receiver, (first, names) in leafs.items():
-        if not receiver.closed:
-            receiver.deliver_remote(first, msg, names)
-            delivered = True
+    if leafs is not None:
+        for receiver, (first, names) in leafs.items():
+            if not receiver.closed:
+                receiver.deliver_remote(first, msg, names)
+                delivered = True
     return delivered
 
 
