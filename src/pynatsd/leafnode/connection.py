@@ -60,6 +60,8 @@ CONNECT_INFO_WAIT = 2.0
 # How long the side refused for a loop waits before dialing again.
 LOOP_DELAY = 30.0
 LDS_PREFIX = b"$LDS."
+# nats-server's denyAllClientJs.
+DENY_ALL_CLIENT_JS = ("$JS.API.>", "$KV.>", "$OBJ.>")
 
 WRONG_PORT = "attempted to connect to wrong port"
 LEAF_PORT = "attempted to connect to leaf node port"
@@ -133,12 +135,22 @@ class Leaf(ServerLink):
         self.subs: dict[tuple[bytes, bytes], LeafSubscription] = {}
         # Interest told to the other side: (subject, queue) -> count (nats-server's smap).
         self.smap: dict[tuple[bytes, bytes], int] = {}
-        deny_exports = remote.deny_exports if remote else []
-        deny_imports = remote.deny_imports if remote else []
-        self._deny_exports = SubjectMatcher(deny_exports, False) if deny_exports else None
-        self._deny_imports = SubjectMatcher(deny_imports, False) if deny_imports else None
-        # A delivery plan pushes frames without asking: only when nothing is denied.
-        self.plannable = self._deny_exports is None
+        # What never crosses this connection (a remote's deny_exports and deny_imports, and
+        # JetStream's API once the account is known): None when nothing is denied.
+        self._deny_exports: SubjectMatcher | None = None
+        self._deny_imports: SubjectMatcher | None = None
+        if remote is not None:
+            self._set_denies(remote.deny_exports, remote.deny_imports)
+
+    def _set_denies(self, exports: list[str], imports: list[str]) -> None:
+        self._deny_exports = SubjectMatcher(exports, False) if exports else None
+        self._deny_imports = SubjectMatcher(imports, False) if imports else None
+
+    def allows_export(self, subject: bytes) -> bool:
+        """A message on `subject` may be sent to the other side (a delivery plan asks once
+        per PUB line)."""
+        deny = self._deny_exports
+        return deny is None or not deny.match_plain(subject.decode("utf-8", "surrogateescape"))
 
     # -- the Receiver protocol -------------------------------------------------------------------
 
@@ -158,9 +170,7 @@ class Leaf(ServerLink):
         self.deliver_remote(sub, msg, [sub.queue_bytes] if sub.queue else [])
 
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
-        if self._deny_exports is not None and self._deny_exports.match_plain(
-            msg.subject.decode("utf-8", "surrogateescape")
-        ):
+        if self._deny_exports is not None and not self.allows_export(msg.subject):
             return
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
@@ -438,6 +448,14 @@ class Leaf(ServerLink):
     # -- both sides ------------------------------------------------------------------------------
 
     def _register(self) -> None:
+        if self._account is not self.server.system_account:
+            # nats-server's addLeafNodeConnection: JetStream's API, KV and object store
+            # subjects never cross a leaf connection of a non-system account both ways, so two
+            # JetStream servers never both answer one request (a domain's prefix does cross).
+            remote = self.remote
+            exports = [*(remote.deny_exports if remote else []), *DENY_ALL_CLIENT_JS]
+            imports = [*(remote.deny_imports if remote else []), *DENY_ALL_CLIENT_JS]
+            self._set_denies(exports, imports)
         self.registered = True
         self.part.register(self)
         log.info(

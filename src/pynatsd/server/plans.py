@@ -106,7 +106,7 @@ class PlanCache:
                     sub.closed
                     or sub.client.closed
                     or sub.client.outbound is None
-                    or not getattr(sub.client, "plannable", True)
+                    or (sub.leaf and not sub.client.allows_export(ev.subject))  # type: ignore[attr-defined]
                 ):
                     return
                 if sub.client not in remotes:
