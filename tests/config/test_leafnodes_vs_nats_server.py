@@ -1,6 +1,6 @@
 """The `leafnodes {}` block, side by side: each file goes through `nats-server -t -c` and
 pynatsd's `-t` check, and both must accept it or report the same errors (text and position);
-then the values pynatsd reads from a full block."""
+then the values pynatsd reads from a full block, and what both refuse to start with."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pynatsd.config import ConfigError, check_config, load_config
-from support.configcheck import assert_check_agrees
+from pynatsd.config import ConfigError, check_config, load_config, startup_errors
+from support.configcheck import assert_check_agrees, nats_server_startup_error
 from support.natsserver import nats_server_binary
 
 pytestmark = pytest.mark.skipif(nats_server_binary() is None, reason="nats-server not found")
@@ -69,3 +69,28 @@ def test_leafnodes_block_values(tmp_path: Path) -> None:
     assert first.urls == ["nats-leaf://u:p@127.0.0.1:7500"]
     assert (first.local_account, first.deny_imports, first.deny_exports) == ("A", ["x.>"], ["y.>"])
     assert second.urls == ["nats-leaf://127.0.0.1:7501", "nats-leaf://127.0.0.1:7502"]
+
+
+def test_leaf_listener_and_gateway_need_a_system_account(tmp_path: Path) -> None:
+    """Not a `-t` error: both servers refuse to start with it."""
+    path = tmp_path / "main.conf"
+    path.write_text("leafnodes { port: -1 }\ngateway { name: A, port: -1 }\n")
+    assert check_config(path).warnings == []
+    assert startup_errors(load_config(path).options) == [nats_server_startup_error(path)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A system account named (nats-server starts with it).
+        "leafnodes { port: -1 }\ngateway { name: A, port: -1 }\n"
+        "accounts { SYS: {} }\nsystem_account: SYS\n",
+        # Remotes without a leaf listener need none (nor does nats-server).
+        'leafnodes { remotes: [{url: "nats://127.0.0.1:1"}] }\ngateway { name: A, port: -1 }\n',
+    ],
+    ids=["system account named", "remotes only"],
+)
+def test_leafs_and_gateway_that_start(text: str, tmp_path: Path) -> None:
+    path = tmp_path / "main.conf"
+    path.write_text(text)
+    assert startup_errors(load_config(path).options) == []

@@ -18,6 +18,7 @@ import pytest
 
 from leafnode.topology import (
     Node,
+    collect,
     connect,
     eventually,
     hub_conf,
@@ -51,18 +52,6 @@ async def pair(setup: tuple[str, str], tmp_path: Path) -> AsyncIterator[tuple[No
         yield hub, leaf
 
 
-async def _collect(sub: nats.aio.subscription.Subscription, quiet: float = 0.3) -> list[str]:
-    """Messages of `sub` until none comes for `quiet` seconds (after a flush on both sides)."""
-    seen = []
-    while True:
-        try:
-            msg = await sub.next_msg(timeout=quiet)
-        except nats.errors.TimeoutError:
-            return seen
-        headers = ",".join(f"{k}={v}" for k, v in sorted((msg.headers or {}).items()))
-        seen.append(f"{msg.subject}:{msg.data.decode()}:{headers}")
-
-
 async def test_pub_sub_and_headers_both_ways(pair: tuple[Node, Node]) -> None:
     hub, leaf = pair
     ch, cl = await connect(hub), await connect(leaf)
@@ -77,8 +66,8 @@ async def test_pub_sub_and_headers_both_ways(pair: tuple[Node, Node]) -> None:
         await cl.publish("ps.tohub.2", b"d", headers={"X-K": "w"})
         await ch.flush()
         await cl.flush()
-        assert await _collect(on_leaf) == ["ps.toleaf.1:a:", "ps.toleaf.2:b:X-K=v"]
-        assert await _collect(on_hub) == ["ps.tohub.1:c:", "ps.tohub.2:d:X-K=w"]
+        assert await collect(on_leaf) == ["ps.toleaf.1:a:", "ps.toleaf.2:b:X-K=v"]
+        assert await collect(on_hub) == ["ps.tohub.1:c:", "ps.tohub.2:d:X-K=w"]
     finally:
         await ch.close()
         await cl.close()
@@ -120,14 +109,14 @@ async def test_unsub_crosses(pair: tuple[Node, Node]) -> None:
         await wait_interest(cl, [ch])
         await ch.publish("us.x", b"before")
         await ch.flush()
-        assert await _collect(sub) == ["us.x:before:"]
+        assert await collect(sub) == ["us.x:before:"]
         watcher = await cl.subscribe("us.watch")  # stays: proves the leaf still gets traffic
         await sub.unsubscribe()
         await wait_interest(cl, [ch])
         await ch.publish("us.x", b"after")
         await ch.publish("us.watch", b"still")
         await ch.flush()
-        assert await _collect(watcher) == ["us.watch:still:"]
+        assert await collect(watcher) == ["us.watch:still:"]
         # The hub sends nothing for the withdrawn subject: the leaf's counters show one message.
         leafz = await hub.leafz("?subs=1")
         assert "us.x" not in leafz["leafs"][0]["subscriptions_list"]
@@ -242,7 +231,7 @@ async def test_hub_restarted_leaf_relinks_and_replays_interest(
             await wait_interest(cl, [ch])
             await ch.publish("restart.x", b"again")
             await ch.flush()
-            assert await _collect(sub) == ["restart.x:again:"]
+            assert await collect(sub) == ["restart.x:again:"]
         finally:
             await ch.close()
     finally:
@@ -276,7 +265,7 @@ async def test_loop_detected_without_duplicates(
             await cb.flush()
             # Either link may be the one refused (both, for 30 s, when each side finds its own
             # subject back at once): whatever crosses, crosses once.
-            assert await _collect(sub, quiet=1.0) in ([], ["loop.x:once:"])
+            assert await collect(sub, quiet=1.0) in ([], ["loop.x:once:"])
         finally:
             await ca.close()
             await cb.close()

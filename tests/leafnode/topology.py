@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nats.errors
 
 import pynatsd
 from pynatsd.config import load_config
@@ -125,6 +126,19 @@ async def wait_leafs(node: Node, count: int, timeout: float = 15.0) -> None:
         return int((await node.leafz())["leafnodes"]) == count
 
     await eventually(check, timeout)
+
+
+async def collect(sub: nats.aio.subscription.Subscription, quiet: float = 0.3) -> list[str]:
+    """Messages of `sub` as "subject:data:headers" until none comes for `quiet` seconds (after
+    a flush on both sides)."""
+    seen = []
+    while True:
+        try:
+            msg = await sub.next_msg(timeout=quiet)
+        except nats.errors.TimeoutError:
+            return seen
+        headers = ",".join(f"{k}={v}" for k, v in sorted((msg.headers or {}).items()))
+        seen.append(f"{msg.subject}:{msg.data.decode()}:{headers}")
 
 
 async def connect(node: Node, **kwargs: Any) -> nats.NATS:

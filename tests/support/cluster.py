@@ -157,6 +157,7 @@ class ProcessCluster:
         name: str = "C1",
         via: Literal["config", "flags"] = "config",
         extra_config: str = "",
+        node_config: dict[int, str] | None = None,
     ) -> None:
         for kind in kinds:
             if kind not in (GO, PY):
@@ -167,8 +168,10 @@ class ProcessCluster:
         self.via = via
         # Top-level configuration lines added to every node's file (config mode only).
         self.extra_config = extra_config
-        if extra_config and via != "config":
-            raise ValueError("extra_config needs via='config'")
+        # Top-level configuration lines for one node, by index (JetStream on one node).
+        self.node_config = dict(node_config or {})
+        if (extra_config or self.node_config) and via != "config":
+            raise ValueError("extra_config and node_config need via='config'")
         ports: set[int] = set()
 
         def port() -> int:
@@ -200,7 +203,7 @@ class ProcessCluster:
             f"  name: {self.cluster_name}\n"
             f'  listen: "{LOOPBACK}:{node.cluster_port}"\n'
             f"  routes: [{routes}\n  ]\n"
-            "}\n" + self.extra_config
+            "}\n" + self.extra_config + self.node_config.get(node.index, "")
         )
 
     def argv(self, node: Node) -> list[str]:

@@ -46,6 +46,9 @@ from pynatsd.options import (
 
 # A remote URL without a port means nats-server's default leaf node port.
 DEFAULT_LEAF_PORT = 7422
+LEAF_AND_GATEWAY_NEED_SYSTEM_ACCOUNT = (
+    "leaf nodes and gateways (both being defined) require a system account to also be configured"
+)
 _HIGH_AUTH_TIMEOUT = 60.0
 
 
@@ -396,6 +399,18 @@ def settle(opts: Options) -> None:
         leaf.tls_timeout = leaf.tls_timeout or TLS_TIMEOUT
         leaf.auth_timeout = leaf.auth_timeout or AUTH_TIMEOUT
     leaf.reconnect_interval = leaf.reconnect_interval or 1.0
+
+
+def startup_problems(opts: Options) -> list[str]:
+    """validateLeafNode's check at start-up (not `-t`) once gateways are configured too: a
+    leaf listener beside a gateway needs a system account named (`system_account`, or an
+    operator's), not the default one."""
+    leaf, gateway = opts.leafnodes, opts.gateway
+    if leaf is None or leaf.port == 0 or gateway is None:
+        return []
+    if (gateway.name or gateway.port) and not opts.system_account:
+        return [LEAF_AND_GATEWAY_NEED_SYSTEM_ACCOUNT]
+    return []
 
 
 def remote_host_port(url: str) -> tuple[str, int]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import random
 import re
 import ssl
 import time
@@ -24,21 +23,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 import nkeys
 
-from pynatsd.auth import PermissionChecker
 from pynatsd.auth.permissions import SubjectMatcher
-from pynatsd.cluster.link import ServerLink
-from pynatsd.cluster.protocol import RouteConnect, RouteInfo, RouteMsg, RouteSub, RouteUnsub
+from pynatsd.cluster.link import Link
+from pynatsd.cluster.protocol import RouteMsg, RouteSub, RouteUnsub
 from pynatsd.config.leafnodes import remote_credentials, remote_host_port
 from pynatsd.leafnode.protocol import LeafParser, lmsg_frame
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import Err, Event, Ping, Pong, ProtocolError, Pub
-from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_bytes
-from pynatsd.server.delivery import Stats, fan_out_from_leaf
-from pynatsd.server.listen import join_host_port, peer_address
-from pynatsd.server.outbound import Outbound
-from pynatsd.server.plans import PlanCache
+from pynatsd.protocol.events import Pub
+from pynatsd.protocol.frames import err_frame, go_json_bytes
+from pynatsd.server.delivery import fan_out_from_leaf
 from pynatsd.server.subscription import LeafSubscription
 from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
 from pynatsd.sublist import SubListResult
@@ -51,9 +46,6 @@ if TYPE_CHECKING:
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.subscription import Subscription
 
-_NO_PERMISSIONS = PermissionChecker(None)
-# nats-server's first PING on a leaf connection comes after about a second.
-FIRST_PING = 1.0
 LEAF_PING_INTERVAL = 30.0
 # How long a soliciting leaf waits for the hub's INFO with `connect_info`.
 CONNECT_INFO_WAIT = 2.0
@@ -84,55 +76,39 @@ def loop_text(account: str, delay: float) -> str:
     )
 
 
-class Leaf(ServerLink):
+class Leaf(Link):
     """A leaf connection to one server; also that server's receiver in the bound account."""
+
+    kind = "Leafnode"
+    stale_kind = "Leaf"
+    label_tag = "lid"
 
     def __init__(
         self, part: LeafNodes, *, remote: RemoteLeafOptions | None = None, url: str = ""
     ) -> None:
         server = part.server
+        leaf_opts = server.options.leafnodes
+        super().__init__(server, server.next_cid(), leaf_opts.write_deadline if leaf_opts else 0.0)
         self.part = part
-        self.server = server
         self.remote = remote  # the remote we dialed (None: a leaf that dialed us)
         self.url = url
         self.solicited = remote is not None
         # We are the spoke on a connection we dialed (unless the remote says we are the hub).
         self.is_spoke = self.solicited and not (remote is not None and remote.hub)
-        self.lid = server.next_cid()
+        self.lid = self.link_id
         self.parser = LeafParser(expect_connect=not self.solicited)
-        leaf_opts = server.options.leafnodes
-        deadline = (leaf_opts.write_deadline if leaf_opts else 0.0) or server.options.write_deadline
-        self.outbound = Outbound(server, server.options.max_pending, deadline, self._slow)
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
         self.registered = False
-        self.echo = True
-        self.perms = _NO_PERMISSIONS
-        self.headers = True
-        self.stats = Stats()
         self._account: Account = server.global_account
         self.remote_name = ""
         self.remote_id = ""
         self.remote_cluster = ""
-        self.host = ""
-        self.port = 0
-        self.label = ""
         self.nonce = ""
-        self.start = time.time()
-        self.last_activity = self.start
-        self.pings_out = 0
-        self.rtt = 0.0
-        self._rtt_start = 0.0
+        # The handshake's timer (authentication, the hub's INFO with `connect_info`).
         self._timer: asyncio.TimerHandle | None = None
         self._connect_sent = False
         self.tls: TLSTransport | None = None  # TLS after the INFO, when either side asks
         # After a loop was detected, the remote is dialed again only after this many seconds.
         self.reconnect_delay = 0.0
-        self.close_reason = ""
-        self.done: asyncio.Future[None] = server.loop.create_future()
-        self.plans = PlanCache()
-        # Interest learned from the other side: (subject, queue) -> its subscription.
-        self.subs: dict[tuple[bytes, bytes], LeafSubscription] = {}
         # Interest told to the other side: (subject, queue) -> count (nats-server's smap).
         self.smap: dict[tuple[bytes, bytes], int] = {}
         # What never crosses this connection (a remote's deny_exports and deny_imports, and
@@ -155,16 +131,8 @@ class Leaf(ServerLink):
     # -- the Receiver protocol -------------------------------------------------------------------
 
     @property
-    def cid(self) -> int:
-        return self.lid
-
-    @property
     def account(self) -> Account:
         return self._account
-
-    @property
-    def plain(self) -> bool:
-        return False
 
     def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
         self.deliver_remote(sub, msg, [sub.queue_bytes] if sub.queue else [])
@@ -175,9 +143,6 @@ class Leaf(ServerLink):
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
         self.outbound.push(lmsg_frame(msg, queues, self.headers))
-
-    def unsubscribe(self, sub: Subscription) -> None:
-        pass  # a leaf's subscriptions never auto-unsubscribe
 
     def leaf_takes_routed(self, subject: bytes) -> bool:
         """A message from a route goes to a leaf that dialed us, or to our hub when it is a
@@ -192,13 +157,7 @@ class Leaf(ServerLink):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, base: asyncio.BaseTransport) -> None:
-        transport = cast(asyncio.Transport, base)
-        self.transport = transport
-        self.outbound.attach(transport)
-        peer = peer_address(transport)
-        if peer is not None:
-            self.host, self.port = peer
-        self.label = f"{join_host_port(self.host, self.port)} - lid:{self.lid}"
+        transport = self.attach(base)
         if not self.part.running:
             self.closed = True
             transport.abort()
@@ -243,32 +202,8 @@ class Leaf(ServerLink):
 
     # -- events ----------------------------------------------------------------------------------
 
-    def _handle(self, ev: Event) -> None:
-        if isinstance(ev, RouteMsg):
-            self._process_msg(ev)
-        elif isinstance(ev, RouteSub):
-            self._process_sub(ev)
-        elif isinstance(ev, RouteUnsub):
-            self._process_unsub(ev)
-        elif isinstance(ev, Ping):
-            self.send_now(PONG_FRAME)
-        elif isinstance(ev, Pong):
-            self.pings_out = 0
-            if self._rtt_start:
-                self.rtt = time.monotonic() - self._rtt_start
-        elif isinstance(ev, RouteInfo):
-            self._process_info(ev.info)
-        elif isinstance(ev, RouteConnect):
-            self._process_connect(ev.options)
-        elif isinstance(ev, Err):
-            self._process_err(ev.text.decode(errors="replace").strip().strip("'"))
-        elif isinstance(ev, ProtocolError):
-            if ev.reply is not None:
-                self.send_now(err_frame(ev.reply))
-            log.error("%s - %s", self.label, ev.detail)
-            self.close(ev.close_reason)
-
     def _process_err(self, text: str) -> None:
+        text = text.strip().strip("'")
         if text.startswith("Loop detected"):
             # The other side found our interest coming back: wait before dialing again.
             if self.solicited:
@@ -442,8 +377,7 @@ class Leaf(ServerLink):
 
     def _refuse(self, text: str, reason: str) -> None:
         log.error("%s - %s", self.label, text)
-        self.send_now(err_frame(text))
-        self.close(reason)
+        self.refuse(text, reason)
 
     # -- both sides ------------------------------------------------------------------------------
 
@@ -467,9 +401,7 @@ class Leaf(ServerLink):
         self.outbound.push(self.part.initial_interest(self))
         self._rtt_start = time.monotonic()
         self.outbound.flush()
-        self._timer = self.server.loop.call_later(
-            FIRST_PING * (1 + random.random() * 0.2), self._ping_fired
-        )
+        self.start_pinging()
 
     def _process_sub(self, ev: RouteSub) -> None:
         if not self.registered:
@@ -479,15 +411,16 @@ class Leaf(ServerLink):
         if subject.startswith(LDS_PREFIX) and subject == self.part.lds_subject(self._account):
             self._loop_detected()
             return
-        key = (subject, ev.queue)
-        sub = self.subs.get(key)
-        if sub is not None:
-            if ev.queue and ev.weight != sub.queue_weight:
-                old, sub.queue_weight = sub.queue_weight, max(ev.weight, 1)
-                self.part.interest_changed(self._account, sub, sub.queue_weight - old)
-            return
         name = self._account.name.encode()
-        sub = LeafSubscription(self, name, subject, ev.queue, max(ev.weight, 1))
+        key = (name, subject, ev.queue)
+        known = self.subs.get(key)
+        if known is not None:
+            old = cast(LeafSubscription, known)
+            if ev.queue and ev.weight != old.queue_weight:
+                was, old.queue_weight = old.queue_weight, max(ev.weight, 1)
+                self.part.interest_changed(self._account, old, old.queue_weight - was)
+            return
+        sub = LeafSubscription(self, name, subject, ev.queue, max(ev.weight, 1), self.is_spoke)
         try:
             self._account.sublist.insert(sub)
         except ValueError:
@@ -500,7 +433,7 @@ class Leaf(ServerLink):
         if not self.registered:
             self._refuse(errors.AUTHORIZATION_VIOLATION, CloseReason.PROTOCOL_VIOLATION)
             return
-        sub = self.subs.pop((ev.subject, ev.queue), None)
+        sub = self.subs.pop((self._account.name.encode(), ev.subject, ev.queue), None)
         if sub is None:
             return
         sub.closed = True
@@ -526,7 +459,7 @@ class Leaf(ServerLink):
         ):
             return
         sublist = self._account.sublist
-        if self._delivered_by_plan(ev, sublist.genid):
+        if self.delivered_by_plan(msg.line if not ev.queues else b"", msg.payload, sublist.genid):
             return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
@@ -544,43 +477,15 @@ class Leaf(ServerLink):
 
     # -- output and closing ----------------------------------------------------------------------
 
-    def _ping_fired(self) -> None:
-        self._timer = None
-        if self.closed:
-            return
-        ping_max = self.server.options.ping_max
-        if self.pings_out + 1 > ping_max:
-            log.debug("%s - Stale Leaf Connection - Closing", self.label)
-            self.server.stats_stale_connection()
-            self.send_now(err_frame(errors.STALE_CONNECTION))
-            self.close(CloseReason.STALE_CONNECTION)
-            return
-        self.pings_out += 1
-        self._rtt_start = time.monotonic()
-        self.send_now(PING_FRAME)
-        interval = min(self.server.options.ping_interval, LEAF_PING_INTERVAL)
-        self._timer = self.server.loop.call_later(interval, self._ping_fired)
+    def ping_settings(self) -> tuple[float, int]:
+        opts = self.server.options
+        return min(opts.ping_interval, LEAF_PING_INTERVAL), opts.ping_max
 
-    def close(self, reason: str, abort: bool = False) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.close_reason = reason
+    def closed_hook(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self.outbound.close(abort)
-        subs = list(self.subs.values())
-        for sub in subs:
-            sub.closed = True
-        self.subs.clear()
-        if subs:
-            self._account.sublist.remove_batch(subs)
-        if self.label:
-            log.info("%s - Leafnode connection closed: %s", self.label, reason)
         self.part.leaf_closed(self)
-        if not self.done.done():
-            self.done.set_result(None)
 
 
 def _sign(pair: Any, nonce: bytes) -> str:

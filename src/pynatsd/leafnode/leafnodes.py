@@ -11,7 +11,7 @@ interest (clients, internal subscriptions, leafs that dialed us); a connection t
 (we are the hub) is told all of the account's interest but its own, including what routes and
 other leafs bring. Each account has a `$LDS.<nuid>` subject told on every leaf connection;
 seeing it come back means a loop (connection.py). Local interest is followed through each
-account SubList's `watcher`, chained after the cluster's.
+account SubList's watcher (`add_watcher`), chained after the cluster's and the gateways'.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import socket
 import ssl
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +26,14 @@ import bcrypt
 
 from pynatsd.auth.authenticator import is_bcrypt
 from pynatsd.auth.keys import decode_signature, new_nonce, verify_signature
+from pynatsd.cluster.link import LinkListener
 from pynatsd.config.leafnodes import remote_host_port, url_host
 from pynatsd.leafnode.connection import Leaf
 from pynatsd.leafnode.protocol import ls_minus_frame, ls_plus_frame
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.server.delivery import enable_remote_delivery
-from pynatsd.server.listen import bind, join_host_port
+from pynatsd.server.listen import join_host_port
 from pynatsd.tls import TLSConfigError, client_context, server_context
 from pynatsd.version import COMPAT_VERSION, JS_API_LEVEL
 
@@ -46,24 +46,19 @@ if TYPE_CHECKING:
 LEAF_PROTO = 1  # nats-server's leaf INFO `proto`
 
 
-class LeafNodes:
+class LeafNodes(LinkListener):
     """The `leafnodes` part of a server."""
 
     name = "leafnodes"
 
     def __init__(self, server: Server) -> None:
+        super().__init__(server)
         opts = server.options.leafnodes
         assert opts is not None
-        self.server = server
         self.opts: LeafNodeOptions = opts
-        self.running = False
         self.host = opts.host
-        self.port = 0
         self.connections: set[Leaf] = set()  # every open leaf connection
         self.leafs: dict[int, Leaf] = {}  # registered ones, by connection id
-        self._socket: socket.socket | None = None
-        self._listener: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self._lds: dict[str, bytes] = {}  # account -> its loop detection subject
         # The listener's TLS (leafs upgrade after the INFO); a bad block fails the start.
         self.tls_context = server_context(opts.tls) if opts.tls is not None else None
@@ -75,13 +70,7 @@ class LeafNodes:
     async def start(self) -> None:
         opts = self.opts
         if opts.port != 0:
-            port = 0 if opts.port == -1 else opts.port
-            self._socket = bind(
-                opts.host,
-                port,
-                lambda err: f"Error listening on leafnode port: {opts.port} - {err}",
-            )
-            self.port = int(self._socket.getsockname()[1])
+            self.bind_port(opts.host, opts.port, "leafnode port")
         self.running = True
         enable_remote_delivery()
         server = self.server
@@ -91,35 +80,20 @@ class LeafNodes:
         server.ready_hooks.append(lambda: self._spawn(self._serve()))
 
     async def _serve(self) -> None:
-        sock, self._socket = self._socket, None
-        if sock is not None and self.running:
-            self._listener = await self.server.loop.create_server(
-                lambda: Leaf(self), sock=sock, backlog=100
-            )
+        if await self.serve(lambda: Leaf(self)):
             log.info(
                 "Listening for leafnode connections on %s", join_host_port(self.host, self.port)
             )
+        if not self.running:
+            return
         for remote in self.opts.remotes:
             if not remote.disabled and remote.urls:
                 self._spawn(self._keep_remote(remote))
 
     async def stop(self) -> None:
-        self.running = False
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
-        for task in list(self._tasks):
-            task.cancel()
+        self.stop_listening()
         for leaf in list(self.connections):
             leaf.close(CloseReason.SERVER_SHUTDOWN)
-
-    def _spawn(self, coro: Any) -> None:
-        task = self.server.loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # -- the leaf role: remotes ------------------------------------------------------------------
 
@@ -288,16 +262,12 @@ class LeafNodes:
         if account.name in self._watched:
             return
         self._watched.add(account.name)
-        sublist = account.sublist
-        previous = sublist.watcher
 
         def changed(sub: Subscription, delta: int) -> None:
-            if previous is not None:
-                previous(sub, delta)
             if self.leafs:
                 self.interest_changed(account, sub, delta * _count(sub))
 
-        sublist.watcher = changed
+        account.sublist.add_watcher(changed)
 
     def interest_changed(self, account: Account, sub: Subscription, n: int) -> None:
         """`sub`'s interest changed by `n` members: each leaf connection of the account that

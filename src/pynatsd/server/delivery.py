@@ -19,6 +19,7 @@ Two shortcuts keep the hot paths cheap without a second set of rules:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from itertools import count
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -32,8 +33,6 @@ from pynatsd.server.msgtrace import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from pynatsd.auth import PermissionChecker
     from pynatsd.server.accounts import Account
     from pynatsd.server.msgtrace import MsgTrace
@@ -195,8 +194,10 @@ def _fan_out_with_remotes(
 ) -> bool:
     """`fan_out` where other servers may have interest (nats-server's processMsgResults for a
     message from a client): each such server gets the message once, and a queue group's member
-    is picked at random over the local members and the remote ones, a remote subscription
-    counting as many members as its weight; a remote member picked is final."""
+    is picked at random over the local members and those on the other servers of this
+    cluster, a route's subscription counting as many members as its weight; a route's member
+    picked is final. A leaf's member is picked only when none of those takes it, another
+    cluster's (a gateway's) only when no leaf's does either (`_deliver_member`)."""
     delivered = False
     # Each remote server's receiver: one of its subscriptions (for the account) and the
     # queue groups it was picked for.
@@ -207,42 +208,132 @@ def _fan_out_with_remotes(
         elif deliver(publisher, sub, msg, trace):
             delivered = True
     for group in result.qsubs:
-        # A leaf connection's member weighs 0: it is only picked when no member here or
-        # across a route is (nats-server's preference for local members over leaf ones).
-        weights = [sub.weight if sub.remote else 1 for sub in group]  # type: ignore[attr-defined]
-        total = sum(weights)
-        pick = random.randrange(total) if total > 1 else 0
-        start = 0
-        if total:
-            while pick >= weights[start]:
-                pick -= weights[start]
-                start += 1
-        n = len(group)
-        fallback: Subscription | None = None
-        for i in range(n):
-            sub = group[(start + i) % n]
-            if sub.remote:
-                if sub.leaf:
-                    if fallback is None and sub.client is not publisher:
-                        fallback = sub
-                    continue
-                remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
-                    sub.queue_bytes
-                )
-                break
-            if deliver(publisher, sub, msg, trace):
-                delivered = True
-                break
-        else:
-            if fallback is not None:
-                remotes.setdefault(cast(RemoteReceiver, fallback.client), (fallback, []))[1].append(
-                    fallback.queue_bytes
-                )
+        # _queue_weight, inlined: this runs for every queue group of every message in a
+        # cluster.
+        weights = [
+            (0 if sub.gateway else sub.weight) if sub.remote else 1  # type: ignore[attr-defined]
+            for sub in group
+        ]
+        if _deliver_member(
+            publisher, group, _weighted_start(weights, sum(weights)), msg, remotes, trace
+        ):
+            delivered = True
     if remotes and (trace is None or not trace.only):
         for receiver, (first, queues) in remotes.items():
             if not receiver.closed:
                 receiver.deliver_remote(first, msg, queues)
                 delivered = True
+    return delivered
+
+
+def _queue_weight(sub: Subscription) -> int:
+    """A queue member's share of the pick: 1 here, its weight on another server of this
+    cluster, none on a leaf (its weight is 0) or in another cluster: those are only picked
+    when no member of this cluster takes the message."""
+    if not sub.remote:
+        return 1
+    return 0 if sub.gateway else sub.weight  # type: ignore[attr-defined]
+
+
+def _deliver_member(
+    publisher: Receiver | None,
+    members: Sequence[Subscription],
+    start: int,
+    msg: Pub,
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]],
+    trace: MsgTrace | None = None,
+    takes: Callable[[Subscription], bool] | None = None,
+) -> bool:
+    """One member of a queue group takes the message, trying from `start` on: a local one now
+    (True), or one on another server of this cluster, added to `remotes` with the group's name
+    (final). A leaf's member (never the publisher's) is the fallback when none of those takes
+    it, and another cluster's the last one (nats-server's processMsgResults keeps the first
+    leaf member as `rsub`; sendMsgToGateways skips the groups already delivered). `takes`
+    says which other servers' members may be picked at all."""
+    n = len(members)
+    leaf: Subscription | None = None
+    gateway: Subscription | None = None
+    for i in range(n):
+        sub = members[(start + i) % n]
+        if sub.remote:
+            if takes is not None and not takes(sub):
+                continue
+            if sub.leaf:
+                if leaf is None and sub.client is not publisher:
+                    leaf = sub
+            elif sub.gateway:
+                if gateway is None:
+                    gateway = sub
+            else:
+                _add_remote(remotes, sub)
+                return False
+            continue
+        if deliver(publisher, sub, msg, trace):
+            return True
+    fallback = leaf or gateway
+    if fallback is not None:
+        _add_remote(remotes, fallback)
+    return False
+
+
+def _add_remote(
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]], sub: Subscription
+) -> None:
+    """`sub`'s server is sent the message for `sub`'s queue group."""
+    remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(sub.queue_bytes)
+
+
+def _weighted_start(weights: list[int], total: int) -> int:
+    """Where the pick of a queue member starts: each member's chance is its weight (any member
+    when none weighs anything: all are on leafs or in other clusters)."""
+    n = len(weights)
+    if n == 1:
+        return 0
+    if not total:
+        return random.randrange(n)
+    pick = random.randrange(total)
+    start = 0
+    while pick >= weights[start]:
+        pick -= weights[start]
+        start += 1
+    return start
+
+
+def fan_out_from_gateway(
+    publisher: Receiver,
+    result: SubListResult[Subscription],
+    msg: Pub,
+    queues: tuple[bytes, ...],
+    local_msg: Pub,
+) -> bool:
+    """Deliver a message that came from another cluster (a gateway's RMSG), as nats-server's
+    processMsgResults does for a GATEWAY connection: to local receivers and leaf connections
+    (`local_msg`: the reply without its `_GR_.` routing prefix, whose answer the gateway routes
+    back) and once to each other server of this cluster with interest (`msg` as it came),
+    never to another gateway; queue groups only those the sender named, a member in this
+    cluster each (a leaf's as the fallback)."""
+    delivered = False
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] = {}
+    for sub in result.psubs:
+        if not sub.remote:
+            if deliver(publisher, sub, local_msg):
+                delivered = True
+        elif not sub.gateway:
+            remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
+    for group in result.qsubs if queues else ():
+        if group[0].queue_bytes not in queues:
+            continue
+        members = [sub for sub in group if not sub.gateway]
+        if not members:
+            continue
+        weights = [_queue_weight(sub) for sub in members]
+        start = _weighted_start(weights, sum(weights))
+        if _deliver_member(publisher, members, start, local_msg, remotes):
+            delivered = True
+    for receiver, (first, names) in remotes.items():
+        if not receiver.closed:
+            receiver.deliver_remote(first, local_msg if first.leaf else msg, names)
+            delivered = True
     return delivered
 
 
@@ -301,11 +392,12 @@ def fan_out_from_leaf(
     to_routes: bool,
 ) -> bool:
     """Deliver a message that came over a leaf connection (nats-server's processMsgResults for
-    a LEAF client): to local receivers, to every other leaf connection (never back where it
-    came from, nor to a leaf of the same origin cluster), and to routes only when `to_routes`
-    (the leaf dialed us; what our own hub sends us stays here). An LMSG without queue names
-    reaches no queue group; with names, a member here first, then one across a route, then a
-    leaf's."""
+    a LEAF client, then sendMsgToGateways): to local receivers, to every other leaf connection
+    (never back where it came from, nor to a leaf of the same origin cluster), to the other
+    clusters through the gateways, and to routes only when `to_routes` (the leaf dialed us;
+    what our own hub sends us stays in this cluster). An LMSG without queue names reaches no
+    queue group; with names, a member here or across a route first, then a leaf's, then
+    another cluster's."""
     delivered = False
     remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] = {}
     for sub in result.psubs:
@@ -315,10 +407,17 @@ def fan_out_from_leaf(
         elif _forwards_leaf_msg(publisher, sub, to_routes):
             remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
     if queues:
+
+        def takes(sub: Subscription) -> bool:
+            return _forwards_leaf_msg(publisher, sub, to_routes)
+
         for group in result.qsubs:
             if group[0].queue_bytes not in queues:
                 continue
-            _pick_from_leaf(publisher, group, msg, to_routes, remotes)
+            weights = [_queue_weight(sub) for sub in group]
+            start = _weighted_start(weights, sum(weights))
+            if _deliver_member(publisher, group, start, msg, remotes, takes=takes):
+                delivered = True
     for receiver, (first, names) in remotes.items():
         if not receiver.closed:
             receiver.deliver_remote(first, msg, names)
@@ -327,40 +426,13 @@ def fan_out_from_leaf(
 
 
 def _forwards_leaf_msg(publisher: RemoteReceiver, sub: Subscription, to_routes: bool) -> bool:
+    """The server behind `sub` is sent a message from the leaf connection `publisher`."""
     receiver = sub.client
     if receiver is publisher:
         return False
     if sub.leaf:
         return not receiver.same_origin(publisher)  # type: ignore[attr-defined]
-    return to_routes
-
-
-def _pick_from_leaf(
-    publisher: RemoteReceiver,
-    group: Sequence[Subscription],
-    msg: Pub,
-    to_routes: bool,
-    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]],
-) -> None:
-    n = len(group)
-    start = random.randrange(n) if n > 1 else 0
-    fallback: Subscription | None = None
-    for i in range(n):
-        sub = group[(start + i) % n]
-        if sub.remote:
-            if not _forwards_leaf_msg(publisher, sub, to_routes):
-                continue
-            if sub.leaf:
-                fallback = fallback or sub
-                continue
-            fallback = sub  # a member across a route comes before a leaf's
-            break
-        if deliver(publisher, sub, msg):
-            return
-    if fallback is not None:
-        remotes.setdefault(cast(RemoteReceiver, fallback.client), (fallback, []))[1].append(
-            fallback.queue_bytes
-        )
+    return to_routes or sub.gateway
 
 
 def deliver_first(result: SubListResult[Subscription], msg: Pub) -> bool:

@@ -109,6 +109,8 @@ class PlanCache:
                     or (sub.leaf and not sub.client.allows_export(ev.subject))  # type: ignore[attr-defined]
                 ):
                     return
+                if sub.gateway and not sub.client.plannable(ev):  # type: ignore[attr-defined]
+                    return  # another cluster: a reply to map, a subject to route back
                 if sub.client not in remotes:
                     remotes.add(sub.client)
                     receivers.append(_remote_target(sub, ev))

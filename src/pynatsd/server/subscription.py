@@ -47,8 +47,14 @@ class Subscription:
     # server one message however many of its subscriptions match.
     remote = False
     # True for the interest of a leaf connection (`LeafSubscription`, always remote too): such
-    # a member of a queue group is picked only when no other is.
+    # a member of a queue group is picked only when no member here or across a route is.
     leaf = False
+    # True for what our own hub told us on a leaf connection we dialed: routes and gateways
+    # are never told of it (nats-server's processLeafSub on a spoke).
+    from_hub = False
+    # True for the interest of another cluster, through a gateway: a queue group's member
+    # there is picked only when the group has none in this cluster (nor on a leaf).
+    gateway = False
 
     def __init__(
         self,
@@ -160,15 +166,22 @@ class LeafSubscription(RemoteSubscription):
     subscriptions of a LEAF client). Its `weight` is 0, so a queue group prefers every other
     member; `queue_weight` is the number of members over there (the LS+ weight)."""
 
-    __slots__ = ("queue_weight",)
+    __slots__ = ("from_hub", "queue_weight")
 
     leaf = True
     msg_op = b"LMSG"
 
     def __init__(
-        self, owner: Any, account_name: bytes, subject: bytes, queue: bytes, queue_weight: int
+        self,
+        owner: Any,
+        account_name: bytes,
+        subject: bytes,
+        queue: bytes,
+        queue_weight: int,
+        from_hub: bool,
     ) -> None:
         super().__init__(owner, account_name, subject, queue, 0, b"")
         # nats-server's key of a leaf subscription: the LS+ arguments without the weight.
         self.sid = subject + b" " + queue if queue else subject
         self.queue_weight = queue_weight
+        self.from_hub = from_hub
