@@ -1,7 +1,7 @@
 """A leaf node and a gateway on the same server: cluster A (one server, the leaf's hub) is
 gatewayed to cluster B (nats-server), and a leaf (nats-server or pynatsd) dials A's leaf port.
-Run with A as nats-server (the reference) and as pynatsd; each setup must observe what the
-reference observes, which the test states as its expectation.
+Run with A and the leaf as nats-server (the reference) and every other pairing; each setup
+must observe what the reference observes, which the test states as its expectation.
 
 What the clients observe: a message from the leaf reaches a subscriber in B and one from B the
 leaf (with headers), requests cross both hops in both directions, and a queue group with
@@ -36,8 +36,8 @@ QUEUE_MSGS = 10
 
 
 @pytest.fixture(
-    params=[(GO, "go"), (PY, "go"), (PY, "py")],
-    ids=["go-hub-go-leaf", "py-hub-go-leaf", "py-hub-py-leaf"],
+    params=[(GO, "go"), (GO, "py"), (PY, "go"), (PY, "py")],
+    ids=["go-hub-go-leaf", "go-hub-py-leaf", "py-hub-go-leaf", "py-hub-py-leaf"],
 )
 async def world(
     request: pytest.FixtureRequest, tmp_path: Path

@@ -81,6 +81,9 @@ class Link(asyncio.Protocol):
         self.plans = PlanCache()
         # Interest learned from the peer: (account, subject, queue) -> its subscription.
         self.subs: dict[tuple[bytes, bytes, bytes], RemoteSubscription] = {}
+        # Replies to route back across this link for a little while, (account, reply) -> the
+        # subject the answer goes back on, the subscription that catches it, its expiry.
+        self.reply_routes: dict[tuple[bytes, bytes], tuple[bytes, Subscription, float]] = {}
 
     # -- the Receiver protocol -------------------------------------------------------------------
 
@@ -264,10 +267,56 @@ class Link(asyncio.Protocol):
         log.info("%s - Slow Consumer Detected", self.label)
         self.close(reason, abort=True)
 
+    # -- replies routed back ---------------------------------------------------------------------
+
+    def reply_route_subscription(self, account: bytes, reply: bytes) -> Subscription:
+        """The subscription of this link that catches the answers on `reply`."""
+        raise NotImplementedError
+
+    def add_reply_route(
+        self, account: Account, name: bytes, reply: bytes, routed: bytes, lifetime: float
+    ) -> None:
+        """Send what is published on `reply` within `lifetime` seconds across this link as
+        `routed` (nats-server's trackGWReply and handleGWReplyMap, kept per account)."""
+        key = (name, reply)
+        expires = time.monotonic() + lifetime
+        existing = self.reply_routes.get(key)
+        if existing is not None:
+            self.reply_routes[key] = (routed, existing[1], expires)
+            return
+        sub = self.reply_route_subscription(name, reply)
+        try:
+            account.sublist.insert(sub)
+        except ValueError:
+            return
+        self.reply_routes[key] = (routed, sub, expires)
+        self.server.loop.call_later(lifetime, self._expire_reply_route, account, key)
+
+    def _expire_reply_route(self, account: Account, key: tuple[bytes, bytes]) -> None:
+        entry = self.reply_routes.get(key)
+        if entry is None:
+            return
+        left = entry[2] - time.monotonic()
+        if left > 0 and not self.closed:
+            self.server.loop.call_later(left, self._expire_reply_route, account, key)
+            return
+        del self.reply_routes[key]
+        entry[1].closed = True
+        account.sublist.remove(entry[1])
+
+    def routed_subject(self, account: bytes, subject: bytes) -> bytes:
+        """The subject an answer on `subject` goes back on (`subject` when none is routed)."""
+        route = self.reply_routes.get((account, subject))
+        return subject if route is None else route[0]
+
     def interest(self) -> Iterator[tuple[bytes, Subscription]]:
-        """Every subscription the peer brought, with its account's name."""
+        """Every subscription the peer brought, and the reply routes, with its account's
+        name."""
         for (account, _, _), sub in self.subs.items():
             yield account, sub
+        for (account, _), (_, route_sub, _) in self.reply_routes.items():
+            yield account, route_sub
+        self.reply_routes.clear()
 
     def close(self, reason: str, abort: bool = False) -> None:
         if self.closed:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.cluster.link import Link
@@ -95,9 +94,6 @@ class GatewayConnection(Link):
         self.modes: dict[bytes, str] = {}
         # Outbound to a remote without `gateway_iom`: what it refused (None: interest only).
         self.optimistic: OptimisticSends | None = None
-        # Outbound: replies to route back to this cluster, (account, reply) -> the routed
-        # subject, with the subscription that catches them and its expiry.
-        self.reply_routes: dict[tuple[bytes, bytes], tuple[bytes, GatewaySubscription, float]] = {}
 
     # -- the Receiver protocol -------------------------------------------------------------------
 
@@ -115,9 +111,8 @@ class GatewayConnection(Link):
         if self.optimistic is not None and not self.optimistic.allows(account, subject, queues):
             return
         if self.reply_routes:
-            route = self.reply_routes.get((account, subject))
-            if route is not None:
-                subject = route[0]  # a reply going back to the requester's server
+            # A reply going back to the requester's server.
+            subject = self.routed_subject(account, subject)
         reply = msg.reply
         if reply and self.gateway.is_recent_interest(account, reply):
             reply = self.gateway.reply_prefix(self.use_old_prefix) + reply
@@ -396,36 +391,8 @@ class GatewayConnection(Link):
 
     # -- replies routed back ---------------------------------------------------------------------
 
-    def add_reply_route(self, account: Account, name: bytes, reply: bytes, routed: bytes) -> None:
-        """Send what is published on `reply` within the next seconds to this cluster as
-        `routed` (nats-server's trackGWReply and handleGWReplyMap)."""
-        key = (name, reply)
-        expires = time.monotonic() + replies.RECENT_EXPIRATION
-        existing = self.reply_routes.get(key)
-        if existing is not None:
-            self.reply_routes[key] = (routed, existing[1], expires)
-            return
-        sub = GatewaySubscription(self, name, reply, b"")
-        try:
-            account.sublist.insert(sub)
-        except ValueError:
-            return
-        self.reply_routes[key] = (routed, sub, expires)
-        self.server.loop.call_later(
-            replies.RECENT_EXPIRATION, self._expire_reply_route, account, key
-        )
-
-    def _expire_reply_route(self, account: Account, key: tuple[bytes, bytes]) -> None:
-        entry = self.reply_routes.get(key)
-        if entry is None:
-            return
-        left = entry[2] - time.monotonic()
-        if left > 0 and not self.closed:
-            self.server.loop.call_later(left, self._expire_reply_route, account, key)
-            return
-        del self.reply_routes[key]
-        entry[1].closed = True
-        account.sublist.remove(entry[1])
+    def reply_route_subscription(self, account: bytes, reply: bytes) -> Subscription:
+        return GatewaySubscription(self, account, reply, b"")
 
     # -- output and closing ----------------------------------------------------------------------
 
@@ -437,12 +404,6 @@ class GatewayConnection(Link):
         # An outbound connection says nothing before its CONNECT (the remote expects it
         # first); until then it only watches for the remote going stale.
         return self.registered or not self.is_outbound
-
-    def interest(self) -> Iterator[tuple[bytes, Subscription]]:
-        yield from super().interest()
-        for (account, _), (_, sub, _) in self.reply_routes.items():
-            yield account, sub
-        self.reply_routes.clear()
 
     def closed_hook(self) -> None:
         if self.optimistic is not None:

@@ -567,7 +567,9 @@ class Gateway(LinkListener):
                 continue
             account_obj = conn._lookup(account)
             if account_obj is not None:
-                conn.add_reply_route(account_obj, account, routed[2], reply)
+                conn.add_reply_route(
+                    account_obj, account, routed[2], reply, replies.RECENT_EXPIRATION
+                )
             return
 
     # -- monitoring ------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from pynatsd.auth.permissions import SubjectMatcher
 from pynatsd.cluster.link import Link
 from pynatsd.cluster.protocol import RouteMsg, RouteSub, RouteUnsub
 from pynatsd.config.leafnodes import remote_credentials, remote_host_port
+from pynatsd.gateway import replies
 from pynatsd.leafnode.protocol import LeafParser, lmsg_frame
 from pynatsd.logger import log
 from pynatsd.protocol import errors
@@ -123,10 +124,18 @@ class Leaf(Link):
         self._deny_imports = SubjectMatcher(imports, False) if imports else None
 
     def allows_export(self, subject: bytes) -> bool:
-        """A message on `subject` may be sent to the other side (a delivery plan asks once
-        per PUB line)."""
+        """A message on `subject` may be sent to the other side."""
         deny = self._deny_exports
         return deny is None or not deny.match_plain(subject.decode("utf-8", "surrogateescape"))
+
+    def plannable(self, msg: Pub) -> bool:
+        """A publisher may plan its deliveries to this leaf (asked once per PUB line): the
+        subject may cross, and the LMSG line never changes (no reply routed back on it)."""
+        return not self.reply_routes and self.allows_export(msg.subject)
+
+    def reply_route_subscription(self, account: bytes, reply: bytes) -> Subscription:
+        # Kept from routes and gateways, as what our hub tells us is.
+        return LeafSubscription(self, account, reply, b"", 1, True)
 
     # -- the Receiver protocol -------------------------------------------------------------------
 
@@ -140,6 +149,11 @@ class Leaf(Link):
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
         if self._deny_exports is not None and not self.allows_export(msg.subject):
             return
+        if self.reply_routes:
+            # An answer to a request from another cluster, back on its _GR_. subject.
+            subject = self.routed_subject(self._account.name.encode(), msg.subject)
+            if subject is not msg.subject:
+                msg = Pub(subject, msg.reply, msg.payload, msg.header_size)
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
         self.outbound.push(lmsg_frame(msg, queues, self.headers))
@@ -459,14 +473,28 @@ class Leaf(Link):
         ):
             return
         sublist = self._account.sublist
-        if self.delivered_by_plan(msg.line if not ev.queues else b"", msg.payload, sublist.genid):
+        line = msg.line if not ev.queues else b""
+        if msg.reply.startswith(replies.PREFIXES):
+            msg, line = self._unmap_reply(msg), b""
+        elif self.delivered_by_plan(line, msg.payload, sublist.genid):
             return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
-            if msg.line and not ev.queues and not any(sub.remote for sub in result.psubs):
+            if line and not any(sub.remote for sub in result.psubs):
                 # Only local plain receivers (an LMSG naming no queue reaches no group).
                 self.plans.remember(self, msg, SubListResult(result.psubs), sublist.genid)
             fan_out_from_leaf(self, result, msg, ev.queues, not self.is_spoke)
+
+    def _unmap_reply(self, msg: Pub) -> Pub:
+        """A request from another cluster (its reply routed, `_GR_.`): shown here with the
+        requester's own reply, whose answers go back on the routed subject for a little
+        while (nats-server's leaf maps it per client: trackGWReply, handleGWReplyMap)."""
+        routed = replies.routed(msg.reply)
+        if routed is None:
+            return msg
+        name = self._account.name.encode()
+        self.add_reply_route(self._account, name, routed[2], msg.reply, replies.RECENT_EXPIRATION)
+        return Pub(msg.subject, routed[2], msg.payload, msg.header_size)
 
     def wants_interest(self, subject: bytes) -> bool:
         """Interest on `subject` may be told to the other side (deny_imports: we take no

@@ -102,15 +102,12 @@ class PlanCache:
         for sub in result.psubs:
             if sub.remote:
                 # Another server: one RMSG however many of its subscriptions match.
-                if (
-                    sub.closed
-                    or sub.client.closed
-                    or sub.client.outbound is None
-                    or (sub.leaf and not sub.client.allows_export(ev.subject))  # type: ignore[attr-defined]
-                ):
+                if sub.closed or sub.client.closed or sub.client.outbound is None:
                     return
-                if sub.gateway and not sub.client.plannable(ev):  # type: ignore[attr-defined]
-                    return  # another cluster: a reply to map, a subject to route back
+                if (sub.gateway or sub.leaf) and not sub.client.plannable(ev):  # type: ignore[attr-defined]
+                    # Another cluster or a leaf: a subject denied, a reply to map, a subject
+                    # to route back.
+                    return
                 if sub.client not in remotes:
                     remotes.add(sub.client)
                     receivers.append(_remote_target(sub, ev))
