@@ -364,8 +364,6 @@ def test_warnings(text: str, warning: str) -> None:
     [
         "cluster { port: 6222, tls { timeout: 3 } }",
         "gateway { name: A, port: 7222, tls { timeout: 3 } }",
-        "leafnodes { port: 7422 }",
-        "leaf { port: 7422 }",
         "websocket { port: 8080, jwt_cookie: x }",
         # tls, accounts, operator and resolver are supported now (tests/config/test_security*).
         "ocsp: false",

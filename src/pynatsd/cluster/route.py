@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.cluster.link import Link
 from pynatsd.cluster.protocol import (
-    RouteConnect,
-    RouteInfo,
     RouteMsg,
     RouteParser,
     RouteSub,
@@ -35,8 +33,8 @@ from pynatsd.cluster.protocol import (
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
-from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_bytes
+from pynatsd.protocol.events import Pub
+from pynatsd.protocol.frames import PING_FRAME, go_json_bytes
 from pynatsd.server.delivery import fan_out_routed
 from pynatsd.server.routed import ShownPub
 from pynatsd.server.subscription import RemoteSubscription
@@ -161,35 +159,12 @@ class Route(Link):
 
     # -- events ----------------------------------------------------------------------------------
 
-    def _handle(self, ev: Event) -> None:
-        if isinstance(ev, RouteMsg):
-            self._process_msg(ev)
-        elif isinstance(ev, RouteSub):
-            self._process_sub(ev)
-        elif isinstance(ev, RouteUnsub):
-            self._process_unsub(ev)
-        elif isinstance(ev, Ping):
-            self.send_now(PONG_FRAME)
-        elif isinstance(ev, Pong):
-            self.pong()
-        elif isinstance(ev, RouteInfo):
-            self._process_info(ev.info)
-        elif isinstance(ev, RouteConnect):
-            self._process_connect(ev.options)
-        elif isinstance(ev, Err):
-            if self.pinned or not self.registered:
-                log.debug("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
-                self.close(CloseReason.PARSE_ERROR)
-                return
-            log.error("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
-            self.close(CloseReason.PARSE_ERROR)
-        elif isinstance(ev, ProtocolError):
-            if ev.reply is not None:
-                self.send_now(err_frame(ev.reply))
-            log.error("%s - %s", self.label, ev.detail)
-            self.close(ev.close_reason)
-        elif isinstance(ev, Ok):
-            pass
+    def _process_err(self, text: str) -> None:
+        if self.pinned or not self.registered:
+            log.debug("%s - Router Error %s", self.label, text)
+        else:
+            log.error("%s - Router Error %s", self.label, text)
+        self.close(CloseReason.PARSE_ERROR)
 
     def _process_connect(self, opts: dict[str, Any]) -> None:
         """The CONNECT of a peer that dialed us (nats-server's processRouteConnect)."""
@@ -350,12 +325,8 @@ class Route(Link):
         if gateways is not None and gateways.message_from_route(self, account, ev):
             return
         sublist = account.sublist
-        line = msg.line
-        if line and not ev.queues:
-            plan = self.plans.lookup(line)
-            if plan is not None and plan.genid == sublist.genid:
-                self.send_planned(plan, msg.payload)
-                return
+        if self.delivered_by_plan(msg.line if not ev.queues else b"", msg.payload, sublist.genid):
+            return
         reply = msg.reply
         if reply and reply.startswith(b"$JS.ACK."):
             at = js_ack_deliver_index(reply)
@@ -371,8 +342,9 @@ class Route(Link):
                 return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
-            if line and not ev.queues:
-                # Local plain receivers only (one hop), no queue group (none named).
+            if msg.line and not ev.queues and not any(sub.leaf for sub in result.psubs):
+                # Local plain receivers only (one hop), no queue group (none named); a leaf
+                # connected to us is sent it by fan_out_routed, with no plan.
                 local = tuple(sub for sub in result.psubs if not sub.remote)
                 self.plans.remember(self, msg, SubListResult(local), sublist.genid)
             fan_out_routed(self, result, msg, ev.queues)

@@ -104,8 +104,10 @@ class PlanCache:
                 # Another server: one RMSG however many of its subscriptions match.
                 if sub.closed or sub.client.closed or sub.client.outbound is None:
                     return
-                if sub.gateway and not sub.client.plannable(ev):  # type: ignore[attr-defined]
-                    return  # another cluster: a reply to map, a subject to route back
+                if (sub.gateway or sub.leaf) and not sub.client.plannable(ev):  # type: ignore[attr-defined]
+                    # Another cluster or a leaf: a subject denied, a reply to map, a subject
+                    # to route back.
+                    return
                 if sub.client not in remotes:
                     remotes.add(sub.client)
                     receivers.append(_remote_target(sub, ev))
@@ -149,7 +151,8 @@ def _remote_target(sub: Subscription, ev: Pub) -> Target:
     outbound = sub.client.outbound
     assert outbound is not None
     account: bytes = sub.wire_account  # type: ignore[attr-defined]
-    head = b"RMSG %s%s %s%s\r\n" % (
+    head = b"%s %s%s %s%s\r\n" % (
+        sub.msg_op,  # type: ignore[attr-defined]
         account + b" " if account else b"",
         ev.subject,
         ev.reply + b" " if ev.reply else b"",
