@@ -49,7 +49,10 @@ def mypyc_extensions() -> list[Extension]:
         from mypyc.build import mypycify
 
         sources = [os.path.join("src", *m.split(".")) + ".py" for m in MODULES]
-        return list(mypycify(sources, opt_level="3", group_name=GROUP))
+        # The build environment has mypy but not pynatsd's dependencies: errors in the modules
+        # the compiled ones import (a dependency's missing types) are not mypyc's business.
+        options = ["--follow-imports=silent"]
+        return list(mypycify([*options, *sources], opt_level="3", group_name=GROUP))
     except (Exception, SystemExit) as e:  # mypyc missing, or a type error it refuses
         warn(f"mypyc could not translate the hot path ({type(e).__name__}: {e}).")
         return []
@@ -61,28 +64,39 @@ def compiler_name() -> str:
     return f"mypyc {mypy.version.__version__}"
 
 
+# The commands that build (as setuptools' PEP 517 backend and pip call setup.py); metadata-only
+# commands (egg_info, dist_info, sdist) also finalize build_ext but must not wait for mypyc.
+BUILDING = {"build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop"}
+
+
 class BuildHotPath(build_ext):
-    """build_ext that translates with mypyc when it runs, falls back to pure Python when
+    """build_ext that translates with mypyc when building, falls back to pure Python when
     compiling fails, and writes the manifest of what it compiled."""
 
     def finalize_options(self) -> None:
-        super().finalize_options()  # editable installs set `inplace` here
+        # Replaced before setuptools finalizes the list (it prepares each Extension there).
+        if BUILDING.intersection(sys.argv[1:]):
+            self.distribution.ext_modules = self._hot_path()
+        super().finalize_options()
+
+    def _hot_path(self) -> list[Extension]:
         if NATIVE["pure_requested"]():
             warn(f"{NATIVE['PURE_ENV']} is set: not compiling.")
-            self.extensions = []
-        elif self.inplace and NATIVE["decide"](SRC_PACKAGE, {}).compiled:
-            self.extensions = []  # the extensions beside the source are up to date
-            self.keep_manifest = True
-        else:
-            self.extensions = mypyc_extensions()
+            return []
+        # Editable installs build in place, beside the source.
+        in_place = bool(self.inplace or getattr(self, "editable_mode", False))
+        if in_place and NATIVE["decide"](SRC_PACKAGE, {}).compiled:
+            self.up_to_date = True  # the extensions beside the source match it: keep them
+            return []
+        return mypyc_extensions()
 
     def run(self) -> None:
-        if getattr(self, "keep_manifest", False):
+        if getattr(self, "up_to_date", False):
             return
         manifest = os.path.join(self._package_dir(), NATIVE["MANIFEST"])
         if os.path.exists(manifest):
             os.remove(manifest)  # until this build succeeds, no extension is trusted
-        if not self.extensions:
+        if not self.distribution.ext_modules:
             return
         try:
             super().run()
@@ -98,7 +112,7 @@ class BuildHotPath(build_ext):
 
     def get_outputs(self) -> list[str]:
         outputs: list[str] = super().get_outputs()
-        if self.extensions and not self.inplace:
+        if self.distribution.ext_modules and not self.inplace:
             outputs.append(os.path.join(self._package_dir(), NATIVE["MANIFEST"]))
         return outputs
 
