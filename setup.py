@@ -51,7 +51,8 @@ def mypyc_extensions() -> list[Extension]:
         sources = [os.path.join("src", *m.split(".")) + ".py" for m in MODULES]
         # The build environment has mypy but not pynatsd's dependencies: errors in the modules
         # the compiled ones import (a dependency's missing types) are not mypyc's business.
-        options = ["--follow-imports=silent"]
+        # Its own cache, apart from the one the project's mypy runs keep under other options.
+        options = ["--follow-imports=silent", "--cache-dir", os.path.join("build", "mypy_cache")]
         return list(mypycify([*options, *sources], opt_level="3", group_name=GROUP))
     except (Exception, SystemExit) as e:  # mypyc missing, or a type error it refuses
         warn(f"mypyc could not translate the hot path ({type(e).__name__}: {e}).")
