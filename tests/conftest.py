@@ -13,3 +13,8 @@ import pynatsd
 async def server() -> AsyncIterator[pynatsd.Server]:
     async with pynatsd.Server(port=0) as srv:
         yield srv
+
+
+def pytest_report_header() -> str:
+    # Which hot path this run tests: the suite runs on both (./test), so say which one this is.
+    return f"pynatsd hot path: {pynatsd.native.describe()}"

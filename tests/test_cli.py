@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pynatsd import native
 from pynatsd.cli import UsageError, apply_flags, parse_flags
 from pynatsd.options import Options
 from support.ports import free_port
@@ -79,7 +80,9 @@ def test_unknown_flag_exits_1() -> None:
 
 
 def test_version_and_help() -> None:
-    assert _run("-v").stdout.startswith("pynatsd: v")
+    version = _run("-v").stdout
+    assert version.startswith("pynatsd: v")
+    assert f"hot path: {native.describe()}" in version
     helped = _run("--help")
     assert helped.returncode == 0
     assert "--ports_file_dir <dir>" in helped.stdout

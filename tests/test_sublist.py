@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import astuple
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from pynatsd import native, sublist
 from pynatsd.subjects import is_valid_subject, match_literal, subjects_collide
 from pynatsd.sublist import (
     CACHE_MAX,
@@ -786,6 +789,44 @@ def test_reverse_match_oracle(subs: list[Sub], queries: list[str]) -> None:
         sl.insert(s)
     for q in queries:
         assert same(sl.reverse_match(q), [s for s in subs if subjects_collide(q, s.subject)]), q
+
+
+_PURE = native.load_pure("pynatsd.sublist")
+
+
+def ids(r: Any) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """A result as subscriber identities in order, comparable across the two paths' classes."""
+    return tuple(map(id, r.psubs)), tuple(tuple(map(id, g)) for g in r.qsubs)
+
+
+@pytest.mark.skipif(not native.select().compiled, reason="the pure-Python path is active")
+@settings(max_examples=150, deadline=None)
+@given(
+    subs=st.lists(sub_st, max_size=25),
+    subjects=st.lists(pub_subject_st, min_size=1, max_size=15),
+    doomed=st.integers(0, 25),
+)
+def test_compiled_sublist_agrees_with_pure(
+    subs: list[Sub], subjects: list[str], doomed: int
+) -> None:
+    assert native.is_compiled(sublist)
+    compiled: SL = SubList()
+    pure = _PURE.SubList()
+    for s in subs:
+        compiled.insert(s)
+        pure.insert(s)
+    compiled.remove_batch(subs[:doomed])
+    pure.remove_batch(subs[:doomed])
+    for subject in subjects:
+        for _ in range(2):  # miss, then hit
+            assert ids(compiled.match(subject)) == ids(pure.match(subject))
+            assert ids(compiled.match_bytes(wire(subject))) == ids(pure.match_bytes(wire(subject)))
+        assert ids(compiled.reverse_match(subject)) == ids(pure.reverse_match(subject))
+        assert compiled.num_interest(subject) == pure.num_interest(subject)
+        assert compiled.has_interest(subject) == pure.has_interest(subject)
+    assert compiled.count() == pure.count()
+    assert compiled.num_levels() == pure.num_levels()
+    assert astuple(compiled.stats()) == astuple(pure.stats())
 
 
 class SubListMachine(RuleBasedStateMachine):

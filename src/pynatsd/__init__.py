@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pynatsd import native
 from pynatsd.version import __version__
+
+# Compiled or pure-Python hot path, decided before any of those modules is imported.
+native.select()
 
 if TYPE_CHECKING:
     from pynatsd.embedded import Cluster, Server, ThreadedCluster, ThreadedServer

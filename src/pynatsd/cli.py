@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pynatsd import native
 from pynatsd.flags import apply_flags
 from pynatsd.options import Options
 from pynatsd.version import __version__
@@ -281,6 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if flags.get("version"):
         print(f"pynatsd: v{__version__} (nats-server v2.15.1 compatible)")
+        print(f"hot path: {native.describe()}")
         return 0
     if flags.get("signal"):
         try:

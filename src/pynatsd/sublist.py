@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from pynatsd.subjects import is_valid_queue_name, is_valid_subject, split_sublist_subject
 
 __all__ = [
@@ -70,6 +72,10 @@ class SubscriptionLike(Protocol):
 S = TypeVar("S", bound=SubscriptionLike)
 
 
+# A regular Python class even when compiled (mypyc's native classes cannot refuse writes with
+# __setattr__), so it is the same class on both paths and the interpreted server code reads its
+# slots directly.
+@mypyc_attr(native_class=False)
 class SubListResult(Generic[S]):
     """The subscriptions a published subject reaches. Immutable: results are cached and shared.
 
@@ -97,8 +103,8 @@ class SubListResult(Generic[S]):
         return f"SubListResult(psubs={self.psubs!r}, qsubs={self.qsubs!r})"
 
 
-_set_psubs: Any = SubListResult.__dict__["psubs"].__set__
-_set_qsubs: Any = SubListResult.__dict__["qsubs"].__set__
+_set_psubs: Any = vars(SubListResult)["psubs"].__set__
+_set_qsubs: Any = vars(SubListResult)["qsubs"].__set__
 _new_object = object.__new__
 
 

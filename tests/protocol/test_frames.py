@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pynatsd import native
 from pynatsd.protocol import errors
+from pynatsd.protocol import frames as frames_module
 from pynatsd.protocol.frames import (
     CRLF,
     OK_FRAME,
@@ -163,13 +165,17 @@ def test_no_responders_frame(reply: bytes, sid: bytes, subject: bytes, expected:
     assert int(total_len) == len(rest) - 2
 
 
-@given(
+# The parts of one message, as the builders take them.
+given_message_parts = given(
     subject=st.binary(min_size=1, max_size=20),
     sid=st.binary(min_size=1, max_size=5),
     reply=st.binary(max_size=20),
     header=st.one_of(st.just(b""), st.binary(min_size=1, max_size=40)),
     data=st.binary(max_size=60),
 )
+
+
+@given_message_parts
 def test_stored_msg_frame_is_the_msg_head_frame(
     subject: bytes, sid: bytes, reply: bytes, header: bytes, data: bytes
 ) -> None:
@@ -185,3 +191,24 @@ def test_msg_head_copies_sizes_as_written() -> None:
     # nats-server copies the publisher's size text: `PUB foo 05` is delivered as `MSG foo 1 05`.
     assert msg_head(b"foo", b"1", b"", b"05") == b"MSG foo 1 05\r\n"
     assert msg_head(b"foo", b"1", b"r", b"014", b"012") == b"HMSG foo 1 r 012 014\r\n"
+
+
+_PURE = native.load_pure("pynatsd.protocol.frames")
+
+
+@pytest.mark.skipif(not native.select().compiled, reason="the pure-Python path is active")
+@given_message_parts
+def test_compiled_frames_are_the_pure_frames(
+    subject: bytes, sid: bytes, reply: bytes, header: bytes, data: bytes
+) -> None:
+    assert native.is_compiled(frames_module)
+    size = b"%d" % len(data)
+    for name, args in [
+        ("msg_head", (subject, sid, reply, size)),
+        ("msg_head", (subject, sid, reply, size, b"%d" % len(header))),
+        ("msg_frame", (subject, sid, reply, data)),
+        ("hmsg_frame", (subject, sid, reply, len(header), header + data)),
+        ("stored_msg_frame", (subject, sid, reply, header, data)),
+        ("no_responders_frame", (reply, sid, subject)),
+    ]:
+        assert getattr(frames_module, name)(*args) == getattr(_PURE, name)(*args), name

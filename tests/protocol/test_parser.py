@@ -18,7 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pynatsd import native
 from pynatsd.protocol import errors
+from pynatsd.protocol import parser as parser_module
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import (
     Connect,
@@ -34,6 +36,7 @@ from pynatsd.protocol.events import (
     Unsub,
 )
 from pynatsd.protocol.parser import Parser, parse_size
+from support.parserfuzz import fuzz
 
 UNKNOWN = errors.UNKNOWN_PROTOCOL_OPERATION
 MCL = errors.MAXIMUM_CONTROL_LINE_EXCEEDED
@@ -794,3 +797,29 @@ def test_hpub_needs_headers_from_connect() -> None:
     parser = Parser(headers=False, headers_supported=False)  # no_header_support
     events = parser.feed(b'CONNECT {"headers":true}\r\nHPUB foo 12 14\r\n')
     assert isinstance(events[-1], ProtocolError)
+
+
+# -- the compiled parser (docs/performance.md) ----------------------------------------------------
+
+# The pure-Python source of the parser, loaded beside whichever path this process runs.
+_PURE = native.load_pure("pynatsd.protocol.parser")
+
+
+@pytest.mark.skipif(not native.select().compiled, reason="the pure-Python path is active")
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payload=st.one_of(mutated_stream(), st.binary(max_size=200)), data=st.data())
+def test_property_compiled_parser_agrees_with_pure(payload: bytes, data: Any) -> None:
+    assert native.is_compiled(parser_module)
+    points = data.draw(st.lists(st.integers(0, len(payload)), max_size=16), label="cuts")
+    reads = _cut(payload, points)
+    compiled = feed_all(Parser(max_payload=4096, max_control_line=256), reads)
+    pure = feed_all(_PURE.Parser(max_payload=4096, max_control_line=256), reads)
+    assert describe_all(compiled) == describe_all(pure)
+
+
+def test_fuzzed_frames_neither_crash_nor_leak() -> None:
+    # bench/fuzz_parser.py runs the same with 1M frames (docs/performance.md has its result).
+    report = fuzz(lambda: Parser(max_payload=4096, max_control_line=256), 20_000, seed=16)
+    assert report.protocol_errors > 0  # the mutations did reach the error paths
+    assert report.events > report.frames // 2  # and most frames parsed
+    assert report.block_growth < 1000, report.blocks

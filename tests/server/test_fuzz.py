@@ -36,6 +36,7 @@ import nats
 import pynatsd
 from pynatsd.protocol import errors
 from support.memory import rss_bytes
+from support.parserfuzz import mutate
 
 SEED = 20261122
 MAX_PAYLOAD = 1024
@@ -251,33 +252,6 @@ class FrameGen:
         if model is not None:
             model.subs.clear()
         return b"CONNECT " + json.dumps(CONNECT_OPTS).encode() + b"\r\n"
-
-
-_INSERTS = (b"\r", b"\n", b"\r\n", b" ", b"\t", b"0", b"9", b"99999", b">", b"*", b".", b"\x00")
-
-
-def mutate(frame: bytes, rng: random.Random) -> bytes:
-    buf = bytearray(frame)
-    for _ in range(rng.randint(1, 3)):
-        pos = rng.randint(0, len(buf))
-        action = rng.randrange(7)
-        if action == 0 and pos < len(buf):
-            buf[pos] = rng.randrange(256)
-        elif action == 1:
-            del buf[pos:]
-        elif action == 2:
-            buf[pos:pos] = rng.choice(_INSERTS) if rng.random() < 0.6 else rng.randbytes(4)
-        elif action == 3:
-            del buf[pos : pos + rng.randint(1, 6)]
-        elif action == 4:
-            buf[pos:pos] = buf[pos : pos + rng.randint(1, 16)]
-        elif action == 5:
-            buf[:5] = bytes(buf[:5]).swapcase()
-        else:
-            cr = buf.find(b"\r")
-            if cr >= 0:
-                del buf[cr]
-    return bytes(buf)
 
 
 # -- one connection -----------------------------------------------------------------------------
