@@ -8,6 +8,7 @@ stores and a kill -9.
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,16 @@ import pytest
 
 from pynatsd.mqtt import frames
 from pynatsd.mqtt import packets as p
-from support.mqtt import Client, MQTTServer, RawMQTT, accepts, mqtt_servers, wait_for
+from pynatsd.mqtt.store import client_id_hash
+from support.mqtt import (
+    Client,
+    MQTTServer,
+    NATSClient,
+    RawMQTT,
+    accepts,
+    mqtt_servers,
+    wait_for,
+)
 from support.natsserver import require_nats_server
 
 pytestmark = pytest.mark.timeout(180)
@@ -236,3 +246,74 @@ def test_pubrel_waits_for_pubcomp_across_a_restart(tmp_path: Path) -> None:
     assert [x[1:] for x in got] == [(b"two", 2, False)]
     assert shape == ["Publish", "PubRel", "PubRel", "PingResp"]
     assert all(same_id) and connack == p.ConnAck(True, 0)
+
+
+def js_api(s: MQTTServer, subject: str) -> Any:
+    """A JetStream API request over NATS and its decoded reply."""
+    nats = NATSClient(s.nats_port)
+    nats.sub("_INBOX.mqtt", 9)
+    nats.send(f"PUB {subject} _INBOX.mqtt 0\r\n\r\n")
+    reply = json.loads(nats.read_msg().payload)
+    nats.close()
+    return reply
+
+
+def consumers_of(s: MQTTServer, stream: str) -> list[dict[str, Any]]:
+    return sorted(
+        (c["config"] for c in js_api(s, f"$JS.API.CONSUMER.LIST.{stream}")["consumers"]),
+        key=lambda c: c["filter_subject"],
+    )
+
+
+def consumer_shape(config: dict[str, Any], id_hash: str) -> tuple[Any, ...]:
+    """What nats-server's MQTT consumers have in common, names reduced to their form."""
+    durable = config["durable_name"]
+    deliver = config["deliver_subject"]
+    prefix, _, token = durable.partition("_")
+    return (
+        (prefix == id_hash and len(token) == 22) or durable == f"$MQTT_PUBREL_{id_hash}",
+        deliver.rsplit(".", 1)[0] if prefix == id_hash else deliver,
+        config["filter_subject"],
+        config["ack_policy"],
+        config["deliver_policy"],
+        config["ack_wait"],
+        config["max_ack_pending"],
+    )
+
+
+def test_consumers_of_sessions(tmp_path: Path) -> None:
+    """One durable consumer per QoS 1/2 subscription (sid: `a/#` has two) on `$MQTT_msgs`, a
+    PUBREL consumer for a session with QoS 2; an unsubscribed filter's goes, a persistent
+    session's stay while it is away, a clean session's go when it ends; a message nobody
+    subscribes to at QoS 1/2 is not kept (interest retention)."""
+    require_nats_server()
+
+    def scenario(s: MQTTServer, u: str) -> Any:
+        id_hash = client_id_hash(f"{u}-kept")
+        kept = Client(s.mqtt_port, f"{u}-kept", clean=False)
+        kept.subscribe((f"{u}/a/#", 1), (f"{u}/b", 2), (f"{u}/c", 0), (f"{u}/d", 1))
+        kept.unsubscribe(f"{u}/d")
+        kept.disconnect()
+        clean = Client(s.mqtt_port, f"{u}-clean")
+        clean.subscribe((f"{u}/e", 1))
+        while_clean = len(consumers_of(s, "$MQTT_msgs"))
+        clean.disconnect()
+        wait_for(lambda: len(consumers_of(s, "$MQTT_msgs")) == while_clean - 1, "clean's gone")
+        msgs = [consumer_shape(c, id_hash) for c in consumers_of(s, "$MQTT_msgs")]
+        out = [consumer_shape(c, id_hash) for c in consumers_of(s, "$MQTT_out")]
+        pub = Client(s.mqtt_port, f"{u}-pub")
+        pub.publish(f"{u}/nobody", b"x", 1)
+        pub.publish(f"{u}/a/x", b"y", 1)
+        pub.disconnect()
+        stored = js_api(s, "$JS.API.STREAM.INFO.$MQTT_msgs")["state"]["messages"]
+        Client(s.mqtt_port, f"{u}-kept").disconnect()  # clean session: all of it goes
+        wait_for(lambda: not consumers_of(s, "$MQTT_msgs"), "the consumers deleted")
+        return msgs, out, stored, len(consumers_of(s, "$MQTT_out"))
+
+    with mqtt_servers(tmp_path) as pair:
+        msgs, out, stored, out_left = both(pair, scenario)
+    assert [m[2].split(".", 3)[-1] for m in msgs] == ["a", "a.>", "b"]
+    assert all(m[0] and m[1] == "$MQTT.sub" and m[3:5] == ("explicit", "new") for m in msgs)
+    assert msgs[0][5:] == (30_000_000_000, 1024)
+    assert len(out) == 1 and out[0][0] and out[0][1].startswith("$MQTT.deliver.pubrel.")
+    assert (stored, out_left) == (1, 0)

@@ -80,8 +80,7 @@ class SessionConsumers:
         session had): None when JetStream refuses it."""
         known = self.by_sid.get(sid)
         if known is None:
-            token = nuid()
-            known = (f"{self.id_hash}_{token}", SUB_DELIVER_PREFIX + token)
+            known = (f"{self.id_hash}_{nuid()}", SUB_DELIVER_PREFIX + nuid())
         durable, deliver = known
         filter_subject = MESSAGES_PREFIX + subject.decode("utf-8", "surrogateescape")
         if self.store.consumer(MESSAGES, durable, deliver, filter_subject) is None:
