@@ -6,6 +6,8 @@ QoS 0 and QoS 1, MQTT -> MQTT (an MQTT subscriber at that QoS) and MQTT -> NATS 
 subscriber; the message carries the `Nmqtt-Pub` header). The clients are raw-socket processes
 built on pynatsd's own MQTT codec (no client library in the way): the publisher keeps at most
 `--window` QoS 1 messages unacknowledged, the MQTT subscriber acknowledges each QoS 1 message.
+On both servers QoS 1 goes through JetStream: each message is stored in `$MQTT_msgs` and
+reaches a QoS 1 subscriber from its subscription's durable consumer.
 
     python bench/bench_mqtt.py                        # ~1 minute
     python bench/bench_mqtt.py --count 20000 --size 16 --flows qos0-mqtt,qos1-mqtt

@@ -175,6 +175,15 @@ class Consumer(ConsumerReset):
             return
         self._save_handle = self.ajs.loop.call_later(_SAVE_DELAY, self._save_now)
 
+    def save_at_once(self) -> None:
+        """Persist the state now, not after `_SAVE_DELAY`: a durable made on a client's behalf
+        (MQTT's) is on disk before the client is answered, as nats-server writes a consumer's
+        meta when it creates it."""
+        if self._save_handle is not None:
+            self._save_handle.cancel()
+            self._save_handle = None
+        self._save_now()
+
     def _save_now(self) -> None:
         self._save_handle = None
         if self._state_store is not None and not self.closed:

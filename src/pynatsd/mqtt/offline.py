@@ -1,9 +1,10 @@
 """A persistent session while its client is away: its subscriptions stay, and the QoS 1 and 2
 messages they match wait for the client to come back.
 
-nats-server keeps them in its `$MQTT_msgs` stream through a durable consumer per QoS 1/2
-subscription (`processJSConsumer` in server/mqtt.go) and delivers them when the session
-resumes. pynatsd keeps them in memory: they wait for a reconnection, not for a restart.
+As in nats-server, QoS 1/2 messages from MQTT clients wait in `$MQTT_msgs` for the consumer
+of each QoS 1/2 subscription (`mqtt.consumers`), not here: they survive a restart. What this
+keeps in memory is what has no consumer behind it: MQTT 5 shared subscriptions and accounts
+without JetStream (waiting for a reconnection, not for a restart).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class OfflineSession:
         for sid, sub in session.subs.items():
             if isinstance(sub, MQTTSubscription):
                 kept = MQTTSubscription(self, sub.subject_bytes, sid, sub.qos, sub.queue_bytes)
+                kept.backed = sub.backed  # its QoS 1/2 messages wait in its consumer
                 self.account.sublist.insert(kept)
                 self.subs.append(kept)
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import os
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.auth import AuthResult
 from pynatsd.logger import log
 from pynatsd.mqtt import packets as p
 from pynatsd.mqtt import v5
+from pynatsd.mqtt.consumers import SessionConsumers, delete_session_consumers, nuid
 from pynatsd.mqtt.offline import OfflineSession
 from pynatsd.mqtt.session import DUPLICATE_CLIENT_ID, MQTTSession, MQTTSubscription
-from pynatsd.mqtt.store import AccountStore
+from pynatsd.mqtt.store import AccountStore, StoredSession
 from pynatsd.options import DEFAULT_HOST
 from pynatsd.server.listen import bound_port, listen
 from pynatsd.subjects import match_literal_bytes
@@ -28,9 +28,6 @@ if TYPE_CHECKING:
     from pynatsd.options import MQTTOptions
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
-
-_NUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
 
 # MQTT 5: a Session Expiry Interval of 0xFFFFFFFF never expires.
 NEVER_EXPIRES = 0xFFFFFFFF
@@ -100,8 +97,7 @@ class MQTT:
 
     def new_client_id(self) -> str:
         """An id for a client that sent none (nats-server's nuid.Next())."""
-        raw = os.urandom(22)
-        return "".join(_NUID_ALPHABET[b % len(_NUID_ALPHABET)] for b in raw)
+        return nuid()
 
     def _state(self, account: Account) -> AccountState:
         """The account's MQTT state, its streams made (or found) on first use."""
@@ -116,8 +112,13 @@ class MQTT:
         when a stored session is resumed (CONNACK's session present)."""
         state = self._state(session.account)
         client_id = session.client_id
+        store = state.store
+        if store.enabled:
+            session.consumers = SessionConsumers(store, client_id)
         old = state.connected.get(client_id)
         if old is not None and old is not session:
+            if old.consumers is not None and not old.keep_session:
+                old.consumers.drop_all()  # a clean session's consumers end with it
             old.will = None
             old.disconnect_v5(v5.SESSION_TAKEN_OVER)
             log.warning(
@@ -134,17 +135,20 @@ class MQTT:
             offline.expiry.cancel()
         stored = state.persistent.pop(client_id, None)
         if stored is None:
-            stored = state.store.load_session(client_id)
+            stored = store.load_session(client_id)
         if clean and stored is not None:
-            state.store.delete_session(client_id)
+            delete_session_consumers(store, client_id, stored.cons)
+            store.delete_session(client_id)
             stored, waiting = None, []
+        if stored is not None and session.consumers is not None:
+            session.consumers.by_sid = dict(stored.cons)
         if session.keep_session:
-            state.persistent[client_id] = stored or {}
-            state.store.save_session(client_id, state.persistent[client_id])
+            kept = state.persistent[client_id] = stored or StoredSession()
+            store.save_session(client_id, kept.subs, kept.cons)
         elif stored is not None:
             # MQTT 5, resumed without a session expiry: the session ends with the connection.
-            state.store.delete_session(client_id)
-        state.resumed[client_id] = (stored or {}, waiting)
+            store.delete_session(client_id)
+        state.resumed[client_id] = (stored.subs if stored is not None else {}, waiting)
         return stored is not None
 
     def restore_subscriptions(self, session: MQTTSession) -> None:
@@ -152,22 +156,30 @@ class MQTT:
         state = self._state(session.account)
         subs, waiting = state.resumed.pop(session.client_id, ({}, []))
         added: list[MQTTSubscription] = []
+        consumers = session.consumers
+        if consumers is not None and consumers.has_pubrel_consumer():
+            session.subscribe_pubrel()  # PUBRELs waiting for PUBCOMP go again
         for subject, qos in subs.items():
             session.subscribe_subject(subject, qos, added)
         for topic, payload, qos in waiting:
             session.send_publish(topic, payload, qos, False)
+        if subs:
+            self.subscriptions_changed(session)
 
     def subscriptions_changed(self, session: MQTTSession) -> None:
         state = self._state(session.account)
         if session.client_id in state.persistent:
-            subs = session.filters()
-            state.persistent[session.client_id] = subs
-            state.store.save_session(session.client_id, subs)
+            consumers = session.consumers
+            kept = StoredSession(session.filters(), {} if consumers is None else consumers.by_sid)
+            state.persistent[session.client_id] = kept
+            state.store.save_session(session.client_id, kept.subs, kept.cons)
 
     def session_closed(self, session: MQTTSession) -> None:
         state = self.accounts.get(session.account.name)
         if state is not None and state.connected.get(session.client_id) is session:
             del state.connected[session.client_id]
+            if session.client_id not in state.persistent and session.consumers is not None:
+                session.consumers.drop_all()  # a clean session's consumers end with it
             if session.client_id in state.persistent:
                 offline = state.offline[session.client_id] = OfflineSession(session)
                 expiry = session.session_expiry
@@ -185,7 +197,9 @@ class MQTT:
             return  # the client came back
         del state.offline[client_id]
         offline.resume()
-        state.persistent.pop(client_id, None)
+        stored = state.persistent.pop(client_id, None)
+        if stored is not None:
+            delete_session_consumers(state.store, client_id, stored.cons)
         state.store.delete_session(client_id)
 
     # -- retained messages -----------------------------------------------------------------------
@@ -216,8 +230,8 @@ class AccountState:
         self.store = store
         # Connected sessions by client id.
         self.connected: dict[str, MQTTSession] = {}
-        # Persistent sessions (clean session 0): client id -> {NATS subject: QoS}.
-        self.persistent: dict[str, dict[bytes, int]] = {}
+        # Persistent sessions (clean session 0): client id -> its filters and consumers.
+        self.persistent: dict[str, StoredSession] = {}
         # Persistent sessions whose client is away, and what they kept for it
         # (mqtt.offline), until the client's CONNACK is out.
         self.offline: dict[str, OfflineSession] = {}

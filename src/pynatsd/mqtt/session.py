@@ -23,8 +23,10 @@ from pynatsd.mqtt import frames, v5
 from pynatsd.mqtt import packets as p
 from pynatsd.mqtt import properties as props
 from pynatsd.mqtt.codec import Decoder
+from pynatsd.mqtt.consumers import ConsumerSubscription, SessionConsumers
 from pynatsd.mqtt.inflight import InFlight
 from pynatsd.mqtt.nats_headers import message_qos, nats_message
+from pynatsd.mqtt.store import MESSAGES_PREFIX, PUBREL_HEADER, header_fields, qos2_header
 from pynatsd.mqtt.topics import (
     TopicError,
     filter_to_subject,
@@ -67,7 +69,7 @@ class MQTTSubscription(Subscription):
     """A subscription of an MQTT client: its granted QoS, and whether it starts with a
     wildcard (such a filter never matches a topic starting with `$`, [MQTT-4.7.2-1])."""
 
-    __slots__ = ("identifier", "options", "qos", "reserved")
+    __slots__ = ("backed", "identifier", "options", "qos", "reserved")
 
     def __init__(
         self, owner: Receiver, subject: bytes, sid: bytes, qos: int, group: bytes = b""
@@ -79,6 +81,8 @@ class MQTTSubscription(Subscription):
         # handling) and the Subscription Identifier (0: none).
         self.options = qos
         self.identifier = 0
+        # QoS 1/2 messages from MQTT reach it through its JetStream consumer, not here.
+        self.backed = False
 
 
 class MQTTSession(Client):
@@ -87,6 +91,7 @@ class MQTTSession(Client):
     __slots__ = (
         "_keep_alive_timer",
         "client_id",
+        "consumers",
         "decoder",
         "inflight",
         "keep_alive",
@@ -117,6 +122,9 @@ class MQTTSession(Client):
         self.inflight = InFlight(mqtt.options.max_ack_pending)
         # QoS 2 messages received and not yet released (PUBREL): packet id -> message.
         self.qos2_in: dict[int, p.Publish] = {}
+        # The JetStream consumers of QoS 1/2 subscriptions; None without JetStream (QoS 1/2
+        # then stays in memory, `inflight` alone).
+        self.consumers: SessionConsumers | None = None
         # MQTT 5: topic aliases the client set (alias -> topic); the session outlives the
         # connection (3.1.1: clean session 0; 5: a session expiry interval).
         self.topic_aliases: dict[int, bytes] = {}
@@ -167,7 +175,9 @@ class MQTTSession(Client):
         if isinstance(packet, p.Publish):  # first: the common packet
             self._process_publish(packet)
         elif isinstance(packet, p.PubAck | p.PubComp):
-            self.inflight.acked(packet.packet_id)
+            ack = self.inflight.acked(packet.packet_id)
+            if ack and self.consumers is not None:
+                self.consumers.store.ack(ack)
             self._send_backlog()
         elif isinstance(packet, p.Connect | p.ConnectRefused):
             if self.connected:
@@ -187,8 +197,7 @@ class MQTTSession(Client):
         elif isinstance(packet, p.PingReq):
             self.outbound.push(frames.PINGRESP_FRAME)
         elif isinstance(packet, p.PubRec):
-            self.inflight.received(packet.packet_id)
-            self.outbound.push(frames.pub_response(p.PUBREL, packet.packet_id))
+            self._process_pubrec(packet.packet_id)
         elif isinstance(packet, p.PubRel):
             self._process_pubrel(packet)
         elif isinstance(packet, p.Disconnect):
@@ -332,8 +341,14 @@ class MQTTSession(Client):
             return
         if qos == 2:
             # Kept until the client releases it (PUBREL), once per packet id: a DUP of a
-            # message not released yet is not delivered twice.
-            self.qos2_in.setdefault(packet.packet_id, packet)
+            # message not released yet is not delivered twice. In `$MQTT_qos2in` as
+            # nats-server keeps it; MQTT 5 properties stay in memory.
+            consumers = self.consumers
+            if consumers is not None and not packet.properties:
+                qos2 = qos2_header(subject, packet.retain)
+                consumers.store.store_qos2(self.client_id, packet.packet_id, qos2, packet.payload)
+            else:
+                self.qos2_in.setdefault(packet.packet_id, packet)
             self.outbound.push(frames.pub_response(p.PUBREC, packet.packet_id))
             return
         self.publish_to_nats(subject, packet, header)
@@ -342,6 +357,11 @@ class MQTTSession(Client):
 
     def _process_pubrel(self, packet: p.PubRel) -> None:
         message = self.qos2_in.pop(packet.packet_id, None)
+        if message is None and self.consumers is not None:
+            stored = self.consumers.store.take_qos2(self.client_id, packet.packet_id)
+            if stored is not None:
+                subject, retain, payload = stored
+                message = p.Publish(subject_to_topic(subject), payload, 2, retain)
         if message is not None:
             header, _ = self._nats_header(message)
             self.publish_to_nats(topic_to_subject(message.topic), message, header)
@@ -371,6 +391,12 @@ class MQTTSession(Client):
         self.publishing_retain = packet.retain
         self._process_pub_slow(msg)
         self.publishing_retain = False
+        consumers = self.consumers
+        if packet.qos and consumers is not None and self._may_publish(subject, False):
+            # QoS 1/2 subscriptions read it from `$MQTT_msgs` (mqttInitiateMsgDelivery).
+            if self.version == p.MQTT_5:
+                header = v5.stored_header(header, self.client_id, packet.retain)
+            consumers.store.store_message(subject, header, packet.payload)
 
     def _nats_header(self, packet: p.Publish) -> tuple[bytes, int]:
         """The NATS header block of an MQTT message and the NATS message's size."""
@@ -396,19 +422,17 @@ class MQTTSession(Client):
             return None
         return dataclasses.replace(packet, topic=topic)
 
-    def _may_publish(self, subject: bytes) -> bool:
+    def _may_publish(self, subject: bytes, report: bool = True) -> bool:
         if (
             subject
             and subject[0] in RESERVED_FIRST_BYTES
             and is_reserved_subject(subject, self.account is self.server.system_account)
+        ) or (
+            self.perms.publish_restricted
+            and not self.perms.can_publish(subject.decode("utf-8", "surrogateescape"))
         ):
-            self.publish_violation(subject)
-            return False
-        perms = self.perms
-        if perms.publish_restricted and not perms.can_publish(
-            subject.decode("utf-8", "surrogateescape")
-        ):
-            self.publish_violation(subject)
+            if report:
+                self.publish_violation(subject)
             return False
         return True
 
@@ -512,7 +536,7 @@ class MQTTSession(Client):
         existing = self.subs.get(sid)
         if isinstance(existing, MQTTSubscription):
             existing.qos = qos
-            return existing
+            return existing if self._back(existing) else None
         text = subject.decode("utf-8", "surrogateescape")
         queue = group.decode("utf-8", "surrogateescape") if group else None
         perms = self.perms
@@ -533,7 +557,65 @@ class MQTTSession(Client):
         except InvalidSubjectError:
             return None
         self.subs[sid] = sub
+        if not self._back(sub):
+            self.unsubscribe(sub)
+            return None
         return sub
+
+    def _back(self, sub: MQTTSubscription) -> bool:
+        """A QoS 1/2 subscription's JetStream consumer and the subscription on its deliver
+        subject (processJSConsumer); a subscription at QoS 0 now loses them. False when
+        JetStream refuses the consumer. MQTT 5 shared subscriptions stay in memory."""
+        consumers = self.consumers
+        if consumers is None or sub.queue:
+            return True
+        if sub.qos == 0:
+            self._unback(sub.sid)
+            sub.backed = False
+            return True
+        if sub.qos == 2 and not consumers.pubrel and not self.subscribe_pubrel():
+            return False
+        made = consumers.ensure(sub.sid, sub.subject_bytes)
+        if made is None:
+            return False
+        durable, deliver = made
+        existing = self.subs.get(deliver.encode())
+        if isinstance(existing, ConsumerSubscription):
+            existing.filter = sub
+        else:
+            self._subscribe_deliver(ConsumerSubscription(self, deliver, durable, sub))
+            consumers.interest(durable)
+        sub.backed = True
+        return True
+
+    def _unback(self, sid: bytes) -> None:
+        consumers = self.consumers
+        if consumers is None or sid not in consumers.by_sid:
+            return
+        deliver = consumers.by_sid[sid][1].encode()
+        durable = consumers.drop(sid)
+        self.inflight.forget(durable)
+        delivery = self.subs.get(deliver)
+        if delivery is not None:
+            self.unsubscribe(delivery)
+
+    def _subscribe_deliver(self, sub: ConsumerSubscription) -> None:
+        self.account.sublist.insert(sub)
+        self.subs[sub.sid] = sub
+
+    def subscribe_pubrel(self) -> bool:
+        """The session's PUBREL consumer and the subscription on its deliver subject
+        (ensurePubRelConsumerSubscription)."""
+        consumers = self.consumers
+        if consumers is None or not consumers.ensure_pubrel():
+            return False
+        deliver = consumers.pubrel_deliver
+        if deliver.encode() not in self.subs:
+            self._subscribe_deliver(
+                ConsumerSubscription(self, deliver, consumers.pubrel_durable, None)
+            )
+            consumers.interest(consumers.pubrel_durable, pubrel=True)
+        return True
 
     def _process_unsubscribe(self, packet: p.Unsubscribe) -> None:
         codes: list[int] = []
@@ -560,6 +642,7 @@ class MQTTSession(Client):
                 sub = self.subs.get(sid)
                 if sub is not None:
                     self.unsubscribe(sub)
+                    self._unback(sid)
             codes.append(0 if len(self.subs) < removed else v5.NO_SUBSCRIPTION_EXISTED)
         self.mqtt.subscriptions_changed(self)
         if self.version == p.MQTT_5:
@@ -574,6 +657,9 @@ class MQTTSession(Client):
         return False  # frames are PUBLISH packets, never planned MSG lines
 
     def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
+        if type(sub) is ConsumerSubscription:
+            self._deliver_stored(sub, msg)
+            return
         assert isinstance(sub, MQTTSubscription)
         delivery = as_publish(sub, msg, publisher)
         if delivery is None:
@@ -599,6 +685,63 @@ class MQTTSession(Client):
             and publisher.publishing_retain
         )
         self.send_publish(topic, payload, qos, retain, properties)
+
+    def _deliver_stored(self, sub: ConsumerSubscription, msg: Pub) -> None:
+        """A consumer's delivery: a QoS 1/2 message from `$MQTT_msgs`, sent with the packet
+        id it had and DUP when JetStream delivers it again (mqttDeliverMsgCbQoS12); or a
+        PUBREL waiting for PUBCOMP (mqttDeliverPubRelCb)."""
+        consumers = self.consumers
+        if consumers is None or not msg.reply:
+            return
+        header_size = msg.header_size
+        header = msg.payload[:header_size] if header_size > 0 else b""
+        target = sub.filter
+        if target is None:
+            packet_id = int(header_fields(header).get(PUBREL_HEADER, b"0") or b"0")
+            if packet_id:
+                self.inflight.pubrel[packet_id] = msg.reply
+                self.outbound.push(frames.pub_response(p.PUBREL, packet_id))
+            return
+        subject = msg.subject[len(MESSAGES_PREFIX) :]
+        qos = min(message_qos(header), target.qos) if header else 0
+        if not subject or not qos:
+            return
+        if target.reserved and subject[:1] == b"$":
+            consumers.store.ack(msg.reply)
+            return
+        properties: p.Properties | None = None
+        retain = False
+        if self.version == p.MQTT_5:
+            origin, retained = v5.stored_origin(header)
+            properties = v5.delivery_properties(header, b"", b"")
+            if properties is None or (
+                target.options & p.SUB_NO_LOCAL and origin == self.client_id.encode()
+            ):
+                consumers.store.ack(msg.reply)  # expired, or its own message under No Local
+                return
+            retain = retained and bool(target.options & p.SUB_RETAIN_AS_PUBLISHED)
+            if target.identifier:
+                properties[props.SUBSCRIPTION_IDENTIFIER] = [target.identifier]
+        packet_id, dup = self.inflight.track_stored(sub.durable, msg.reply)
+        if not packet_id:
+            return  # max_ack_pending in flight: the consumer sends it again later
+        payload = msg.payload[header_size:] if header_size > 0 else msg.payload
+        self.stats.sent(1, len(payload))
+        topic = subject_to_topic(subject)
+        head = frames.publish_head(topic, len(payload), qos, retain, dup, packet_id, properties)
+        self.outbound.push(head + payload)
+
+    def _process_pubrec(self, packet_id: int) -> None:
+        """PUBREC: a consumer's delivery is acknowledged and its PUBREL stored in
+        `$MQTT_out` for the PUBREL consumer to send (mqttProcessPublishReceived); a message
+        tracked in memory gets its PUBREL now."""
+        ack = self.inflight.received(packet_id)
+        consumers = self.consumers
+        if ack is None or consumers is None:
+            self.outbound.push(frames.pub_response(p.PUBREL, packet_id))
+            return
+        consumers.store.store_pubrel(consumers.id_hash, packet_id)
+        consumers.store.ack(ack)
 
     def send_retained(
         self, subject: bytes, packet: p.Publish, header: bytes, sub: MQTTSubscription
@@ -708,10 +851,10 @@ def as_publish(
     if header_size > 0:
         if sub.qos:
             qos = min(message_qos(payload[:header_size]), sub.qos)
-            if qos and not isinstance(publisher, MQTTSession):
+            if qos and (sub.backed or not isinstance(publisher, MQTTSession)):
                 # nats-server delivers QoS 1/2 from its `$MQTT_msgs` stream, where only MQTT
-                # publishes are stored: a NATS message claiming QoS 1 reaches no QoS 1
-                # subscription.
+                # publishes are stored (a backed subscription's consumer brings them): a NATS
+                # message claiming QoS 1 reaches no QoS 1 subscription.
                 return None
         payload = payload[header_size:]
     return subject_to_topic(subject), payload, qos

@@ -6,21 +6,29 @@ of an account the streams `$MQTT_sess`, `$MQTT_msgs`, `$MQTT_rmsgs`, `$MQTT_qos2
 `$MQTT_out` exist (made if missing); a persistent session is the last message on
 `$MQTT.sess.<hash of the client id>` (JSON as nats-server's mqttPersistedSession: origin, id,
 clean, subs), a retained message the last on `$MQTT.rmsgs.<subject>` (headers
-`Nmqtt-RTopic`, `Nmqtt-RFlags`, `Nmqtt-ROrigin`; the body is the payload). So both survive a
-restart on the same store. pynatsd keeps QoS 1/2 messages in flight in memory
-(`mqtt.inflight`): `$MQTT_msgs`, `$MQTT_qos2in` and `$MQTT_out` are made for parity only.
+`Nmqtt-RTopic`, `Nmqtt-RFlags`, `Nmqtt-ROrigin`; the body is the payload). QoS 1/2 messages
+from MQTT clients are stored on `$MQTT.msgs.<subject>` (`mqttInitiateMsgDelivery`), each QoS 1/2
+subscription reads them through a durable consumer delivering to `$MQTT.sub.<nuid>`
+(`processJSConsumer`), a QoS 2 message waits for its PUBREL on `$MQTT.qos2.in.<client id>.<packet
+id>` (`mqttStoreQoS2MsgOnce`) and an outgoing PUBREL on `$MQTT.out.pubrel.<hash>`, read by the
+session's `$MQTT_PUBREL_<hash>` consumer. So all of it survives a restart on the same store.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import jetstream_of
+from pynatsd.jetstream.consumer_checks import check_consumer_config
+from pynatsd.jetstream.consumer_config import ConsumerConfig, set_consumer_defaults
+from pynatsd.jetstream.errors import ApiError
 from pynatsd.jetstream.stream_checks import check_stream_config
 from pynatsd.jetstream.stream_config import StreamConfig, set_static_stream_metadata
 from pynatsd.mqtt import packets as p
+from pynatsd.mqtt.nats_headers import SUBJECT_HEADER
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.manager import AccountJetStream
@@ -32,14 +40,25 @@ SESSIONS = "$MQTT_sess"
 SESSIONS_PREFIX = "$MQTT.sess."
 RETAINED = "$MQTT_rmsgs"
 RETAINED_PREFIX = "$MQTT.rmsgs."
+MESSAGES = "$MQTT_msgs"
+MESSAGES_PREFIX = "$MQTT.msgs."
+QOS2_IN = "$MQTT_qos2in"
+QOS2_IN_PREFIX = "$MQTT.qos2.in."
+OUT = "$MQTT_out"
+PUBREL_PREFIX = "$MQTT.out.pubrel."
+# Deliver subjects of the consumers: one per QoS 1/2 subscription, one per session for PUBRELs.
+SUB_DELIVER_PREFIX = "$MQTT.sub."
+PUBREL_DELIVER_PREFIX = "$MQTT.deliver.pubrel."
+PUBREL_DURABLE_PREFIX = "$MQTT_PUBREL_"
+PUBREL_HEADER = b"Nmqtt-PubRel"
 
 # (name, subjects, retention, one message per subject), as nats-server makes them.
 _STREAMS = (
     (SESSIONS, f"{SESSIONS_PREFIX}>", "limits", True),
-    ("$MQTT_msgs", "$MQTT.msgs.>", "interest", False),
+    (MESSAGES, f"{MESSAGES_PREFIX}>", "interest", False),
     (RETAINED, f"{RETAINED_PREFIX}>", "limits", True),
-    ("$MQTT_qos2in", "$MQTT.qos2.in.>", "limits", True),
-    ("$MQTT_out", "$MQTT.out.>", "interest", False),
+    (QOS2_IN, f"{QOS2_IN_PREFIX}>", "limits", True),
+    (OUT, "$MQTT.out.>", "interest", False),
 )
 
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -75,9 +94,14 @@ class AccountStore:
 
     # -- sessions --------------------------------------------------------------------------------
 
-    def load_session(self, client_id: str) -> dict[bytes, int] | None:
-        """The subscriptions (NATS subject -> QoS) of a stored session, None when there is
-        none."""
+    @property
+    def enabled(self) -> bool:
+        """JetStream is there for the account: QoS 1/2 goes through the streams."""
+        return self._ajs is not None
+
+    def load_session(self, client_id: str) -> StoredSession | None:
+        """The subscriptions (NATS subject -> QoS) and consumers (sid -> durable, deliver
+        subject) of a stored session, None when there is none."""
         stream = self._stream(SESSIONS)
         if stream is None:
             return None
@@ -88,14 +112,32 @@ class AccountStore:
             record = json.loads(stored.data)
             if record.get("id") != client_id or record.get("clean"):
                 return None
-            return {subject.encode(): int(qos) for subject, qos in record.get("subs", {}).items()}
-        except (ValueError, AttributeError, TypeError):
+            subs = {subject.encode(): int(qos) for subject, qos in record.get("subs", {}).items()}
+            cons = {
+                sid.encode(): (str(cc["durable_name"]), str(cc["deliver_subject"]))
+                for sid, cc in (record.get("cons") or {}).items()
+            }
+            return StoredSession(subs, cons)
+        except (ValueError, AttributeError, TypeError, KeyError):
             return None  # not a session record pynatsd or nats-server wrote
 
-    def save_session(self, client_id: str, subs: dict[bytes, int]) -> None:
+    def save_session(
+        self,
+        client_id: str,
+        subs: dict[bytes, int],
+        cons: dict[bytes, tuple[str, str]] | None = None,
+    ) -> None:
         record: dict[str, object] = {"origin": self.origin, "id": client_id}
         if subs:
             record["subs"] = {subject.decode(): qos for subject, qos in subs.items()}
+        if cons:
+            record["cons"] = {
+                sid.decode(): self._consumer_json(MESSAGES, durable, deliver)
+                for sid, (durable, deliver) in cons.items()
+            }
+        pubrel = PUBREL_DURABLE_PREFIX + client_id_hash(client_id)
+        if self.has_consumer(OUT, pubrel):
+            record["pubrel"] = self._consumer_json(OUT, pubrel, "")
         self._publish(SESSIONS_PREFIX + client_id_hash(client_id), b"", json.dumps(record).encode())
 
     def delete_session(self, client_id: str) -> None:
@@ -114,7 +156,7 @@ class AccountStore:
             stored = stream.store.load_last_msg(subject)
             if stored is None:
                 continue
-            headers = _header_fields(stored.header)
+            headers = header_fields(stored.header)
             flags = int(headers.get(b"Nmqtt-RFlags", b"0").lstrip(b"-") or b"0", 16)
             topic = headers.get(b"Nmqtt-RTopic", b"")
             if stored.data and topic:
@@ -137,12 +179,133 @@ class AccountStore:
         )
         self._publish(key, header, packet.payload)
 
+    # -- QoS 1/2 messages ------------------------------------------------------------------------
+
+    def store_message(self, subject: bytes, header: bytes, payload: bytes) -> None:
+        """A QoS 1/2 message from an MQTT client, for the consumers of QoS 1/2
+        subscriptions."""
+        key = MESSAGES_PREFIX + subject.decode("utf-8", "surrogateescape")
+        self._publish(key, header, payload)
+
+    def consumer(
+        self, stream_name: str, durable: str, deliver: str, filter_subject: str
+    ) -> ConsumerConfig | None:
+        """The durable push consumer `durable` (made when missing) as nats-server's MQTT makes
+        it: explicit acks, new messages only, the mqtt block's ack_wait and
+        max_ack_pending. None when JetStream refuses it."""
+        stream = self._stream(stream_name)
+        if stream is None or self._ajs is None:
+            return None
+        existing = stream.consumers.get(durable)
+        if existing is not None:
+            return existing.config
+        mqtt = self.server.options.mqtt
+        assert mqtt is not None
+        config = ConsumerConfig(
+            durable_name=durable,
+            deliver_subject=deliver,
+            ack_policy="explicit",
+            deliver_policy="new",
+            filter_subject=filter_subject,
+            ack_wait=int(mqtt.ack_wait * 1e9),
+            max_ack_pending=mqtt.max_ack_pending,
+            mem_storage=mqtt.consumer_memory_storage,
+        )
+        if mqtt.consumer_inactive_threshold > 0:
+            config.inactive_threshold = int(mqtt.consumer_inactive_threshold * 1e9)
+        limit = self._ajs.limit("max_ack_pending")
+        try:
+            set_consumer_defaults(config, stream.config, False, limit)
+            check_consumer_config(config, stream.config, limit)
+        except ApiError:
+            return None
+        consumer = self._ajs.add_consumer(stream, config, durable)
+        consumer.save_at_once()
+        return consumer.config
+
+    def consumer_interest(self, stream_name: str, durable: str) -> None:
+        """The consumer's deliver subject was just subscribed to (or dropped): tell it now
+        rather than at the interest watcher's next tick."""
+        stream = self._stream(stream_name)
+        consumer = None if stream is None else stream.consumers.get(durable)
+        if consumer is not None:
+            consumer.interest_changed()
+
+    def _consumer_json(self, stream_name: str, durable: str, deliver: str) -> dict[str, Any]:
+        """A consumer's config as the session record keeps it (nats-server's `cons`)."""
+        stream = self._stream(stream_name)
+        consumer = None if stream is None else stream.consumers.get(durable)
+        if consumer is not None:
+            return consumer.config.to_json()
+        return {"durable_name": durable, "deliver_subject": deliver}
+
+    def has_consumer(self, stream_name: str, durable: str) -> bool:
+        stream = self._stream(stream_name)
+        return stream is not None and durable in stream.consumers
+
+    def delete_consumer(self, stream_name: str, durable: str) -> None:
+        stream = self._stream(stream_name)
+        if stream is not None and self._ajs is not None and durable in stream.consumers:
+            self._ajs.delete_consumer(stream, durable)
+
+    def ack(self, reply: bytes) -> None:
+        """Acknowledge a consumer's delivery (nats-server's jsa.sendAck)."""
+        if reply:
+            self.server.publish_internal(self.account, reply, "", b"", b"")
+
+    def store_qos2(self, client_id: str, packet_id: int, header: bytes, payload: bytes) -> None:
+        """A QoS 2 message until its PUBREL, once per packet id: a DUP of one not released
+        yet is not stored again (nats-server's DiscardNewPer on the stream)."""
+        stream = self._stream(QOS2_IN)
+        key = f"{QOS2_IN_PREFIX}{client_id}.{packet_id}"
+        if stream is not None and stream.store.load_last_msg(key) is None:
+            self._publish(key, header, payload)
+
+    def take_qos2(self, client_id: str, packet_id: int) -> tuple[bytes, bool, bytes] | None:
+        """The QoS 2 message a PUBREL releases (its subject, retain flag and payload),
+        removed."""
+        stream = self._stream(QOS2_IN)
+        if stream is None:
+            return None
+        key = f"{QOS2_IN_PREFIX}{client_id}.{packet_id}"
+        stored = stream.store.load_last_msg(key)
+        if stored is None:
+            return None
+        stream.purge(subject=key)
+        fields = header_fields(stored.header)
+        subject = fields.get(SUBJECT_HEADER, b"")
+        flags = fields.get(b"Nmqtt-Pub", b"2")
+        if not subject:
+            return None
+        return subject, bool(int(flags[1:2] or b"0", 16) & 1), stored.data
+
+    def store_pubrel(self, id_hash: str, packet_id: int) -> None:
+        """A PUBREL to send until PUBCOMP (nats-server's mqttNewDeliverablePubRel)."""
+        header = b"NATS/1.0\r\n%s:%d\r\n\r\n" % (PUBREL_HEADER, packet_id)
+        self._publish(PUBREL_PREFIX + id_hash, header, b"")
+
     def _publish(self, subject: str, header: bytes, data: bytes) -> None:
         if self._ajs is not None:
             self.server.publish_internal(self.account, subject, "", header, data)
 
 
-def _header_fields(header: bytes) -> dict[bytes, bytes]:
+def qos2_header(subject: bytes, retain: bool) -> bytes:
+    """The header of a QoS 2 message waiting for PUBREL: the QoS and the PUBLISH flags, and
+    the subject it goes to (nats-server's mqttNewDeliverableMessage with encodePP)."""
+    flags = 4 | int(retain)
+    return b"NATS/1.0\r\nNmqtt-Pub:2%x\r\n%s:%s\r\n\r\n" % (flags, SUBJECT_HEADER, subject)
+
+
+@dataclass(slots=True)
+class StoredSession:
+    """A persistent session's record: its filters and its QoS 1/2 subscriptions' consumers."""
+
+    subs: dict[bytes, int] = field(default_factory=dict)
+    # sid -> (durable name, deliver subject)
+    cons: dict[bytes, tuple[str, str]] = field(default_factory=dict)
+
+
+def header_fields(header: bytes) -> dict[bytes, bytes]:
     fields: dict[bytes, bytes] = {}
     for line in header.split(b"\r\n")[1:]:
         name, sep, value = line.partition(b":")

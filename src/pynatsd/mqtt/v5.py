@@ -122,3 +122,30 @@ def shared_filter(topic_filter: bytes) -> tuple[bytes, bytes] | None:
     if not sep or not group or not rest or any(c in group for c in b"+#/"):
         return None
     return group, rest
+
+
+# Kept with a message from an MQTT 5 client in `$MQTT_msgs` (never sent to NATS subscribers):
+# who published it (No Local) and whether it was retained (Retain As Published).
+ORIGIN_CLIENT = b"Nmqtt-Origin-Client"
+RETAINED = b"Nmqtt-Retained"
+
+
+def stored_header(header: bytes, client_id: str, retain: bool) -> bytes:
+    """The header block of an MQTT 5 client's QoS 1/2 message as `$MQTT_msgs` keeps it."""
+    extra = b"%s:%s\r\n" % (ORIGIN_CLIENT, client_id.encode())
+    if retain:
+        extra += b"%s:1\r\n" % RETAINED
+    return header[:-2] + extra + b"\r\n"
+
+
+def stored_origin(header: bytes) -> tuple[bytes, bool]:
+    """The publisher's client id and retain flag kept by `stored_header`."""
+    origin = b""
+    retained = False
+    for line in header.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name == ORIGIN_CLIENT:
+            origin = value
+        elif name == RETAINED:
+            retained = value == b"1"
+    return origin, retained
