@@ -358,7 +358,6 @@ def test_warnings(text: str, warning: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "cluster { port: 6222, tls { timeout: 3 } }",
         "gateway { name: A }",
         "leafnodes { port: 7422 }",
         "leaf { port: 7422 }",

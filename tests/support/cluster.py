@@ -157,6 +157,7 @@ class ProcessCluster:
         name: str = "C1",
         via: Literal["config", "flags"] = "config",
         extra_config: str = "",
+        cluster_config: str | Sequence[str] = "",
     ) -> None:
         for kind in kinds:
             if kind not in (GO, PY):
@@ -167,8 +168,12 @@ class ProcessCluster:
         self.via = via
         # Top-level configuration lines added to every node's file (config mode only).
         self.extra_config = extra_config
-        if extra_config and via != "config":
-            raise ValueError("extra_config needs via='config'")
+        # Lines added inside every node's `cluster {}` block, or one text per node.
+        self.cluster_config = (
+            [cluster_config] * len(kinds) if isinstance(cluster_config, str) else cluster_config
+        )
+        if (extra_config or any(self.cluster_config)) and via != "config":
+            raise ValueError("extra_config and cluster_config need via='config'")
         ports: set[int] = set()
 
         def port() -> int:
@@ -200,6 +205,7 @@ class ProcessCluster:
             f"  name: {self.cluster_name}\n"
             f'  listen: "{LOOPBACK}:{node.cluster_port}"\n'
             f"  routes: [{routes}\n  ]\n"
+            f"{self.cluster_config[node.index]}"
             "}\n" + self.extra_config
         )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import random
 import secrets
 import socket
@@ -27,11 +28,13 @@ from urllib.parse import unquote, urlparse
 from pynatsd.cluster.pool import Peer, Slot
 from pynatsd.cluster.protocol import rs_minus_frame, rs_plus_frame
 from pynatsd.cluster.route import Route, route_info_frame
+from pynatsd.cluster.route_tls import TLSRoute
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import go_json_bytes
 from pynatsd.server.delivery import enable_remote_delivery
 from pynatsd.server.listen import WILDCARD_HOSTS, bind, join_host_port
+from pynatsd.tls import PeerTLS, peer_contexts
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
@@ -46,10 +49,22 @@ ROUTE_PROTO = 2
 # Explicit routes are retried forever, every second plus up to 100 ms of jitter.
 RETRY_DELAY = 1.0
 RETRY_JITTER = 0.1
+CLUSTER_TLS_INSECURE_WARNING = (
+    "TLS certificate chain and hostname of solicited routes will not be verified. "
+    "DO NOT USE IN PRODUCTION!"
+)
 
 
 def _retry_delay() -> float:
     return RETRY_DELAY + random.random() * RETRY_JITTER
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -81,6 +96,14 @@ class Cluster:
         self.pinned_accounts = frozenset(pinned) if self.pool_size else frozenset()
         self.connecting: set[Route] = set()  # every open route connection
         self.self_urls: set[str] = set()  # configured URLs that turned out to be ourselves
+        # `tls {}`: every route is TLS, both ways (its contexts built once).
+        self.tls: PeerTLS | None = peer_contexts(opts.tls) if opts.tls is not None else None
+        self._route_class: type[Route] = Route if self.tls is None else TLSRoute
+        # The first host name among the configured routes: what a dialed TLS route verifies
+        # when its URL names an IP (nats-server's routeTLSName).
+        self._tls_name = next(
+            (h for h in (_host_port(u)[0] for u in opts.routes) if not _is_ip(h)), ""
+        )
         self.host = opts.host
         self.port = 0
         self.running = False
@@ -118,10 +141,13 @@ class Cluster:
         if sock is None or not self.running:
             return
         log.info("Cluster name is %s", self.cluster_name)
+        route_class = self._route_class
         self._listener = await self.server.loop.create_server(
-            lambda: Route(self, solicited=False), sock=sock, backlog=100
+            lambda: route_class(self, solicited=False), sock=sock, backlog=100
         )
         log.info("Listening for route connections on %s", join_host_port(opts.host, self.port))
+        if opts.tls is not None and opts.tls.insecure:
+            log.warning(CLUSTER_TLS_INSECURE_WARNING)
         for url in opts.routes:
             self._explicit.add(url)
             self._spawn(self._keep_route(url))
@@ -207,6 +233,8 @@ class Cluster:
         }
         if opts.username:
             info["auth_required"] = True
+        if self.tls is not None:
+            info["tls_required"] = info["tls_verify"] = True
         info["max_payload"] = server.options.max_payload
         if server.options.jetstream:
             info["jetstream"] = True
@@ -241,13 +269,19 @@ class Cluster:
         elif self.opts.username:
             connect["user"] = self.opts.username
             connect["pass"] = self.opts.password
-        connect["tls_required"] = False
+        connect["tls_required"] = self.tls is not None
         connect["headers"] = not self.server.options.no_header_support
         connect["name"] = self.server.server_id
         connect["cluster"] = self.cluster_name
         if self.dynamic:
             connect["cluster_dynamic"] = True
         return b"CONNECT " + go_json_bytes(connect) + b"\r\n"
+
+    def tls_server_name(self, url: str) -> str:
+        """The name a dialed TLS route checks the peer's certificate against: the URL's host,
+        or for an IP the first host name among the configured routes, if any."""
+        host = _host_port(url)[0]
+        return self._tls_name if self._tls_name and _is_ip(host) else host
 
     def authorized(self, connect: dict[str, Any]) -> bool:
         """The cluster's one user (`authorization { user, password }`), if any."""
@@ -427,9 +461,12 @@ class Cluster:
 
     async def _dial(self, url: str, configured: bool, attempt: int, slot: Slot = 0) -> Route | None:
         host, port = _host_port(url)
+        route_class = self._route_class
         try:
             _, protocol = await self.server.loop.create_connection(
-                lambda: Route(self, solicited=True, url=url, configured=configured, slot=slot),
+                lambda: route_class(
+                    self, solicited=True, url=url, configured=configured, slot=slot
+                ),
                 host,
                 port,
             )

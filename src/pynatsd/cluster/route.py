@@ -153,7 +153,12 @@ class Route(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, base: asyncio.BaseTransport) -> None:
-        transport = cast(asyncio.Transport, base)
+        if self._opened(cast(asyncio.Transport, base)):
+            self._begin()
+
+    def _opened(self, transport: asyncio.Transport) -> bool:
+        """The connection is there: name it and keep it (False when the cluster stopped
+        meanwhile and the connection is dropped)."""
         self.transport = transport
         self.outbound.attach(transport)
         peer = peer_address(transport)
@@ -161,12 +166,15 @@ class Route(asyncio.Protocol):
             self.host, self.port = peer
         self.label = f"{join_host_port(self.host, self.port)} - rid:{self.rid}"
         if not self.cluster.running:
-            # The cluster stopped while this connection was being made.
             self.closed = True
             transport.abort()
-            return
-        log.info("%s - Route connection created", self.label)
+            return False
         self.cluster.connecting.add(self)
+        return True
+
+    def _begin(self) -> None:
+        """The route protocol starts (after the TLS handshake on a TLS cluster)."""
+        log.info("%s - Route connection created", self.label)
         if self.solicited:
             self.send_now(self.cluster.connect_frame(self.url))
         else:

@@ -32,14 +32,20 @@ class NotTLS(Exception):
 
 
 class TLSSession:
-    """The server side of one TLS connection, driven by `receive` and `encrypt`."""
+    """One TLS connection, driven by `receive` and `encrypt`: the server side of a connection
+    we accepted, or (`server_hostname` given) the client side of one we dialed."""
 
     __slots__ = ("_head", "_incoming", "_outgoing", "_ssl", "established", "peer_closed")
 
-    def __init__(self, context: ssl.SSLContext) -> None:
+    def __init__(self, context: ssl.SSLContext, server_hostname: str | None = None) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
-        self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self._ssl = context.wrap_bio(
+            self._incoming,
+            self._outgoing,
+            server_side=server_hostname is None,
+            server_hostname=server_hostname or None,
+        )
         # The first bytes, kept until a whole record header can be checked; None afterwards.
         self._head: bytearray | None = bytearray()
         self.established = False  # the handshake completed
@@ -48,6 +54,11 @@ class TLSSession:
     @property
     def ssl_object(self) -> ssl.SSLObject:
         return self._ssl
+
+    def start(self) -> None:
+        """The client side speaks first: its ClientHello waits in `data_to_send`."""
+        with contextlib.suppress(ssl.SSLWantReadError):
+            self._ssl.do_handshake()
 
     def receive(self, data: bytes) -> bytes:
         """Take bytes from the peer; return the plaintext they complete (b"" for none yet).
