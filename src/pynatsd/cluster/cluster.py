@@ -25,6 +25,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from pynatsd.cluster.permissions import info_fields, route_permissions
 from pynatsd.cluster.pool import Peer, Slot
 from pynatsd.cluster.protocol import rs_minus_frame, rs_plus_frame
 from pynatsd.cluster.route import Route, route_info_frame
@@ -104,6 +105,8 @@ class Cluster:
         self._tls_name = next(
             (h for h in (_host_port(u)[0] for u in opts.routes) if not _is_ip(h)), ""
         )
+        # `cluster { permissions { import } }`: which local interest is announced to peers.
+        self._imports = route_permissions(opts.permissions)
         self.host = opts.host
         self.port = 0
         self.running = False
@@ -249,6 +252,7 @@ class Cluster:
                 info["connect_urls"] = urls
         if server.lame_duck:
             info["ldm"] = True
+        info.update(info_fields(opts.permissions))
         if self.pool_size:
             info["route_pool_size"] = self.pool_size
             if route is not None and route.solicited:
@@ -552,6 +556,9 @@ class Cluster:
             routes = self.routes
             if not routes:
                 return
+            imports = self._imports
+            if imports.publish_restricted and not imports.allowed_by_rules(sub.subject):
+                return  # not for us to import: the peers are not told (importFilter)
             queue = sub.queue_bytes
             if queue:
                 frame = (
@@ -577,6 +584,7 @@ class Cluster:
         """RS+ for the local interest of the accounts `route` carries: what a new connection
         is told after the handshake."""
         peer = self.peers.get(route.remote_id)
+        imports = self._imports
         frames: list[bytes] = []
         for account, counts in self._interest.items():
             name = account.encode()
@@ -584,6 +592,10 @@ class Cluster:
                 continue
             wire = b"" if route.pinned_account else name
             for (subject, queue), n in counts.items():
+                if imports.publish_restricted and not imports.allowed_by_rules(
+                    subject.decode(errors="replace")
+                ):
+                    continue
                 frames.append(rs_plus_frame(wire, subject, queue, n))
         return b"".join(frames)
 

@@ -21,7 +21,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-from pynatsd.auth import PermissionChecker
+from pynatsd.cluster.permissions import route_permissions
 from pynatsd.cluster.protocol import (
     RouteConnect,
     RouteInfo,
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.subscription import Subscription
 
-# Route permissions are not enforced yet: a route may send and receive anything.
-_NO_PERMISSIONS = PermissionChecker(None)
 # nats-server's first PING on a route comes after about a second (plus up to 20% jitter).
 FIRST_PING = 1.0
 ROUTE_PING_MAX_INTERVAL = 30.0
@@ -99,7 +97,8 @@ class Route(asyncio.Protocol):
         self.retry = False  # closed after being kept over a duplicate: dial the peer again
         self.pinned = False  # a peer's pinned connection we cannot take (no pool), left to it
         self.echo = True
-        self.perms = _NO_PERMISSIONS
+        # `cluster { permissions }`: export decides which of the peer's RS+ are taken.
+        self.perms = route_permissions(cluster.opts.permissions)
         self.headers = True  # the peer's INFO `headers`
         self.stats = Stats()
         self.remote_id = ""
@@ -366,6 +365,15 @@ class Route(asyncio.Protocol):
         sub = self.subs.get(key)
         if sub is not None:
             sub.weight = max(ev.weight, 1)  # a queue group's new size over there
+            return
+        perms = self.perms
+        if perms.sub_restricted and not perms.can_subscribe(ev.subject.decode(errors="replace")):
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s - Can not export %r, ignoring remote subscription request",
+                    self.label,
+                    ev.subject.decode(errors="replace"),
+                )
             return
         wire = b"" if self.pinned_account else ev.account
         sub = RemoteSubscription(self, ev.account, ev.subject, ev.queue, max(ev.weight, 1), wire)

@@ -104,6 +104,11 @@ class PlanCache:
                 # Another server: one RMSG however many of its subscriptions match.
                 if sub.closed or sub.client.closed or sub.client.outbound is None:
                     return
+                perms = sub.client.perms
+                if perms.delivery_filter and perms.deny_delivery(
+                    ev.subject.decode("utf-8", "surrogateescape"), sub.queue
+                ):
+                    continue  # the route's export deny list: never sent this subject
                 if sub.client not in remotes:
                     remotes.add(sub.client)
                     receivers.append(_remote_target(sub, ev))
