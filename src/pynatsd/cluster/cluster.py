@@ -50,6 +50,8 @@ ROUTE_PROTO = 2
 # Explicit routes are retried forever, every second plus up to 100 ms of jitter.
 RETRY_DELAY = 1.0
 RETRY_JITTER = 0.1
+# The longest wait between dials with connect_backoff (nats-server's DEFAULT_ROUTE_CONNECT_MAX).
+RETRY_MAX_DELAY = 30.0
 CLUSTER_TLS_INSECURE_WARNING = (
     "TLS certificate chain and hostname of solicited routes will not be verified. "
     "DO NOT USE IN PRODUCTION!"
@@ -58,6 +60,25 @@ CLUSTER_TLS_INSECURE_WARNING = (
 
 def _retry_delay() -> float:
     return RETRY_DELAY + random.random() * RETRY_JITTER
+
+
+class RetryDelays:
+    """The waits between failed dials of one route (nats-server's attemptDelay in
+    connectToRoute): a second each, or with `connect_backoff` a second doubled after each
+    failed attempt, up to 30 s. A route that connects starts again from a second."""
+
+    def __init__(self, backoff: bool) -> None:
+        self.backoff = backoff
+        self.delay = RETRY_DELAY
+
+    def next(self) -> float:
+        delay = self.delay
+        if self.backoff:
+            self.delay = min(delay * 2, RETRY_MAX_DELAY)
+        return delay
+
+    def reset(self) -> None:
+        self.delay = RETRY_DELAY
 
 
 def _is_ip(host: str) -> bool:
@@ -351,6 +372,25 @@ class Cluster:
             self._update_connect_urls()
         return True
 
+    def pool_problem(self, route: Route) -> str:
+        """Why the pool place a peer's INFO gives `route` cannot be (nats-server's addRoute
+        checks, its texts), or "" when it can."""
+        info = route.remote_info
+        peer_pool = int(info.get("route_pool_size") or 0)
+        if peer_pool <= 0 or not self.pool_size:
+            return ""  # one connection carrying every account
+        index = int(info.get("route_pool_idx") or 0)
+        if route.solicited:
+            # The accepting side never names an index.
+            return f"Route pool index should not be set but is set to {index}" if index else ""
+        if isinstance(route.slot, bytes):
+            if route.slot in self.pinned_accounts:
+                return ""
+            return f'No route for account "{route.slot.decode(errors="replace")}"'
+        if not 0 <= index < max(self.pool_size, peer_pool):
+            return f"Invalid route pool index: {index} - pool size is {peer_pool}"
+        return ""
+
     def fill_pool(self, route: Route) -> None:
         """After a connection we dialed registers: dial the peer's next missing slot (pool
         indexes first, then the pinned accounts), one at a time, as nats-server does."""
@@ -500,6 +540,7 @@ class Cluster:
     async def _keep_route(self, url: str) -> None:
         """An explicit route: connected, and dialed again a second after it closes, forever
         (unless it leads to ourselves)."""
+        delays = RetryDelays(self.opts.connect_backoff)
         attempt = 0
         while self.running and url in self._explicit:
             if url in self.self_urls:
@@ -515,18 +556,24 @@ class Cluster:
             if route is None:
                 attempt += 1
                 route = await self._dial(url, True, attempt)
-            if route is not None:
-                attempt = 0
-                await route.done
+                if route is None:
+                    await asyncio.sleep(delays.next())
+                    continue
+            attempt = 0
+            delays.reset()
+            await route.done
             await asyncio.sleep(_retry_delay())
 
     async def _dial_implicit(self, url: str, retry: bool) -> None:
         """A route learned by gossip (or kept over a duplicate): `connect_retries` + 1
         attempts."""
         self._dialing.add(url)
+        delays = RetryDelays(self.opts.connect_backoff)
         try:
             for attempt in range(1, self.opts.connect_retries + 2):
-                if retry or attempt > 1:
+                if attempt > 1:
+                    await asyncio.sleep(delays.next())
+                elif retry:
                     await asyncio.sleep(_retry_delay())
                 if not self.running or url in self.self_urls or self._route_for_url(url):
                     return

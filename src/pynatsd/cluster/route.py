@@ -319,6 +319,13 @@ class Route(asyncio.Protocol):
                 self.pinned = True
                 return
             if pinned:
+                if pinned.decode(errors="replace") not in self.server.accounts:
+                    text = f'Unable to lookup account "{pinned.decode(errors="replace")}": ' + (
+                        "account missing"
+                    )
+                    log.error("%s - %s", self.label, text)
+                    self._refuse(text, CloseReason.MISSING_ACCOUNT)
+                    return
                 self.slot = self.pinned_account = self.parser.account = pinned
             else:
                 self.slot = int(info.get("route_pool_idx") or 0)
@@ -328,6 +335,12 @@ class Route(asyncio.Protocol):
                 if not self.solicited
                 else bool(info.get("headers"))
             )
+        problem = cluster.pool_problem(self)
+        if problem:
+            # nats-server's sendErrAndErr: the peer is told, the log says it too.
+            log.error("%s - %s", self.label, problem)
+            self._refuse(problem, CloseReason.PROTOCOL_VIOLATION)
+            return
         if self.solicited:
             # The dialer's INFO waits for the peer's (nats-server delays it the same way).
             self.send_now(route_info_frame(cluster.route_info(route=self)))

@@ -74,3 +74,5 @@ class CloseReason:
     LAME_DUCK_MODE = "Lame Duck Mode"
     KICKED = "Kicked"
     TLS_HANDSHAKE_ERROR = "TLS Handshake Failure"
+    MISSING_ACCOUNT = "Missing Account"
+    ROUTE_REMOVED = "Route Removed"
