@@ -13,7 +13,7 @@ from typing import Any
 import nats
 import pytest
 
-from support.cluster import GO, PY, ProcessCluster
+from support.cluster import GO, PY, ProcessCluster, reaches
 
 PERMISSIONS = """  permissions {
     import: ["imp.>", "ready.>"]
@@ -41,29 +41,13 @@ async def _received(client: Any, subjects: list[str], end: str, publish: Any) ->
     return sorted(s for s in got if "probe" not in s)
 
 
-async def _until_routed(publisher: Any, subscriber: Any, subject: str) -> None:
-    """Publish `subject` until `subscriber`'s subscription to it receives one: its interest has
-    reached the publisher's node."""
-    sub = await subscriber.subscribe(subject)
-    await subscriber.flush()
-    for _ in range(100):
-        await publisher.publish(subject, b"")
-        await publisher.flush()
-        try:
-            await sub.next_msg(timeout=0.1)
-            break
-        except nats.errors.TimeoutError:
-            continue
-    await sub.unsubscribe()
-
-
 async def _observe(cluster: ProcessCluster) -> dict[str, Any]:
     limited, other = [await nats.connect(n.url) for n in cluster.nodes]
     seen: dict[str, Any] = {}
     try:
         # Into the limited node: only what it imports.
         async def into() -> None:
-            await _until_routed(other, limited, "imp.probe")
+            assert await reaches(other, limited, "imp.probe")
             for subject in ("imp.x", "other.x", "exp.x", "imp.end"):
                 await other.publish(subject, b"")
             await other.flush()
@@ -72,7 +56,7 @@ async def _observe(cluster: ProcessCluster) -> dict[str, Any]:
 
         # Out of the limited node: only what it exports (wild.> is, but not wild.secret).
         async def out_of() -> None:
-            await _until_routed(limited, other, "exp.probe")
+            assert await reaches(limited, other, "exp.probe")
             for subject in ("exp.y", "noexp.y", "wild.ok", "wild.secret", "exp.end"):
                 await limited.publish(subject, b"")
             await limited.flush()

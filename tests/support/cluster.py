@@ -406,6 +406,26 @@ class ProcessCluster:
 
 # -- interest across routes, as clients see it ----------------------------------------------------
 
+
+async def reaches(publisher: Client, subscriber: Client, subject: str, tries: int = 100) -> bool:
+    """Publish `subject` until `subscriber`'s new subscription to it receives one (its interest
+    has reached the publisher's node): False when none came after `tries` attempts."""
+    sub = await subscriber.subscribe(subject)
+    await subscriber.flush()
+    try:
+        for _ in range(tries):
+            await publisher.publish(subject, b"")
+            await publisher.flush()
+            try:
+                await sub.next_msg(timeout=0.1)
+                return True
+            except nats.errors.TimeoutError:
+                continue
+        return False
+    finally:
+        await sub.unsubscribe()
+
+
 PROBE_TIMEOUT = 10.0
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from pynatsd.cluster.permissions import info_fields, route_permissions
+from pynatsd.cluster.pinned import PinnedAccounts
 from pynatsd.cluster.pool import Peer, Slot
 from pynatsd.cluster.protocol import rs_minus_frame, rs_plus_frame
 from pynatsd.cluster.route import Route, route_info_frame
@@ -112,10 +113,8 @@ class Cluster:
         # Connections per peer: `pool_size` (0: one carrying every account, nats-server's
         # -1) plus one per pinned account ($SYS unless there is no system account).
         self.pool_size = max(opts.pool_size, 0)
-        pinned = {name.encode() for name in opts.accounts}
-        if self.pool_size and not server.options.no_system_account:
-            pinned.add(server.system_account.name.encode())
-        self.pinned_accounts = frozenset(pinned) if self.pool_size else frozenset()
+        self.pinned_accounts = self._pinned_of(opts)
+        self.pinned_changes = PinnedAccounts(self)  # what a reload does to them
         self.connecting: set[Route] = set()  # every open route connection
         self.self_urls: set[str] = set()  # configured URLs that turned out to be ourselves
         # `tls {}`: every route is TLS, both ways (its contexts built once).
@@ -157,7 +156,7 @@ class Cluster:
             self._watch(account)
         server.account_added_hooks.append(self._watch)
         server.lame_duck_hooks.append(self._announce_lame_duck)
-        server.ready_hooks.append(lambda: self._spawn(self._serve()))
+        server.ready_hooks.append(lambda: self.spawn(self._serve()))
 
     async def _serve(self) -> None:
         opts = self.opts
@@ -174,14 +173,26 @@ class Cluster:
             log.warning(CLUSTER_TLS_INSECURE_WARNING)
         for url in opts.routes:
             self._explicit.add(url)
-            self._spawn(self._keep_route(url))
+            self.spawn(self._keep_route(url))
 
     # -- configuration reload (called by pynatsd.reload) -----------------------------------------
 
     def reload_options(self, cluster: ClusterOptions) -> None:
         """The cluster block changed (other than its routes, host and port, which a reload
-        refuses to change): its settings apply from here on."""
+        refuses to change): its settings apply from here on, and the pinned accounts move."""
         self.opts = cluster
+        self.pinned_changes.reload(self._pinned_of(cluster))
+
+    def _pinned_of(self, opts: ClusterOptions) -> frozenset[bytes]:
+        """The accounts with a connection of their own: `accounts` and the system account,
+        when the routes are pooled."""
+        if not self.pool_size:
+            return frozenset()
+        server = self.server
+        pinned = {name.encode() for name in opts.accounts}
+        if not server.options.no_system_account:
+            pinned.add(server.system_account.name.encode())
+        return frozenset(pinned)
 
     def reload_routes(self, routes: list[str]) -> None:
         """The explicit routes changed (nats-server's routesOption.Apply): the added ones are
@@ -201,7 +212,7 @@ class Cluster:
         for url in routes:
             if url not in self._explicit:
                 self._explicit.add(url)
-                self._spawn(self._keep_route(url))
+                self.spawn(self._keep_route(url))
 
     async def stop(self) -> None:
         self.running = False
@@ -217,7 +228,7 @@ class Cluster:
             route.close(CloseReason.SERVER_SHUTDOWN)
         self.server.connect_urls = []
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> None:
         task = self.server.loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -400,8 +411,16 @@ class Cluster:
         for slot in peer.wanted():
             if slot not in peer.slots:
                 url = route.url or peer.url
-                self._spawn(self._dial_slot(peer, slot, url))
+                self.spawn(self._dial_slot(peer, slot, url))
                 return
+
+    def pooled_peers(self) -> list[Peer]:
+        return [peer for peer in self.peers.values() if peer.pool_size]
+
+    def dial_pinned(self, peer: Peer, account: bytes) -> None:
+        """Open `account`'s own connection to `peer` (after a reload pinned it)."""
+        if account not in peer.slots and self.running:
+            self.spawn(self._dial_slot(peer, account, peer.url))
 
     async def _dial_slot(self, peer: Peer, slot: Slot, url: str, delay: float = 0.0) -> None:
         if delay:
@@ -419,12 +438,12 @@ class Cluster:
         if peer.slots:
             # The peer is still there: this slot is dialed again by the side that dialed it.
             if self.running and (route.solicited or route.retry):
-                self._spawn(self._dial_slot(peer, route.slot, route.url or peer.url, RETRY_DELAY))
+                self.spawn(self._dial_slot(peer, route.slot, route.url or peer.url, RETRY_DELAY))
             return
         del self.peers[route.remote_id]
         self._update_connect_urls()
         if self.running and not route.configured and (route.solicited or route.retry):
-            self._spawn(self._dial_implicit(peer.url, retry=True))
+            self.spawn(self._dial_implicit(peer.url, retry=True))
 
     def _peer_url(self, route: Route) -> str:
         info = route.remote_info
@@ -469,7 +488,7 @@ class Cluster:
             )
         if url in self.self_urls or url in self._dialing:
             return
-        self._spawn(self._dial_implicit(url, retry=False))
+        self.spawn(self._dial_implicit(url, retry=False))
 
     def peer_update(self, route: Route, info: dict[str, Any]) -> None:
         """An INFO from a registered peer about itself: lame duck, new client URLs."""
@@ -627,14 +646,16 @@ class Cluster:
             changed(sub, 1)
         account.sublist.watcher = changed
 
-    def interest_frames(self, route: Route) -> bytes:
-        """RS+ for the local interest of the accounts `route` carries: what a new connection
-        is told after the handshake."""
+    def interest_frames(self, route: Route, only: bytes | None = None) -> bytes:
+        """RS+ for the local interest of the accounts `route` carries (or of account `only`):
+        what a new connection is told after the handshake."""
         peer = self.peers.get(route.remote_id)
         imports = self._imports
         frames: list[bytes] = []
         for account, counts in self._interest.items():
             name = account.encode()
+            if only is not None and name != only:
+                continue
             if peer is not None and not peer.carries(route, name):
                 continue
             wire = b"" if route.pinned_account else name

@@ -282,6 +282,9 @@ class Route(asyncio.Protocol):
     def _process_info(self, info: dict[str, Any]) -> None:
         server_id = str(info.get("server_id") or "")
         if self.registered:
+            if info.get("route_acc_add_reqid"):
+                self.cluster.pinned_changes.peer_request(self, info)
+                return
             if server_id and server_id != self.remote_id:
                 self.cluster.gossip(self, info)  # about another server: dial it
             else:
@@ -449,6 +452,21 @@ class Route(asyncio.Protocol):
                 outbound.dirty = True
                 dirty.append(outbound)
 
+    def drop_interest(self, account: bytes | None = None) -> None:
+        """Forget the interest the peer announced on this connection: all of it, or one
+        account's (moving to a connection of its own: nats-server's removeRemoteSubsForAcc)."""
+        by_account: dict[bytes, list[RemoteSubscription]] = {}
+        for key, sub in list(self.subs.items()):
+            if account is not None and key[0] != account:
+                continue
+            del self.subs[key]
+            sub.closed = True
+            by_account.setdefault(key[0], []).append(sub)
+        for name, subs in by_account.items():
+            account_obj = self.server.accounts.get(name.decode(errors="replace"))
+            if account_obj is not None:
+                account_obj.sublist.remove_batch(subs)
+
     # -- output and closing ----------------------------------------------------------------------
 
     def send_now(self, frame: bytes) -> None:
@@ -494,15 +512,7 @@ class Route(asyncio.Protocol):
             self._ping_timer.cancel()
             self._ping_timer = None
         self.outbound.close(abort)
-        by_account: dict[bytes, list[RemoteSubscription]] = {}
-        for (account, _, _), sub in self.subs.items():
-            sub.closed = True
-            by_account.setdefault(account, []).append(sub)
-        self.subs.clear()
-        for name, subs in by_account.items():
-            account_obj = self.server.accounts.get(name.decode(errors="replace"))
-            if account_obj is not None:
-                account_obj.sublist.remove_batch(subs)
+        self.drop_interest()
         if self.label:
             log.info("%s - Router connection closed: %s", self.label, reason)
         self.cluster.route_closed(self)
