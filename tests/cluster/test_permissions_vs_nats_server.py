@@ -13,11 +13,17 @@ from typing import Any
 import nats
 import pytest
 
-from support.cluster import GO, PY, ProcessCluster, reaches
+from support.cluster import GO, PY, ProcessCluster, arrives, reaches
 
 PERMISSIONS = """  permissions {
     import: ["imp.>", "ready.>"]
     export: { allow: ["exp.>", "wild.>", "ready.>"], deny: ["wild.secret"] }
+  }
+"""
+# The limited node's permissions after a reload: other.> imported, noexp.> exported too.
+WIDER = """  permissions {
+    import: ["imp.>", "other.>", "ready.>"]
+    export: { allow: ["exp.>", "wild.>", "ready.>", "noexp.>"], deny: ["wild.secret"] }
   }
 """
 END_TIMEOUT = 10.0
@@ -63,6 +69,16 @@ async def _observe(cluster: ProcessCluster) -> dict[str, Any]:
 
         seen["exported"] = await _received(other, ["exp.y", "noexp.y", "wild.>"], "exp.end", out_of)
 
+        # Subscriptions made before a reload widens the permissions get messages after it:
+        # the limited node announces other.late, the other one noexp.late when told of it.
+        late_in = await limited.subscribe("other.late")
+        late_out = await other.subscribe("noexp.late")
+        await limited.flush()
+        await other.flush()
+        await asyncio.to_thread(cluster.reload, 0, WIDER)
+        seen["reloaded.imported"] = await arrives(other, late_in)
+        seen["reloaded.exported"] = await arrives(limited, late_out)
+
         routez = [cluster.routez(i) for i in range(2)]
         seen["routez.limited"] = (routez[0].get("import"), routez[0].get("export"))
         seen["routez.other"] = {
@@ -88,8 +104,9 @@ def test_route_permissions_as_nats_server(tmp_path: Path, kinds: tuple[str, str]
     go = _run(tmp_path, (GO, GO))
     assert go["imported"] == ["imp.x"]
     assert go["exported"] == ["exp.y", "wild.ok"]
+    assert (go["reloaded.imported"], go["reloaded.exported"]) == (True, True)
     assert go["routez.limited"] == (
-        {"allow": ["imp.>", "ready.>"]},
-        {"allow": ["exp.>", "wild.>", "ready.>"], "deny": ["wild.secret"]},
+        {"allow": ["imp.>", "other.>", "ready.>"]},
+        {"allow": ["exp.>", "wild.>", "ready.>", "noexp.>"], "deny": ["wild.secret"]},
     )
     assert _run(tmp_path, kinds) == go

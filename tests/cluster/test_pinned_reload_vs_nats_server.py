@@ -7,7 +7,6 @@ messages go back to the pool."""
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from pathlib import Path
 
@@ -27,18 +26,9 @@ RELOAD_TIMEOUT = 15.0
 
 
 def _reload(cluster: ProcessCluster, cluster_config: str) -> None:
-    """Rewrite every node's file with `cluster_config` and SIGHUP them one after the other,
-    each reload done (its log says so) before the next."""
-    cluster.cluster_config = [cluster_config] * len(cluster.nodes)
-    for node in cluster.nodes:
-        assert node.process is not None
-        done = node.log_text().count("Reloaded server configuration")
-        cluster.argv(node)  # writes the file
-        node.process.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + RELOAD_TIMEOUT
-        while node.log_text().count("Reloaded server configuration") == done:
-            assert time.monotonic() < deadline, cluster.describe()
-            time.sleep(0.05)
+    """Every node's cluster block gets `cluster_config`, one node after the other."""
+    for index in range(len(cluster.nodes)):
+        cluster.reload(index, cluster_config)
 
 
 def _pinned(cluster: ProcessCluster) -> list[int]:

@@ -41,6 +41,7 @@ from typing import Any, Literal
 import nats
 import nats.errors
 from nats.aio.client import Client
+from nats.aio.subscription import Subscription
 
 from support.natsserver import NATS_SERVER
 from support.ports import LOOPBACK, free_port
@@ -61,6 +62,10 @@ GO_ROUTES_PER_PEER = 4
 # Kinds whose /routez the harness waits on (a kind whose /routez cannot be trusted yet is left
 # out: its routes are then known from its peers' /routez and from client messages crossing).
 ROUTEZ_KINDS = frozenset({"nats-server", "pynatsd"})
+
+
+# What both servers log once a SIGHUP's reload is done.
+RELOADED = "Reloaded server configuration"
 
 
 class ClusterError(RuntimeError):
@@ -286,6 +291,22 @@ class ProcessCluster:
         if wait:
             self.wait_routes(timeout)
 
+    def reload(self, index: int, cluster_config: str, timeout: float = ROUTES_TIMEOUT) -> None:
+        """Rewrite node `index`'s file with `cluster_config` in its cluster block, SIGHUP it
+        and return once its log says the reload is done."""
+        node = self.nodes[index]
+        assert node.process is not None and self.via == "config"
+        done = node.log_text().count(RELOADED)
+        self.cluster_config = list(self.cluster_config)
+        self.cluster_config[index] = cluster_config
+        self.argv(node)  # writes the file
+        node.process.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while node.log_text().count(RELOADED) == done:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{node.name} did not reload:{self.describe()}")
+            time.sleep(0.05)
+
     def stop(self) -> None:
         for node in self.nodes:
             if node.process is not None:
@@ -413,17 +434,23 @@ async def reaches(publisher: Client, subscriber: Client, subject: str, tries: in
     sub = await subscriber.subscribe(subject)
     await subscriber.flush()
     try:
-        for _ in range(tries):
-            await publisher.publish(subject, b"")
-            await publisher.flush()
-            try:
-                await sub.next_msg(timeout=0.1)
-                return True
-            except nats.errors.TimeoutError:
-                continue
-        return False
+        return await arrives(publisher, sub, tries)
     finally:
         await sub.unsubscribe()
+
+
+async def arrives(publisher: Client, sub: Subscription, tries: int = 100) -> bool:
+    """Publish to `sub`'s subject until `sub` receives one: False when none came after
+    `tries` attempts (0.1 s apart)."""
+    for _ in range(tries):
+        await publisher.publish(sub.subject, b"")
+        await publisher.flush()
+        try:
+            await sub.next_msg(timeout=0.1)
+            return True
+        except nats.errors.TimeoutError:
+            continue
+    return False
 
 
 PROBE_TIMEOUT = 10.0

@@ -22,10 +22,17 @@ import ipaddress
 import random
 import secrets
 import socket
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from pynatsd.cluster.permissions import info_fields, route_permissions
+from pynatsd.cluster.permissions import (
+    export_changed,
+    importable,
+    info_fields,
+    reload_permissions,
+    route_permissions,
+)
 from pynatsd.cluster.pinned import PinnedAccounts
 from pynatsd.cluster.pool import Peer, Slot
 from pynatsd.cluster.protocol import rs_minus_frame, rs_plus_frame
@@ -126,7 +133,7 @@ class Cluster:
             (h for h in (_host_port(u)[0] for u in opts.routes) if not _is_ip(h)), ""
         )
         # `cluster { permissions { import } }`: which local interest is announced to peers.
-        self._imports = route_permissions(opts.permissions)
+        self.imports = route_permissions(opts.permissions)
         self.host = opts.host
         self.port = 0
         self.running = False
@@ -180,7 +187,13 @@ class Cluster:
     def reload_options(self, cluster: ClusterOptions) -> None:
         """The cluster block changed (other than its routes, host and port, which a reload
         refuses to change): its settings apply from here on, and the pinned accounts move."""
-        self.opts = cluster
+        old, self.opts = self.opts, cluster
+        if cluster.tls != old.tls:
+            # New connections only, as nats-server: the routes up stay as they are.
+            self.tls = peer_contexts(cluster.tls) if cluster.tls is not None else None
+            self._route_class = Route if self.tls is None else TLSRoute
+        if cluster.permissions != old.permissions:
+            reload_permissions(self, cluster.permissions)
         self.pinned_changes.reload(self._pinned_of(cluster))
 
     def _pinned_of(self, opts: ClusterOptions) -> frozenset[bytes]:
@@ -294,6 +307,10 @@ class Cluster:
                     info["route_pool_idx"] = route.slot
         info.update(extra)
         return info
+
+    def info_frame(self) -> bytes:
+        """The route INFO as a reload sends it to every route (no pool place)."""
+        return route_info_frame(self.route_info())
 
     def connect_frame(self, url: str) -> bytes:
         """The CONNECT a dialed route sends first; the URL's user and password go in it."""
@@ -491,8 +508,14 @@ class Cluster:
         self.spawn(self._dial_implicit(url, retry=False))
 
     def peer_update(self, route: Route, info: dict[str, Any]) -> None:
-        """An INFO from a registered peer about itself: lame duck, new client URLs."""
+        """An INFO from a registered peer about itself: lame duck, new client URLs, its
+        route permissions changed by a reload."""
+        if not info.get("ldm") and info.get("export") != route.remote_info.get("export"):
+            export_changed(self, route, route.remote_info.get("export"), info.get("export"))
         route.remote_info.update(info)
+        for key in ("import", "export"):
+            if key not in info:
+                route.remote_info.pop(key, None)
         self._update_connect_urls()
 
     def _update_connect_urls(self) -> None:
@@ -622,8 +645,7 @@ class Cluster:
             routes = self.routes
             if not routes:
                 return
-            imports = self._imports
-            if imports.publish_restricted and not imports.allowed_by_rules(sub.subject):
+            if not importable(self.imports, sub.subject_bytes):
                 return  # not for us to import: the peers are not told (importFilter)
             queue = sub.queue_bytes
             if queue:
@@ -646,12 +668,12 @@ class Cluster:
             changed(sub, 1)
         account.sublist.watcher = changed
 
-    def interest_frames(self, route: Route, only: bytes | None = None) -> bytes:
-        """RS+ for the local interest of the accounts `route` carries (or of account `only`):
-        what a new connection is told after the handshake."""
+    def carried_interest(
+        self, route: Route, only: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes, bytes, int]]:
+        """The local interest of the accounts `route` carries (or of account `only`): the
+        account as it goes on that connection (none on a pinned one), subject, queue, count."""
         peer = self.peers.get(route.remote_id)
-        imports = self._imports
-        frames: list[bytes] = []
         for account, counts in self._interest.items():
             name = account.encode()
             if only is not None and name != only:
@@ -660,12 +682,17 @@ class Cluster:
                 continue
             wire = b"" if route.pinned_account else name
             for (subject, queue), n in counts.items():
-                if imports.publish_restricted and not imports.allowed_by_rules(
-                    subject.decode(errors="replace")
-                ):
-                    continue
-                frames.append(rs_plus_frame(wire, subject, queue, n))
-        return b"".join(frames)
+                yield wire, subject, queue, n
+
+    def interest_frames(self, route: Route, only: bytes | None = None) -> bytes:
+        """RS+ for the local interest `route` carries that this server may import: what a
+        new connection is told after the handshake."""
+        imports = self.imports
+        return b"".join(
+            rs_plus_frame(wire, subject, queue, n)
+            for wire, subject, queue, n in self.carried_interest(route, only)
+            if importable(imports, subject)
+        )
 
     # -- monitoring ------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.cluster.permissions import route_permissions
@@ -452,12 +453,19 @@ class Route(asyncio.Protocol):
                 outbound.dirty = True
                 dirty.append(outbound)
 
-    def drop_interest(self, account: bytes | None = None) -> None:
-        """Forget the interest the peer announced on this connection: all of it, or one
-        account's (moving to a connection of its own: nats-server's removeRemoteSubsForAcc)."""
+    def drop_interest(
+        self,
+        account: bytes | None = None,
+        which: Callable[[tuple[bytes, bytes, bytes]], bool] | None = None,
+    ) -> None:
+        """Forget the interest the peer announced on this connection: all of it, one
+        account's (moving to a connection of its own: nats-server's removeRemoteSubsForAcc),
+        or the (account, subject, queue) keys `which` picks."""
         by_account: dict[bytes, list[RemoteSubscription]] = {}
         for key, sub in list(self.subs.items()):
             if account is not None and key[0] != account:
+                continue
+            if which is not None and not which(key):
                 continue
             del self.subs[key]
             sub.closed = True
