@@ -24,7 +24,9 @@ from pynatsd.cluster.protocol import (
 from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
 
 
-def describe(ev: Event) -> tuple[object, ...]:
+def describe(ev: Event | Pub, parser: RouteParser) -> tuple[object, ...]:
+    if type(ev) is Pub:
+        ev = parser.route_msg(ev)
     if isinstance(ev, RouteSub):
         return ("RS+", ev.origin, ev.account, ev.subject, ev.queue, ev.weight)
     if isinstance(ev, RouteUnsub):
@@ -51,7 +53,8 @@ def describe(ev: Event) -> tuple[object, ...]:
 
 
 def parse(data: bytes, expect_connect: bool = False) -> list[tuple[object, ...]]:
-    return [describe(ev) for ev in RouteParser(expect_connect).feed(data)]
+    parser = RouteParser(expect_connect)
+    return [describe(ev, parser) for ev in parser.feed(data)]
 
 
 @pytest.mark.parametrize(
@@ -176,9 +179,9 @@ def test_any_split_gives_the_same_events(data: bytes, cuts: list[int]) -> None:
     events: list[tuple[object, ...]] = []
     start = 0
     for cut in sorted(c % (len(data) + 1) for c in cuts):
-        events += [describe(ev) for ev in parser.feed(data[start:cut])]
+        events += [describe(ev, parser) for ev in parser.feed(data[start:cut])]
         start = cut
-    events += [describe(ev) for ev in parser.feed(data[start:])]
+    events += [describe(ev, parser) for ev in parser.feed(data[start:])]
     assert events == whole
 
 
@@ -196,6 +199,23 @@ def test_byte_at_a_time_is_linear() -> None:
     assert events[0].msg.payload == body
 
 
+def test_repeated_lines_take_the_fast_path() -> None:
+    """Whole plain RMSGs come out as bare Pubs whose line names the account, the same line
+    object for the same line; mixed with other ops and other lines they keep their order."""
+    parser = RouteParser()
+    data = b"RMSG $G foo 2\r\nhi\r\n" * 3 + b"RMSG A bar r 1\r\nx\r\nPING\r\n"
+    data += b"RMSG $G foo 2\r\nyo\r\n"
+    events = parser.feed(data)
+    assert [describe(ev, parser) for ev in events] == [
+        *[("MSG", b"", b"$G", b"foo", b"", b"hi", -1, ())] * 3,
+        ("MSG", b"", b"A", b"bar", b"r", b"x", -1, ()),
+        ("Ping",),
+        ("MSG", b"", b"$G", b"foo", b"", b"yo", -1, ()),
+    ]
+    lines = [ev.line for ev in events if type(ev) is Pub]
+    assert lines[0] is lines[1] is lines[2] is lines[4]
+
+
 def test_ping_pong_ok_events() -> None:
     events = RouteParser().feed(b"PING\r\nPONG\r\n+OK\r\n")
     assert [type(e) for e in events] == [Ping, Pong, Ok]
@@ -205,7 +225,7 @@ def test_pinned_connection_ops_carry_no_account() -> None:
     """On a connection pinned to `$SYS`, ops name no account; the parser supplies it."""
     parser = RouteParser(account=b"$SYS")
     events = [
-        describe(ev)
+        describe(ev, parser)
         for ev in parser.feed(
             b"RS+ $SYS.REQ.SERVER.PING\r\nRS+ q.sub g 2\r\nRS- q.sub g\r\n"
             b"RMSG $SYS.SERVER.X.STATSZ 2\r\nhi\r\nRMSG a.b | g 1\r\nx\r\n"
@@ -232,7 +252,9 @@ def test_hold_after_info_until_the_next_feed() -> None:
     assert parser.held
     parser.account = b"$SYS"
     parser.hold_after_info = False
-    assert [describe(ev) for ev in parser.feed(b"")] == [("RS+", b"", b"$SYS", b"foo", b"", 0)]
+    assert [describe(ev, parser) for ev in parser.feed(b"")] == [
+        ("RS+", b"", b"$SYS", b"foo", b"", 0)
+    ]
 
 
 def test_pool_index_is_nats_servers() -> None:

@@ -40,7 +40,7 @@ from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_b
 from pynatsd.server.delivery import Stats, fan_out_routed
 from pynatsd.server.listen import join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
-from pynatsd.server.plans import Plan, PlanCache
+from pynatsd.server.plans import PlanCache
 from pynatsd.server.subscription import RemoteSubscription
 from pynatsd.sublist import SubListResult
 
@@ -191,16 +191,53 @@ class Route(asyncio.Protocol):
         parser = self.parser
         events = parser.feed(data)
         while True:
-            for ev in events:
-                if self.closed:
-                    break
-                self._handle(ev)
+            self._handle_events(events)
             if self.closed or not parser.held:
                 break
             events = parser.feed(b"")  # what came after an INFO, read as it now says
         self.plans.settle()
         server = self.server
         server.flush_dirty()
+
+    def _handle_events(self, events: list[Event | Pub]) -> None:
+        """One read's events. The hot path, inlined: a plain RMSG (a bare `Pub` from the
+        parser) whose line has a plan under its SubList's generation goes straight to the
+        planned receivers (as ClientSession._process_pub does for a client's PUB)."""
+        plans = self.plans
+        dirty = self.server.dirty
+        touched = plans.touched
+        count = nbytes = 0
+        for ev in events:
+            if type(ev) is Pub:
+                line = ev[4]
+                plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
+                if plan is not None and plan.genid == plan.sublist.genid:  # type: ignore[union-attr]
+                    payload = ev[2]
+                    size = len(payload)
+                    count += 1
+                    nbytes += size
+                    if not plan.count:
+                        touched.append(plan)
+                    plan.count += 1
+                    plan.nbytes += size
+                    tail = payload + b"\r\n"
+                    for outbound, _, head in plan.targets:
+                        frames = outbound.frames
+                        frames.append(head)
+                        frames.append(tail)
+                        if not outbound.dirty:
+                            outbound.dirty = True
+                            dirty.append(outbound)
+                    continue
+                self._process_msg(self.parser.route_msg(ev))
+            else:
+                self._handle(cast(Event, ev))
+            if self.closed:
+                break
+        if count:
+            stats = self.stats
+            stats.in_msgs += count
+            stats.in_bytes += nbytes
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -423,35 +460,14 @@ class Route(asyncio.Protocol):
             self._accounts[ev.account] = account
         sublist = account.sublist
         line = msg.line
-        if line and not ev.queues:
-            plan = self.plans.lookup(line)
-            if plan is not None and plan.genid == sublist.genid:
-                self._send_planned(plan, msg.payload)
-                return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
             if line and not ev.queues:
-                # Local plain receivers only (one hop), no queue group (none named).
+                # Local plain receivers only (one hop), no queue group (none named); used
+                # by the next RMSG with this line (`_handle_events`).
                 local = tuple(sub for sub in result.psubs if not sub.remote)
-                self.plans.remember(self, msg, SubListResult(local), sublist.genid)
+                self.plans.remember(self, msg, SubListResult(local), sublist.genid, sublist)
             fan_out_routed(self, result, msg, ev.queues)
-
-    def _send_planned(self, plan: Plan, payload: bytes) -> None:
-        """The planned delivery of a message from the peer (as ClientSession._process_pub
-        does it for a client's PUB)."""
-        tail = payload + b"\r\n"
-        dirty = self.server.dirty
-        if not plan.count:
-            self.plans.touched.append(plan)
-        plan.count += 1
-        plan.nbytes += len(payload)
-        for outbound, _, head in plan.targets:
-            frames = outbound.frames
-            frames.append(head)
-            frames.append(tail)
-            if not outbound.dirty:
-                outbound.dirty = True
-                dirty.append(outbound)
 
     def drop_interest(
         self,
