@@ -13,6 +13,7 @@ from pynatsd.cluster.protocol import (
     RouteConnect,
     RouteInfo,
     RouteMsg,
+    RouteMsgRun,
     RouteParser,
     RouteSub,
     RouteUnsub,
@@ -22,6 +23,17 @@ from pynatsd.cluster.protocol import (
     rs_plus_frame,
 )
 from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
+
+
+def describe_all(events: list[Event | Pub], parser: RouteParser) -> list[tuple[object, ...]]:
+    """Each event described; a run of messages as its messages."""
+    out = []
+    for ev in events:
+        if isinstance(ev, RouteMsgRun):
+            out += [describe(ev.pub(tail), parser) for tail in ev.tails]
+        else:
+            out.append(describe(ev, parser))
+    return out
 
 
 def describe(ev: Event | Pub, parser: RouteParser) -> tuple[object, ...]:
@@ -54,7 +66,7 @@ def describe(ev: Event | Pub, parser: RouteParser) -> tuple[object, ...]:
 
 def parse(data: bytes, expect_connect: bool = False) -> list[tuple[object, ...]]:
     parser = RouteParser(expect_connect)
-    return [describe(ev, parser) for ev in parser.feed(data)]
+    return describe_all(parser.feed(data), parser)
 
 
 @pytest.mark.parametrize(
@@ -179,9 +191,9 @@ def test_any_split_gives_the_same_events(data: bytes, cuts: list[int]) -> None:
     events: list[tuple[object, ...]] = []
     start = 0
     for cut in sorted(c % (len(data) + 1) for c in cuts):
-        events += [describe(ev, parser) for ev in parser.feed(data[start:cut])]
+        events += describe_all(parser.feed(data[start:cut]), parser)
         start = cut
-    events += [describe(ev, parser) for ev in parser.feed(data[start:])]
+    events += describe_all(parser.feed(data[start:]), parser)
     assert events == whole
 
 
@@ -200,20 +212,24 @@ def test_byte_at_a_time_is_linear() -> None:
 
 
 def test_repeated_lines_take_the_fast_path() -> None:
-    """Whole plain RMSGs come out as bare Pubs whose line names the account, the same line
-    object for the same line; mixed with other ops and other lines they keep their order."""
+    """Whole plain RMSGs come out as bare Pubs whose line names the account, and once a line
+    repeats, the messages right after it with the same line as one run; one line object per
+    distinct line; mixed with other ops and other lines they keep their order."""
     parser = RouteParser()
-    data = b"RMSG $G foo 2\r\nhi\r\n" * 3 + b"RMSG A bar r 1\r\nx\r\nPING\r\n"
+    data = b"RMSG $G foo 2\r\nhi\r\n" * 4 + b"RMSG A bar r 1\r\nx\r\nPING\r\n"
     data += b"RMSG $G foo 2\r\nyo\r\n"
     events = parser.feed(data)
-    assert [describe(ev, parser) for ev in events] == [
-        *[("MSG", b"", b"$G", b"foo", b"", b"hi", -1, ())] * 3,
+    assert describe_all(events, parser) == [
+        *[("MSG", b"", b"$G", b"foo", b"", b"hi", -1, ())] * 4,
         ("MSG", b"", b"A", b"bar", b"r", b"x", -1, ()),
         ("Ping",),
         ("MSG", b"", b"$G", b"foo", b"", b"yo", -1, ()),
     ]
-    lines = [ev.line for ev in events if type(ev) is Pub]
-    assert lines[0] is lines[1] is lines[2] is lines[4]
+    assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun, Pub, Ping, RouteMsgRun]
+    runs = [ev for ev in events if isinstance(ev, RouteMsgRun)]
+    assert [run.tails for run in runs] == [[b"hi\r\n", b"hi\r\n"], [b"yo\r\n"]]
+    foo = [ev.line for ev in events if type(ev) is Pub][:2] + [run.line for run in runs]
+    assert all(line is foo[0] for line in foo)
 
 
 def test_ping_pong_ok_events() -> None:
@@ -224,13 +240,13 @@ def test_ping_pong_ok_events() -> None:
 def test_pinned_connection_ops_carry_no_account() -> None:
     """On a connection pinned to `$SYS`, ops name no account; the parser supplies it."""
     parser = RouteParser(account=b"$SYS")
-    events = [
-        describe(ev, parser)
-        for ev in parser.feed(
+    events = describe_all(
+        parser.feed(
             b"RS+ $SYS.REQ.SERVER.PING\r\nRS+ q.sub g 2\r\nRS- q.sub g\r\n"
             b"RMSG $SYS.SERVER.X.STATSZ 2\r\nhi\r\nRMSG a.b | g 1\r\nx\r\n"
-        )
-    ]
+        ),
+        parser,
+    )
     assert events == [
         ("RS+", b"", b"$SYS", b"$SYS.REQ.SERVER.PING", b"", 0),
         ("RS+", b"", b"$SYS", b"q.sub", b"g", 2),
@@ -252,9 +268,7 @@ def test_hold_after_info_until_the_next_feed() -> None:
     assert parser.held
     parser.account = b"$SYS"
     parser.hold_after_info = False
-    assert [describe(ev, parser) for ev in parser.feed(b"")] == [
-        ("RS+", b"", b"$SYS", b"foo", b"", 0)
-    ]
+    assert describe_all(parser.feed(b""), parser) == [("RS+", b"", b"$SYS", b"foo", b"", 0)]
 
 
 def test_pool_index_is_nats_servers() -> None:

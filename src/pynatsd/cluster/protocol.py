@@ -1,6 +1,7 @@
 """Sans-IO codec of the route protocol: `RouteParser.feed(bytes) -> list[event]`, and the frames
-a server sends to a route. A plain RMSG whole in one read comes out as a bare `Pub` (the
-receiving route's hot path); `RouteParser.route_msg` turns it into the `RouteMsg` it stands for.
+a server sends to a route. A plain RMSG whole in one read comes out as a bare `Pub`, and the
+ones that repeat its line right after it as one `RouteMsgRun` (the receiving route's hot path);
+`RouteParser.route_msg` and `RouteMsgRun.pub` turn them into what they stand for.
 
 Corresponds to the route half of nats-server's `server/parser.go` (`RS+`, `RS-`, `RMSG`,
 `HMSG`, `LS+`, `LS-`, `LMSG`) and the argument parsing of `route.go` (`processRemoteSub`,
@@ -48,6 +49,7 @@ __all__ = [
     "RouteConnect",
     "RouteInfo",
     "RouteMsg",
+    "RouteMsgRun",
     "RouteParser",
     "RouteSub",
     "RouteUnsub",
@@ -128,6 +130,23 @@ class RouteMsg(Event):
         self.msg = msg
         self.queues = queues
         self.origin = origin
+
+
+class RouteMsgRun(Event):
+    """Plain RMSGs with the same line, one after the other in one read (a peer forwarding a
+    stream): the line's account, subject, reply, payload size, size as written and argument
+    (the same bytes object as the `line` of the bare `Pub` that came first), and each
+    message's payload with its CRLF, as it came."""
+
+    __slots__ = ("account", "line", "reply", "size", "size_text", "subject", "tails")
+
+    def __init__(self, memo: _RmsgLine) -> None:
+        self.account, self.subject, self.reply, self.size, self.size_text, self.line = memo
+        self.tails: list[bytes] = []
+
+    def pub(self, tail: bytes) -> Pub:
+        """One of the run's messages as the `Pub` it stands for."""
+        return make_pub((self.subject, self.reply, tail[:-2], -1, self.line, self.size_text, b""))
 
 
 def _split(arg: bytes) -> list[bytes]:
@@ -223,16 +242,22 @@ class RouteParser:
         append = events.append
         rep = self._repeat
         rep_len = len(rep)
+        run: list[bytes] | None = None  # the tails of the run being read, if any
         while pos < n and not self._dead:
             if rep_len and data.startswith(rep, pos):
                 memo = self._repeat_memo
                 assert memo is not None
                 start = pos + rep_len
-                end = start + memo[3]
-                if end + 2 <= n and data[end] == 0x0D and data[end + 1] == 0x0A:
-                    append(make_pub((memo[1], memo[2], data[start:end], -1, memo[5], memo[4], b"")))
-                    pos = end + 2
+                end = start + memo[3] + 2
+                if end <= n and data[end - 2] == 0x0D and data[end - 1] == 0x0A:
+                    if run is None:
+                        run_event = RouteMsgRun(memo)
+                        run = run_event.tails
+                        append(run_event)
+                    run.append(data[start:end])
+                    pos = end
                     continue
+            run = None
             if self._pending is not None:
                 pos = self._take_payload(data, pos, events)
                 continue

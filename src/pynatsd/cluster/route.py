@@ -27,6 +27,7 @@ from pynatsd.cluster.protocol import (
     RouteConnect,
     RouteInfo,
     RouteMsg,
+    RouteMsgRun,
     RouteParser,
     RouteSub,
     RouteUnsub,
@@ -230,6 +231,8 @@ class Route(asyncio.Protocol):
                             dirty.append(outbound)
                     continue
                 self._process_msg(self.parser.route_msg(ev))
+            elif type(ev) is RouteMsgRun:
+                self._deliver_run(ev)
             else:
                 self._handle(cast(Event, ev))
             if self.closed:
@@ -403,6 +406,37 @@ class Route(asyncio.Protocol):
             cluster.fill_pool(self)
 
     # -- interest and messages -------------------------------------------------------------------
+
+    def _deliver_run(self, run: RouteMsgRun) -> None:
+        """Messages with the same line, one after the other: once the line has a plan, all
+        the rest go to each planned receiver as one frame (its MSG line before each payload)."""
+        plans = self.plans
+        line = run.line
+        tails = run.tails
+        for i, tail in enumerate(tails):
+            plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
+            if plan is None or plan.genid != plan.sublist.genid:  # type: ignore[union-attr]
+                self._process_msg(RouteMsg(run.account, run.pub(tail), ()))
+                if self.closed:
+                    return
+                continue
+            rest = tails[i:] if i else tails
+            k = len(rest)
+            nbytes = k * run.size
+            stats = self.stats
+            stats.in_msgs += k
+            stats.in_bytes += nbytes
+            if not plan.count:
+                plans.touched.append(plan)
+            plan.count += k
+            plan.nbytes += nbytes
+            dirty = self.server.dirty
+            for outbound, _, head in plan.targets:
+                outbound.frames.append(head + head.join(rest))
+                if not outbound.dirty:
+                    outbound.dirty = True
+                    dirty.append(outbound)
+            return
 
     def _process_sub(self, ev: RouteSub) -> None:
         account = self.server.accounts.get(ev.account.decode(errors="replace"))
