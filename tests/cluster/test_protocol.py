@@ -280,3 +280,15 @@ def test_pool_index_is_nats_servers() -> None:
     assert pool_index(b"$G", 3) == 2
     assert pool_index(b"$SYS", 3) == 0
     assert pool_index(b"$G", 1) == 0
+
+
+def test_a_split_payload_is_never_read_as_a_repeated_line() -> None:
+    """The rest of a payload split over reads is payload, even when it reads like the line
+    being repeated; so is the rest of a control line split over reads."""
+    parser = RouteParser()
+    line = b"RMSG $G foo 17\r\n"
+    events = parser.feed(line + b"a" * 17 + b"\r\n" + line + b"b" * 17 + b"\r\n" + line)
+    events += parser.feed(line + b"x\r\n" + line + b"c" * 17 + b"\r\nRMSG $G f")
+    events += parser.feed(b"oo 17\r\n" + b"d" * 17 + b"\r\n")
+    payloads = [m[5] for m in describe_all(events, parser)]
+    assert payloads == [b"a" * 17, b"b" * 17, line + b"x", b"c" * 17, b"d" * 17]

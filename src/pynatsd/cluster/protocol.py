@@ -241,9 +241,15 @@ class RouteParser:
         n = len(data)
         append = events.append
         rep = self._repeat
-        rep_len = len(rep)
+        # Not while the start of a line waits for its end: those bytes continue it.
+        rep_len = 0 if self._partial else len(rep)
         run: list[bytes] | None = None  # the tails of the run being read, if any
         while pos < n and not self._dead:
+            if self._pending is not None:
+                # A payload split over reads: what comes first is its rest, whatever it reads.
+                pos = self._take_payload(data, pos, events)
+                run = None
+                continue
             if rep_len and data.startswith(rep, pos):
                 memo = self._repeat_memo
                 assert memo is not None
@@ -258,9 +264,6 @@ class RouteParser:
                     pos = end
                     continue
             run = None
-            if self._pending is not None:
-                pos = self._take_payload(data, pos, events)
-                continue
             nl = data.find(b"\n", pos)
             if nl > 0 and not self._partial and data.startswith(b"RMSG ", pos):
                 # The common message, whole in this read: no per-op dispatch.
