@@ -15,6 +15,7 @@ from pynatsd.cluster.protocol import (
     RouteMsg,
     RouteMsgRun,
     RouteParser,
+    RouteRunParser,
     RouteSub,
     RouteUnsub,
     rmsg_frame,
@@ -182,12 +183,16 @@ def _stream(draw: st.DrawFn) -> bytes:
     return b"".join(parts)
 
 
+@pytest.mark.parametrize("parser_class", [RouteParser, RouteRunParser])
 @settings(max_examples=200, deadline=None)
-@given(_stream(), st.lists(st.integers(0, 2000), max_size=8))
-def test_any_split_gives_the_same_events(data: bytes, cuts: list[int]) -> None:
+@given(data=_stream(), cuts=st.lists(st.integers(0, 2000), max_size=8))
+def test_any_split_gives_the_same_events(
+    parser_class: type[RouteParser], data: bytes, cuts: list[int]
+) -> None:
+    """Whole or cut anywhere, the same messages; the route's parser (runs) reads the same."""
     whole = parse(data)
     assert all(ev[0] != "PROTOCOL" for ev in whole)
-    parser = RouteParser()
+    parser = parser_class()
     events: list[tuple[object, ...]] = []
     start = 0
     for cut in sorted(c % (len(data) + 1) for c in cuts):
@@ -215,7 +220,7 @@ def test_repeated_lines_take_the_fast_path() -> None:
     """Whole plain RMSGs come out as bare Pubs whose line names the account, and once a line
     repeats, the messages right after it with the same line as one run; one line object per
     distinct line; mixed with other ops and other lines they keep their order."""
-    parser = RouteParser()
+    parser = RouteRunParser()
     data = b"RMSG $G foo 2\r\nhi\r\n" * 4 + b"RMSG A bar r 1\r\nx\r\nPING\r\n"
     data += b"RMSG $G foo 2\r\nyo\r\n"
     events = parser.feed(data)
@@ -230,6 +235,9 @@ def test_repeated_lines_take_the_fast_path() -> None:
     assert [run.tails for run in runs] == [[b"hi\r\n", b"hi\r\n"], [b"yo\r\n"]]
     foo = [ev.line for ev in events if type(ev) is Pub][:2] + [run.line for run in runs]
     assert all(line is foo[0] for line in foo)
+    # A plain RouteParser (the base of other server links) gives RouteMsg events instead.
+    plain = RouteParser()
+    assert [type(ev) for ev in plain.feed(data)] == [RouteMsg] * 5 + [Ping, RouteMsg]
 
 
 def test_ping_pong_ok_events() -> None:
@@ -285,7 +293,7 @@ def test_pool_index_is_nats_servers() -> None:
 def test_a_split_payload_is_never_read_as_a_repeated_line() -> None:
     """The rest of a payload split over reads is payload, even when it reads like the line
     being repeated; so is the rest of a control line split over reads."""
-    parser = RouteParser()
+    parser = RouteRunParser()
     line = b"RMSG $G foo 17\r\n"
     events = parser.feed(line + b"a" * 17 + b"\r\n" + line + b"b" * 17 + b"\r\n" + line)
     events += parser.feed(line + b"x\r\n" + line + b"c" * 17 + b"\r\nRMSG $G f")

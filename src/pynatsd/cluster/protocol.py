@@ -1,7 +1,8 @@
 """Sans-IO codec of the route protocol: `RouteParser.feed(bytes) -> list[event]`, and the frames
-a server sends to a route. A plain RMSG whole in one read comes out as a bare `Pub`, and the
-ones that repeat its line right after it as one `RouteMsgRun` (the receiving route's hot path);
-`RouteParser.route_msg` and `RouteMsgRun.pub` turn them into what they stand for.
+a server sends to a route. A route's parser (`RouteRunParser`) hands out a plain RMSG whole in
+one read as a bare `Pub`, and the ones that repeat its line right after it as one `RouteMsgRun`
+(the receiving route's hot path); `RouteParser.route_msg` and `RouteMsgRun.pub` turn them into
+what they stand for.
 
 Corresponds to the route half of nats-server's `server/parser.go` (`RS+`, `RS-`, `RMSG`,
 `HMSG`, `LS+`, `LS-`, `LMSG`) and the argument parsing of `route.go` (`processRemoteSub`,
@@ -51,6 +52,7 @@ __all__ = [
     "RouteMsg",
     "RouteMsgRun",
     "RouteParser",
+    "RouteRunParser",
     "RouteSub",
     "RouteUnsub",
     "rmsg_frame",
@@ -200,6 +202,11 @@ class RouteParser:
         "hold_after_info",
     )
 
+    # How a plain message whole in one read comes out: as a `RouteMsg` like every other
+    # message, or (`RouteRunParser`) as a bare `Pub`, the messages repeating its line right
+    # after it as one `RouteMsgRun`.
+    message_runs = False
+
     def __init__(self, expect_connect: bool = False, account: bytes = b"") -> None:
         self.expect_connect = expect_connect
         # The account of a connection pinned to one (its ops carry no account token).
@@ -295,9 +302,9 @@ class RouteParser:
 
     def _whole_rmsg(self, data: bytes, pos: int, nl: int, events: list[Event | Pub]) -> int:
         """An upper-case `RMSG acc subject [reply] size` with its payload in `data`: the
-        position after it, or 0 to take the general path (any other form, or incomplete). The
-        message is appended as a bare `Pub` whose `line` (one bytes object per distinct line)
-        names its account through `account_of`."""
+        position after it, or 0 to take the general path (any other form, or incomplete). With
+        `message_runs` the message is appended as a bare `Pub` whose `line` (one bytes object
+        per distinct line) names its account through `account_of`."""
         arg = data[pos + 5 : nl - 1] if data[nl - 1] == 0x0D else data[pos + 5 : nl]
         memo = self._memo.get(arg)
         seen = memo is not None
@@ -309,7 +316,11 @@ class RouteParser:
         end = start + memo[3]
         if end + 2 > len(data) or data[end] != 0x0D or data[end + 1] != 0x0A:
             return 0
-        events.append(make_pub((memo[1], memo[2], data[start:end], -1, memo[5], memo[4], b"")))
+        msg = make_pub((memo[1], memo[2], data[start:end], -1, memo[5], memo[4], b""))
+        if not self.message_runs:
+            events.append(RouteMsg(memo[0], msg, ()))
+            return end + 2
+        events.append(msg)
         if seen:  # a line seen before may well come again next
             self._repeat = data[pos:start]
             self._repeat_memo = memo
@@ -468,6 +479,13 @@ class RouteParser:
             hdr = -1  # LMSG always carries a header length; 0 means no header block
         self._pending = (account, subject, reply, queues, size, hdr, origin)
         self._payload = bytearray()
+
+
+class RouteRunParser(RouteParser):
+    """The parser of a route connection: plain messages as bare `Pub`s and runs, which the
+    route delivers through its plans without an event object per message."""
+
+    message_runs = True
 
 
 def _route_sub(args: list[bytes], leaf: bool) -> RouteSub:

@@ -28,7 +28,7 @@ from pynatsd.cluster.protocol import (
     RouteInfo,
     RouteMsg,
     RouteMsgRun,
-    RouteParser,
+    RouteRunParser,
     RouteSub,
     RouteUnsub,
     rmsg_frame,
@@ -88,7 +88,7 @@ class Route(asyncio.Protocol):
         # dialed connection knows it now, an accepted one from the peer's INFO).
         self.slot: Slot = slot
         self.pinned_account = slot if isinstance(slot, bytes) else b""
-        self.parser = RouteParser(expect_connect=not solicited, account=self.pinned_account)
+        self.parser = RouteRunParser(expect_connect=not solicited, account=self.pinned_account)
         self.parser.hold_after_info = True
         self.outbound = Outbound(
             server, server.options.max_pending, server.options.write_deadline, self._slow

@@ -32,33 +32,33 @@ class NotTLS(Exception):
 
 
 class TLSSession:
-    """One TLS connection, driven by `receive` and `encrypt`: the server side of a connection
-    we accepted, or (`server_hostname` given) the client side of one we dialed."""
+    """One TLS connection (the server side unless told a server hostname), driven by
+    `receive` and `encrypt`."""
 
     __slots__ = ("_head", "_incoming", "_outgoing", "_ssl", "established", "peer_closed")
 
     def __init__(self, context: ssl.SSLContext, server_hostname: str | None = None) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
+        # With `server_hostname`, the client side (a leaf node dialing its hub), which
+        # verifies the server's certificate for that name and speaks first (`start`).
+        client = server_hostname is not None
         self._ssl = context.wrap_bio(
-            self._incoming,
-            self._outgoing,
-            server_side=server_hostname is None,
-            server_hostname=server_hostname or None,
+            self._incoming, self._outgoing, server_side=not client, server_hostname=server_hostname
         )
         # The first bytes, kept until a whole record header can be checked; None afterwards.
-        self._head: bytearray | None = bytearray()
+        self._head: bytearray | None = None if client else bytearray()
         self.established = False  # the handshake completed
         self.peer_closed = False  # the peer sent close_notify
+
+    def start(self) -> None:
+        """The client side's first flight (its ClientHello waits in `data_to_send`)."""
+        with contextlib.suppress(ssl.SSLWantReadError):
+            self._ssl.do_handshake()
 
     @property
     def ssl_object(self) -> ssl.SSLObject:
         return self._ssl
-
-    def start(self) -> None:
-        """The client side speaks first: its ClientHello waits in `data_to_send`."""
-        with contextlib.suppress(ssl.SSLWantReadError):
-            self._ssl.do_handshake()
 
     def receive(self, data: bytes) -> bytes:
         """Take bytes from the peer; return the plaintext they complete (b"" for none yet).
