@@ -27,7 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,12 +225,17 @@ def run_one(pair: str, size: int, a: argparse.Namespace) -> Run:
             if formed:
                 run.notes += problems(cluster, formed)
             cluster.stop()
+    print_run(run, t)
+    return run
+
+
+def print_run(run: Run, started: float) -> None:
+    """One line per run as it ends, with its notes."""
     print(
-        f"  {pair:<22} {size:>5} B  delivered {fmt(run.rate, 'msgs/s')} msgs/s"
-        f"  ({time.monotonic() - t:.1f}s)" + "".join(f"\n      ! {n}" for n in run.notes),
+        f"  {run.pair:<22} {run.size:>5} B  delivered {fmt(run.rate, 'msgs/s')} msgs/s"
+        f"  ({time.monotonic() - started:.1f}s)" + "".join(f"\n      ! {n}" for n in run.notes),
         flush=True,
     )
-    return run
 
 
 @dataclass
@@ -353,7 +358,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return a
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    run: Callable[[str, int, argparse.Namespace], Run] | None = None,
+) -> int:
+    """Every pair and size, `run` (run_one: through a route) measuring each."""
+    run_pair = run or run_one
     a = parse_args(argv)
     nats_server = str(NATS_SERVER)
     info = {
@@ -373,9 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for rep in range(a.repeat):
             # Alternate the order so that a drift in machine load hits every pair alike.
             for pair in a.pairs if rep % 2 == 0 else a.pairs[::-1]:
-                run = run_one(pair, size, a)
-                runs[pair].append(run)
-                runs_out.append(run)
+                result = run_pair(pair, size, a)
+                runs[pair].append(result)
+                runs_out.append(result)
         rows.append(combine(size, runs))
     info["loadavg_end"] = os.getloadavg()
     print(

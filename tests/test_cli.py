@@ -32,6 +32,7 @@ from support.processes import PYNATSD, start_server
         (["-n", "srv"], {"server_name": "srv"}),
         (["--server_name", "srv"], {"server_name": "srv"}),
         (["-m", "8222"], {"http_port": 8222}),
+        (["-ms", "8443"], {"https_port": 8443}),
         (["--user", "u", "--pass", "p"], {"username": "u", "password": "p"}),
         (["--auth", "tok"], {"authorization": "tok"}),
         (["-D"], {"debug": True}),

@@ -81,6 +81,20 @@ def test_reload_refuses_what_cannot_change(server: Proc) -> None:
     assert server.info()["max_payload"] == 1024
 
 
+def test_reload_refuses_a_gateway_change(tmp_path: Path) -> None:
+    conf = tmp_path / "gw.conf"
+    conf.write_text("gateway { name: A, listen: 127.0.0.1:-1 }\n")
+    proc = Proc(conf, free_port(), tmp_path / "gw.log")
+    try:
+        conf.write_text("gateway { name: B, listen: 127.0.0.1:-1 }\n")
+        proc.hup()
+        log = proc.wait_log("Failed to reload")
+        assert "config reload not supported for Gateway: old=" in log
+    finally:
+        proc.proc.kill()
+        proc.proc.wait()
+
+
 def test_reload_with_a_bad_file_keeps_running(server: Proc) -> None:
     server.conf.write_text("max_payload: {\n")
     server.hup()

@@ -9,17 +9,20 @@ gateways and MQTT plug in here the same way.
 from __future__ import annotations
 
 from pynatsd.cluster import Cluster
+from pynatsd.config.gateway import gateway_enabled
+from pynatsd.gateway import Gateway
 from pynatsd.jetstream import JetStream
 from pynatsd.monitor.http import MonitorServer
 from pynatsd.monitor.system_services import SystemServices
+from pynatsd.mqtt.part import MQTT
 from pynatsd.server.server import Server
 
 
 def attach_parts(server: Server) -> None:
     """Attach what `server.options` enables, in nats-server's start-up order: the HTTP monitor,
-    the system account's services, JetStream, then the cluster's routes."""
+    the system account's services, JetStream, the cluster's routes, the gateways, then MQTT."""
     opts = server.options
-    if opts.http_port:
+    if opts.http_port or opts.https_port:
         server.add_part(MonitorServer(server))
     if not opts.no_system_account:
         server.add_part(SystemServices(server))
@@ -28,3 +31,7 @@ def attach_parts(server: Server) -> None:
     # A cluster block (or flag) without a port serves no routes, as in nats-server.
     if opts.cluster is not None and opts.cluster.port != 0:
         server.add_part(Cluster(server))
+    if gateway_enabled(opts):
+        server.add_part(Gateway(server))
+    if opts.mqtt is not None and opts.mqtt.port != 0:
+        server.add_part(MQTT(server))

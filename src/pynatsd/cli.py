@@ -143,6 +143,7 @@ _define(["cluster_advertise"], "cluster_advertise", "str")
 _define(["connect_retries"], "connect_retries", "int")
 # `--cluster` is an alias of `--cluster_listen`: the one given last wins, as in nats-server.
 _define(["cluster", "cluster_listen"], "cluster_listen", "str")
+_define(["mqtt_port"], "mqtt_port", "int")
 _define(["profile"], "profile", "int")
 _define(["h", "help"], "help", "bool")
 _define(["v", "version"], "version", "bool")

@@ -59,6 +59,8 @@ class Cluster:
     `options` and the keyword overrides apply to every server, as for `Server`; a `cluster`
     block given in them (name, authorization, ...) is kept, with its listen address and routes
     replaced. Servers are named `<name>-1`, `<name>-2`, ... unless `server_name` is given.
+    JetStream (`jetstream=True`) runs on the first server only, which the others' clients
+    reach through the routes: pynatsd has no clustered JetStream yet (docs/clustering.md).
 
     As in any cluster, a subscription made on one server reaches the others asynchronously:
     a message published elsewhere right after SUB may find no interest yet (flush the
@@ -104,6 +106,8 @@ class Cluster:
         opts.cluster = cluster
         if not opts.server_name:
             opts.server_name = f"{self.name}-{index + 1}"
+        if index:
+            opts.jetstream = False  # one JetStream server per cluster (jetstream/standalone.py)
         return opts
 
     async def start(self, timeout: float = FORM_TIMEOUT) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynatsd.options import Options
+from pynatsd.options import MQTTOptions, Options
 
 # Flags whose value is an option of the same name.
 _OPTION_FLAGS = (
@@ -19,6 +19,7 @@ _OPTION_FLAGS = (
     "server_name",
     "pid_file",
     "http_port",
+    "https_port",
     "client_advertise",
     "ports_file_dir",
     "log_file",
@@ -52,6 +53,9 @@ def apply_flags(opts: Options, flags: dict[str, Any]) -> Options:
     from pynatsd.config.cluster import apply_cluster_flags
 
     apply_cluster_flags(opts, flags)
+    if "mqtt_port" in flags:
+        opts.mqtt = opts.mqtt or MQTTOptions()
+        opts.mqtt.port = flags["mqtt_port"]
     if flags.get("debug_trace") or flags.get("debug_trace_verbose"):
         opts.debug = opts.trace = True
     if flags.get("trace_verbose") or flags.get("debug_trace_verbose"):

@@ -249,6 +249,64 @@ class ClusterOptions:
 
 
 @dataclass(slots=True)
+class RemoteGatewayOptions:
+    """One entry of `gateway { gateways: [...] }` (nats-server's RemoteGatewayOpts): a remote
+    cluster to dial, by its gateway name and URLs."""
+
+    name: str = ""
+    urls: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GatewayOptions:
+    """The `gateway {}` block (nats-server's GatewayOpts): connections to the other clusters
+    of a super-cluster."""
+
+    name: str = ""  # this cluster's gateway name (it becomes the cluster name)
+    host: str = ""
+    port: int = 0  # the gateway listener's port; -1 picks a free one
+    advertise: str = ""  # host:port announced instead of the listen address
+    username: str = ""  # `authorization { user, password }`: what remotes send in CONNECT
+    password: str = ""
+    auth_timeout: float = 0.0
+    tls_timeout: float = 0.0
+    connect_retries: int = 0  # extra attempts for implicit (gossiped) gateways
+    connect_backoff: bool = False
+    gateways: list[RemoteGatewayOptions] = field(default_factory=list)
+    reject_unknown: bool = False  # refuse inbound gateways that are not configured
+    write_deadline: float = 0.0
+    write_timeout: str = ""
+
+
+@dataclass(slots=True)
+class MQTTOptions:
+    """The `mqtt {}` block and `--mqtt_port` (nats-server's MQTTOpts)."""
+
+    host: str = ""  # "": the server's host
+    port: int = 0  # -1 picks a free one
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca_cert: str = ""
+    # `authorization { user, password, token, timeout }`: MQTT's own credentials, which
+    # replace the server's for MQTT clients (nats-server's authOverride).
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    auth_timeout: float = 0.0  # 0: the server's auth_timeout
+    no_auth_user: str = ""
+    ack_wait: float = 30.0  # seconds before an unacknowledged QoS 1/2 message is sent again
+    max_ack_pending: int = 1024  # QoS 1/2 messages in flight per subscription
+    js_api_timeout: float = 5.0
+    js_domain: str = ""
+    stream_replicas: int = 0
+    consumer_replicas: int = 0
+    consumer_memory_storage: bool = False
+    consumer_inactive_threshold: float = 0.0
+    reject_qos2_publish: bool = False
+    downgrade_qos2_subscribe: bool = False
+
+
+@dataclass(slots=True)
 class Options:
     """Everything the server can be told; defaults are nats-server v2.15.1's."""
 
@@ -259,6 +317,9 @@ class Options:
 
     http_host: str = ""
     http_port: int = 0
+    # The monitoring port over TLS (the `tls` block's certificate, no client certificates
+    # asked for); exclusive with http_port, as in nats-server.
+    https_port: int = 0
     http_base_path: str = ""
 
     max_payload: int = MAX_PAYLOAD
@@ -347,6 +408,10 @@ class Options:
 
     # Clustering (the `cluster {}` block, `--cluster`, `--routes`); None: not clustered.
     cluster: ClusterOptions | None = None
+    # Gateways to other clusters (the `gateway {}` block); None: no gateway.
+    gateway: GatewayOptions | None = None
+    # The MQTT listener (the `mqtt {}` block, `--mqtt_port`); None: no MQTT.
+    mqtt: MQTTOptions | None = None
 
     # WebSocket listener (the `websocket {}` block): the same protocol in WebSocket frames.
     websocket_host: str = ""

@@ -36,6 +36,7 @@ NOT_RELOADABLE: dict[str, str] = {
     "server_name": "ServerName",
     "http_host": "HTTPHost",
     "http_port": "HTTPPort",
+    "https_port": "HTTPSPort",
     "http_base_path": "HTTPBasePath",
     "max_pending": "MaxPending",
     "max_subscriptions": "MaxSubs",
@@ -47,6 +48,7 @@ NOT_RELOADABLE: dict[str, str] = {
     "no_header_support": "NoHeaderSupport",
     "disable_sublist_cache": "NoSublistCache",
     "max_closed_clients": "MaxClosedClients",
+    "gateway": "Gateway",  # nats-server refuses any change to the gateway block too
 }
 # Options whose change needs every connection's credentials checked again.
 AUTH_FIELDS = (

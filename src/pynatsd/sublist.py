@@ -426,6 +426,20 @@ class SubList(Generic[S]):
 
     # -- changes -------------------------------------------------------------------------------
 
+    def add_watcher(self, watcher: Callable[[S, int], None]) -> None:
+        """Tell `watcher` too of every insert and removal (the cluster's routes and the
+        gateways each announce local interest; each watches the same SubList)."""
+        first = self.watcher
+        if first is None:
+            self.watcher = watcher
+            return
+
+        def both(sub: S, delta: int) -> None:
+            first(sub, delta)
+            watcher(sub, delta)
+
+        self.watcher = both
+
     def insert(self, sub: S) -> None:
         """Add ``sub``. Inserting an already inserted subscription object changes nothing.
 

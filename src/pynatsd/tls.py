@@ -208,6 +208,16 @@ def _context(
     return context
 
 
+def listener_context(cert: str, key: str, ca_cert: str = "") -> ssl.SSLContext:
+    """A plain server-side context from certificate files: the WebSocket and MQTT listeners'
+    `tls {}` blocks (cert_file, key_file, ca_file)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    if ca_cert:
+        context.load_verify_locations(ca_cert)
+    return context
+
+
 def _set_ciphers(context: ssl.SSLContext, names: list[str]) -> None:
     if not names:
         context.set_ciphers(_DEFAULT_CIPHERS)

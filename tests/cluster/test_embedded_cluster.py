@@ -3,12 +3,15 @@ thread, and the `nats_cluster` pytest fixture."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nats
 import pytest
 from nats.aio.client import Client
 
 import pynatsd
 from pynatsd.cluster import cluster_of
+from pynatsd.jetstream import jetstream_of
 from pynatsd.options import ClusterOptions, Options
 from support.cluster import wait_interest
 
@@ -91,6 +94,26 @@ async def test_threaded_cluster() -> None:
         finally:
             await _close_all(ncs)
     assert not any(s.running for s in cluster.servers)
+
+
+async def test_cluster_with_jetstream_on_the_first_server(tmp_path: Path) -> None:
+    """`jetstream=True` gives the first server JetStream; the others' clients use it."""
+    async with pynatsd.Cluster(size=3, jetstream=True, store_dir=str(tmp_path)) as cluster:
+        assert [jetstream_of(s) is not None for s in cluster.servers] == [True, False, False]
+        ncs = await _connect_all(cluster.client_urls)
+        try:
+            js3 = ncs[2].jetstream(timeout=5)
+            await js3.add_stream(name="EMB", subjects=["emb.>"])
+            ack = await js3.publish("emb.a", b"stored")
+            js2 = ncs[1].jetstream(timeout=5)
+            await js2.stream_info("EMB")  # its node has the stream's interest once answered
+            await js2.publish("emb.b", b"too")
+            sub = await js2.pull_subscribe("emb.>", "d")
+            got = [(m.subject, m.data) for m in await sub.fetch(2, timeout=5)]
+        finally:
+            await _close_all(ncs)
+    assert ack.seq == 1
+    assert got == [("emb.a", b"stored"), ("emb.b", b"too")]
 
 
 def test_cluster_size_must_be_positive() -> None:

@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pynatsd.cluster.protocol import (
+    AccountSub,
+    AccountUnsub,
     RouteConnect,
     RouteInfo,
     RouteMsg,
@@ -18,10 +20,12 @@ from pynatsd.cluster.protocol import (
     RouteRunParser,
     RouteSub,
     RouteUnsub,
+    js_ack_deliver_index,
     rmsg_frame,
     rmsg_head,
     rs_minus_frame,
     rs_plus_frame,
+    with_deliver_subject,
 )
 from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
 
@@ -58,6 +62,8 @@ def describe(ev: Event | Pub, parser: RouteParser) -> tuple[object, ...]:
         )
     if isinstance(ev, (RouteInfo, RouteConnect)):
         return (type(ev).__name__, ev.raw)
+    if isinstance(ev, (AccountSub, AccountUnsub)):
+        return ("A+" if isinstance(ev, AccountSub) else "A-", ev.account)
     if isinstance(ev, Err):
         return ("ERR", ev.text)
     if isinstance(ev, ProtocolError):
@@ -74,6 +80,8 @@ def parse(data: bytes, expect_connect: bool = False) -> list[tuple[object, ...]]
     ("line", "expected"),
     [
         (b"RS+ $G foo\r\n", ("RS+", b"", b"$G", b"foo", b"", 0)),
+        (b"A+ ACC\r\n", ("A+", b"ACC")),
+        (b"a- $G\r\n", ("A-", b"$G")),
         (b"rs+ $G bar q1 2\r\n", ("RS+", b"", b"$G", b"bar", b"q1", 2)),
         (b"RS+\t$G\tfoo.*\r\n", ("RS+", b"", b"$G", b"foo.*", b"", 0)),
         (b"RS- $G foo\r\n", ("RS-", b"", b"$G", b"foo", b"")),
@@ -113,6 +121,8 @@ def test_ops(line: bytes, expected: tuple[object, ...]) -> None:
         (b"RS+ $G\r\n", None),  # processRemoteSub Parse Error: a close without a word
         (b"RS+ $G foo q\r\n", None),  # a queue needs its weight
         (b"RS- $G\r\n", None),
+        (b"A+\r\n", None),  # an account op names one account
+        (b"A- a b\r\n", None),
         (b"RMSG $G foo\r\n", None),
         (b"RMSG $G foo x\r\n", None),  # bad size
         (b"RMSG $G foo ? q 1\r\n", None),  # bad reply indicator
@@ -300,3 +310,29 @@ def test_a_split_payload_is_never_read_as_a_repeated_line() -> None:
     events += parser.feed(b"oo 17\r\n" + b"d" * 17 + b"\r\n")
     payloads = [m[5] for m in describe_all(events, parser)]
     assert payloads == [b"a" * 17, b"b" * 17, line + b"x", b"c" * 17, b"d" * 17]
+
+
+ACK = b"$JS.ACK.S.C.1.2.3.1700000000000000000.0"
+
+
+@pytest.mark.parametrize(
+    ("reply", "index"),
+    [
+        (ACK + b"@orders.1", len(ACK)),
+        # Stream and consumer names may hold an `@`: only one after the eight dots counts.
+        (b"$JS.ACK.S@x.C@y.1.2.3.17.0@orders.1", len(b"$JS.ACK.S@x.C@y.1.2.3.17.0")),
+        (ACK, -1),
+        (b"_INBOX.a@b", -1),
+        (b"$JS.ACK.S.C@orders.1", -1),
+    ],
+)
+def test_js_ack_deliver_index_is_nats_servers(reply: bytes, index: int) -> None:
+    """nats-server's jsAckDeliverIdx: where the shown subject of a routed JetStream delivery
+    starts (after the `@`)."""
+    assert js_ack_deliver_index(reply) == index
+
+
+def test_with_deliver_subject_appends_once() -> None:
+    assert with_deliver_subject(ACK, b"orders.1") == ACK + b"@orders.1"
+    assert with_deliver_subject(ACK + b"@orders.1", b"orders.1") == ACK + b"@orders.1"
+    assert with_deliver_subject(b"", b"orders.1") == b""

@@ -65,6 +65,10 @@ KEY_CASES: list[tuple[str, str, Any]] = [
     ("http: 127.0.0.1:8222", "http_port", 8222),
     ("http_port: 8222", "http_port", 8222),
     ("monitor_port: 8222", "http_port", 8222),
+    ("https: 8443", "https_port", 8443),
+    ("https: 127.0.0.1:8443", "http_host", "127.0.0.1"),
+    ("https: 127.0.0.1:8443", "https_port", 8443),
+    ("https_port: 8443", "https_port", 8443),
     ("http_base_path: /nats", "http_base_path", "/nats"),
     ("max_payload: 2MB", "max_payload", 2 << 20),
     ("max_pending: 128MB", "max_pending", 128 << 20),
@@ -358,15 +362,13 @@ def test_warnings(text: str, warning: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "gateway { name: A }",
+        "gateway { name: A, port: 7222, tls { timeout: 3 } }",
         "leafnodes { port: 7422 }",
         "leaf { port: 7422 }",
         "websocket { port: 8080, jwt_cookie: x }",
-        "mqtt { port: 1883 }",
         # tls, accounts, operator and resolver are supported now (tests/config/test_security*).
         "ocsp: false",
         "resolver_tls { cert_file: x }",
-        "https: 8443",
         "prof_port: 6060",
         "jetstream { limits { max_ha_assets: 1 } }",
         "authorization { auth_callout { issuer: x } }",
@@ -383,11 +385,11 @@ def test_unsupported_keys_are_ignored_with_a_warning(
 
 def test_load_config_file(tmp_path: Path) -> None:
     path = tmp_path / "n.conf"
-    path.write_text("port: 4333\nping_interval: 5\ngateway { name: G }\n")
+    path.write_text("port: 4333\nping_interval: 5\nprof_port: 6060\n")
     loaded = load_config(path)
     assert loaded.options.port == 4333
     assert loaded.options.config_file == str(path)
-    assert loaded.ignored == ["gateway"]
+    assert loaded.ignored == ["prof_port"]
     assert loaded.digest.startswith("sha256:")
     assert len(loaded.warnings) == 1
     opts, warnings = load_options(path)

@@ -14,8 +14,9 @@ from typing import Any
 import nats
 import pytest
 
+from support.jspair import run_configured
 from support.natsserver import NATS_SERVER, nats_server_binary
-from support.processes import PYNATSD, start_server
+from support.processes import PYNATSD
 
 pytestmark = pytest.mark.skipif(nats_server_binary() is None, reason="nats-server not installed")
 
@@ -111,18 +112,7 @@ async def scenario(url: str) -> list[Any]:
     return seen
 
 
-async def run(cmd: tuple[str, ...] | list[str], directory: Path) -> list[Any]:
-    directory.mkdir()
-    conf = directory / "server.conf"
-    conf.write_text(CONFIG)
-    server = start_server(cmd, ["-js", "-sd", str(directory), "-c", str(conf)])
-    try:
-        return await scenario(server.url)
-    finally:
-        server.stop()
-
-
 async def test_cross_account_as_nats_server(tmp_path: Path) -> None:
-    expected = await run([str(NATS_SERVER)], tmp_path / "go")
-    got = await run(PYNATSD, tmp_path / "py")
+    expected = await run_configured([str(NATS_SERVER)], tmp_path / "go", CONFIG, scenario)
+    got = await run_configured(PYNATSD, tmp_path / "py", CONFIG, scenario)
     assert got == expected

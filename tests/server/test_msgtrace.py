@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from pynatsd.s2 import crc32c
 from pynatsd.server.msgtrace import (
     TRACE_DEST_DISABLED,
-    crc32c,
     set_header,
     snappy_frames,
     trace_headers,

@@ -109,3 +109,15 @@ def make_cert(
     if alt:
         builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
     return Cert(builder.sign(ca.key, hashes.SHA256()), key)
+
+
+def loopback_server_files(directory: Path) -> tuple[str, str, str]:
+    """(certificate, key, CA) files for a server on 127.0.0.1 and localhost, signed by a new
+    CA."""
+    ca = make_ca()
+    ca_file, _ = ca.write(directory, "ca")
+    server = make_cert(
+        ca, [(NameOID.COMMON_NAME, "localhost")], ips=("127.0.0.1",), dns=("localhost",)
+    )
+    cert, key = server.write(directory, "server")
+    return cert, key, ca_file

@@ -163,6 +163,7 @@ class ProcessCluster:
         via: Literal["config", "flags"] = "config",
         extra_config: str = "",
         cluster_config: str | Sequence[str] = "",
+        node_config: dict[int, str] | None = None,
     ) -> None:
         for kind in kinds:
             if kind not in (GO, PY):
@@ -177,8 +178,10 @@ class ProcessCluster:
         self.cluster_config = (
             [cluster_config] * len(kinds) if isinstance(cluster_config, str) else cluster_config
         )
-        if (extra_config or any(self.cluster_config)) and via != "config":
-            raise ValueError("extra_config and cluster_config need via='config'")
+        # Top-level configuration lines for one node, by index (JetStream on one node).
+        self.node_config = dict(node_config or {})
+        if (extra_config or any(self.cluster_config) or self.node_config) and via != "config":
+            raise ValueError("extra_config, cluster_config and node_config need via='config'")
         ports: set[int] = set()
 
         def port() -> int:
@@ -211,7 +214,7 @@ class ProcessCluster:
             f'  listen: "{LOOPBACK}:{node.cluster_port}"\n'
             f"  routes: [{routes}\n  ]\n"
             f"{self.cluster_config[node.index]}"
-            "}\n" + self.extra_config
+            "}\n" + self.extra_config + self.node_config.get(node.index, "")
         )
 
     def argv(self, node: Node) -> list[str]:

@@ -26,6 +26,20 @@ def nats_server_test(directory: Path, name: str = "main.conf") -> subprocess.Com
     )
 
 
+def nats_server_startup_error(path: Path) -> str:
+    """What nats-server refuses to start with `path` for (a check made at start-up, not by
+    `-t`): its error line without the program's name."""
+    assert NATS_SERVER is not None
+    real = subprocess.run(
+        [NATS_SERVER, "-c", str(path), "-p", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert real.returncode == 1
+    return real.stderr.strip().removeprefix("nats-server: ")
+
+
 def error_lines(text: str) -> set[str]:
     """The error lines of a check's output, as a set: nats-server reports errors in map order."""
     out = set()

@@ -26,10 +26,11 @@ step's body stands for the last pin id the run received.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -240,6 +241,24 @@ def _bytes(value: Any) -> bytes:
     return json.dumps(value).encode()
 
 
+async def run_configured(
+    cmd: list[str] | tuple[str, ...],
+    directory: Path,
+    config: str,
+    scenario: Callable[[str], Awaitable[Any]],
+) -> Any:
+    """`scenario(url)` against a server started by `cmd` with `-js`, a store in `directory`
+    and the configuration text `config` (accounts, imports, a domain)."""
+    directory.mkdir()
+    conf = directory / "server.conf"
+    conf.write_text(config)
+    server = start_server(cmd, ["-js", "-sd", str(directory), "-c", str(conf)])
+    try:
+        return await scenario(server.url)
+    finally:
+        server.stop()
+
+
 async def side_by_side(tmp_path: Path, steps: list[Step]) -> tuple[list[Any], list[Any]]:
     """(nats-server's transcript, pynatsd's transcript) for the same steps."""
     (tmp_path / "go").mkdir()
@@ -280,4 +299,43 @@ async def side_by_side_at_once(
             return await run_steps(url, steps())
 
     expected, got = await asyncio.gather(go(), py())
+    return expected, got
+
+
+async def request_json(nc: NATS, subject: str, body: Any = None) -> Any:
+    """A JetStream API request with a JSON body (none when `body` is None); the reply's JSON."""
+    data = json.dumps(body).encode() if body is not None else b""
+    return json.loads((await nc.request(subject, data, timeout=2)).data)
+
+
+async def stored_messages(nc: NATS, stream: str) -> list[Any]:
+    """Every message of `stream` as (seq, subject, headers, base64 data), read with
+    `STREAM.MSG.GET`; a `Nats-Stream-Source` header loses its last field, the origin's
+    identity (a hash of its creation time, which differs between two servers)."""
+    out: list[Any] = []
+    seq = 1
+    while True:
+        body = {"next_by_subj": ">", "seq": seq}
+        message = (await request_json(nc, f"$JS.API.STREAM.MSG.GET.{stream}", body)).get("message")
+        if message is None:
+            return out
+        headers = base64.b64decode(message.get("hdrs", "")).decode()
+        headers = "\r\n".join(
+            " ".join(line.split(" ")[:-1]) if line.startswith("Nats-Stream-Source") else line
+            for line in headers.split("\r\n")
+        )
+        out.append((message["seq"], message["subject"], headers, message.get("data", "")))
+        seq = message["seq"] + 1
+
+
+async def run_both(
+    tmp_path: Path, scenario: Callable[[str], Awaitable[list[Any]]]
+) -> tuple[list[Any], list[Any]]:
+    """(nats-server's, pynatsd's) results of `scenario(url)`, each on a fresh `-js` server."""
+    (tmp_path / "go").mkdir()
+    (tmp_path / "py").mkdir()
+    async with go_server(tmp_path / "go") as url:
+        expected = await scenario(url)
+    async with py_server(tmp_path / "py") as url:
+        got = await scenario(url)
     return expected, got

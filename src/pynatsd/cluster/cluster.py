@@ -9,9 +9,9 @@ Corresponds to the server half of nats-server's `server/route.go` (`startRouteAc
 is announced, so a Go peer talks plain text to us (see docs/clustering.md).
 
 Local interest (clients, the server's internal subscriptions) is learned through each account
-SubList's `watcher`, the one hook in the core: RS+ when a subject's count goes 0 -> 1, RS- when
-it goes back to 0, and for a queue group an RS+ with the new weight at every change. Interest
-learned from a route is never announced to another route.
+SubList's watcher (`add_watcher`), the one hook in the core: RS+ when a subject's count goes
+0 -> 1, RS- when it goes back to 0, and for a queue group an RS+ with the new weight at every
+change. Interest learned from a route is never announced to another route.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import ipaddress
 import random
 import secrets
 import socket
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlparse
 
+from pynatsd.cluster.link import LinkListener, count_interest
 from pynatsd.cluster.permissions import (
     export_changed,
     importable,
@@ -42,11 +43,12 @@ from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import go_json_bytes
 from pynatsd.server.delivery import enable_remote_delivery
-from pynatsd.server.listen import WILDCARD_HOSTS, bind, join_host_port
+from pynatsd.server.listen import WILDCARD_HOSTS, join_host_port
 from pynatsd.tls import PeerTLS, peer_contexts
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
+    from pynatsd.cluster.protocol import RouteMsg
     from pynatsd.options import ClusterOptions
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
@@ -102,7 +104,26 @@ def _host_port(url: str) -> tuple[str, int]:
     return parsed.hostname or "127.0.0.1", parsed.port or 6222
 
 
-class Cluster:
+class Gateways(Protocol):
+    """What the cluster asks of the gateways of its server, if any (the gateway part sets
+    itself as `Cluster.gateways`; the cluster does not import it)."""
+
+    url: str  # this server's gateway URL, announced in route INFO (`gateway_url`)
+
+    def info_from_route(self, info: dict[str, Any]) -> None:
+        """A gateway INFO a peer forwarded (forwardNewGatewayToLocalCluster)."""
+
+    def frames_for_route(self) -> bytes:
+        """What a new route is told about the gateways we dial (sendGatewayConfigsToRoute)."""
+
+    def route_gateway_url(self, url: str, added: bool) -> None:
+        """A peer's gateway URL came or went (addGatewayURL, removeGatewayURL)."""
+
+    def message_from_route(self, route: Route, account: Account, ev: RouteMsg) -> bool:
+        """A routed message with a gateway-routed subject or reply: handled (True)."""
+
+
+class Cluster(LinkListener):
     """The `cluster` part of a server."""
 
     name = "cluster"
@@ -110,7 +131,7 @@ class Cluster:
     def __init__(self, server: Server) -> None:
         opts = server.options.cluster
         assert opts is not None
-        self.server = server
+        super().__init__(server)
         self.opts: ClusterOptions = opts
         # The configured (explicit) route URLs being kept up; a reload may change them.
         self._explicit: set[str] = set()
@@ -135,12 +156,8 @@ class Cluster:
         # `cluster { permissions { import } }`: which local interest is announced to peers.
         self.imports = route_permissions(opts.permissions)
         self.host = opts.host
-        self.port = 0
-        self.running = False
-        self._listener: asyncio.Server | None = None
-        self._socket: socket.socket | None = None  # bound at start, served once ready
-        self._tasks: set[asyncio.Task[None]] = set()
         self._dialing: set[str] = set()
+        self.gateways: Gateways | None = None
         # Local interest per account: (subject, queue) -> number of local subscriptions.
         self._interest: dict[str, dict[tuple[bytes, bytes], int]] = {}
 
@@ -149,13 +166,7 @@ class Cluster:
     async def start(self) -> None:
         """Bind the route port now (a port that cannot be had fails the start with
         nats-server's [FTL] text); accept and dial once the server is ready."""
-        opts = self.opts
-        port = 0 if opts.port == -1 else opts.port  # -1: any free port
-        self._socket = bind(
-            opts.host, port, lambda err: f"Error listening on router port: {opts.port} - {err}"
-        )
-        self.port = int(self._socket.getsockname()[1])
-        self.running = True
+        self.bind_port(self.opts.host, self.opts.port, "router port")
         enable_remote_delivery()
         server = self.server
         server.cluster_name = self.cluster_name
@@ -167,14 +178,10 @@ class Cluster:
 
     async def _serve(self) -> None:
         opts = self.opts
-        sock, self._socket = self._socket, None
-        if sock is None or not self.running:
+        # The class read per connection: a reload that turns TLS on or off applies to the next.
+        if not await self.serve(lambda: self._route_class(self, solicited=False)):
             return
         log.info("Cluster name is %s", self.cluster_name)
-        route_class = self._route_class
-        self._listener = await self.server.loop.create_server(
-            lambda: route_class(self, solicited=False), sock=sock, backlog=100
-        )
         log.info("Listening for route connections on %s", join_host_port(opts.host, self.port))
         if opts.tls is not None and opts.tls.insecure:
             log.warning(CLUSTER_TLS_INSECURE_WARNING)
@@ -228,23 +235,14 @@ class Cluster:
                 self.spawn(self._keep_route(url))
 
     async def stop(self) -> None:
-        self.running = False
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
-        for task in list(self._tasks):
-            task.cancel()
+        self.stop_listening()
         for route in list(self.connecting):
             route.close(CloseReason.SERVER_SHUTDOWN)
         self.server.connect_urls = []
 
-    def spawn(self, coro: Any) -> None:
-        task = self.server.loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """A background task of the cluster's (dials, also those of pinned.py)."""
+        self._spawn(coro)
 
     # -- what we tell peers ----------------------------------------------------------------------
 
@@ -263,7 +261,7 @@ class Cluster:
         if server.port <= 0:
             return []  # not bound yet
         if opts.host in WILDCARD_HOSTS:
-            return [join_host_port(ip, server.port) for ip in _non_local_ips()]
+            return [join_host_port(ip, server.port) for ip in non_local_ips()]
         return [join_host_port(opts.host, server.port)]
 
     def route_info(self, route: Route | None = None, **extra: Any) -> dict[str, Any]:
@@ -305,6 +303,8 @@ class Cluster:
                     info["route_account"] = route.pinned_account.decode()
                 elif route.slot:
                     info["route_pool_idx"] = route.slot
+        if self.gateways is not None and self.gateways.url:
+            info["gateway_url"] = self.gateways.url
         info.update(extra)
         return info
 
@@ -398,6 +398,11 @@ class Cluster:
             if route.remote_info.get("gossip_mode") != 1:
                 self._forward_new_route(route)
             self._update_connect_urls()
+            for hook in self.server.peer_hooks:
+                hook(route.remote_id, route.remote_info)
+            gateway_url = str(route.remote_info.get("gateway_url") or "")
+            if self.gateways is not None and gateway_url:
+                self.gateways.route_gateway_url(gateway_url, True)
         return True
 
     def pool_problem(self, route: Route) -> str:
@@ -459,6 +464,11 @@ class Cluster:
             return
         del self.peers[route.remote_id]
         self._update_connect_urls()
+        for hook in self.server.peer_hooks:
+            hook(route.remote_id, None)
+        gateway_url = str(route.remote_info.get("gateway_url") or "")
+        if self.gateways is not None and gateway_url:
+            self.gateways.route_gateway_url(gateway_url, False)
         if self.running and not route.configured and (route.solicited or route.retry):
             self.spawn(self._dial_implicit(peer.url, retry=True))
 
@@ -506,6 +516,11 @@ class Cluster:
         if url in self.self_urls or url in self._dialing:
             return
         self.spawn(self._dial_implicit(url, retry=False))
+
+    def broadcast_info(self, frame: bytes) -> None:
+        """An INFO for every peer (on its first connection)."""
+        for peer in self.peers.values():
+            peer.first.send_now(frame)
 
     def peer_update(self, route: Route, info: dict[str, Any]) -> None:
         """An INFO from a registered peer about itself: lame duck, new client URLs, its
@@ -635,38 +650,45 @@ class Cluster:
         def changed(sub: Subscription, delta: int) -> None:
             if sub.remote:
                 return  # a route's interest is never announced to another route
-            key = (sub.subject_bytes, sub.queue_bytes)
-            old = counts.get(key, 0)
+            old = count_interest(counts, sub, delta)
             n = old + delta
-            if n > 0:
-                counts[key] = n
-            else:
-                counts.pop(key, None)
-            routes = self.routes
-            if not routes:
+            peers = self.peers
+            if not peers:
                 return
             if not importable(self.imports, sub.subject_bytes):
                 return  # not for us to import: the peers are not told (importFilter)
-            queue = sub.queue_bytes
+            subject, queue = sub.subject_bytes, sub.queue_bytes
             if queue:
-                frame = (
-                    rs_plus_frame(name, key[0], queue, n)
-                    if n > 0
-                    else rs_minus_frame(name, key[0], queue)
-                )
+                plus = n > 0
             elif old <= 0 < n:
-                frame = rs_plus_frame(name, key[0])
+                plus = True
             elif n <= 0 < old:
-                frame = rs_minus_frame(name, key[0])
+                plus = False
             else:
                 return
-            for route in routes.values():
+            frames: dict[bytes, bytes] = {}  # by the account token on the wire
+            for peer in peers.values():
+                # The account's own connection to the peer, its pool slot or the one pinned
+                # to it (ops without the account): the one the peer sends its messages for
+                # this account on, so that interest and the requests that need it (a reply
+                # subject) keep their order, as between nats-server nodes.
+                route = peer.conn_for(name)
+                if route is None:
+                    continue  # told when that connection registers (interest_frames)
+                wire = b"" if route.pinned_account else name
+                frame = frames.get(wire)
+                if frame is None:
+                    frame = frames[wire] = (
+                        rs_plus_frame(wire, subject, queue, n)
+                        if plus
+                        else rs_minus_frame(wire, subject, queue)
+                    )
                 route.outbound.push(frame)
             server.flush_soon()
 
         for sub in account.sublist.all():
             changed(sub, 1)
-        account.sublist.watcher = changed
+        account.sublist.add_watcher(changed)
 
     def carried_interest(
         self, route: Route, only: bytes | None = None
@@ -701,7 +723,7 @@ class Cluster:
         return len(self.connections())
 
 
-def _non_local_ips() -> list[str]:
+def non_local_ips() -> list[str]:
     """The global unicast addresses of this host (nats-server's getNonLocalIPsIfHostIsIPAny);
     loopback when there is none."""
     found: list[str] = []

@@ -18,6 +18,7 @@ import asyncio
 import secrets
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.cluster.protocol import bare_info
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import go_json_bytes
@@ -36,21 +37,8 @@ CONFIRM_TIMED_OUT = (
 def account_added_info(pool_size: int, account: str, request_id: str) -> bytes:
     """The INFO announcing (or, without `account`, confirming) a newly pinned account: Go's
     Info with only those fields set, so its fields without omitempty come along empty."""
-    info: dict[str, Any] = {
-        "server_id": "",
-        "server_name": "",
-        "version": "",
-        "proto": 0,
-        "go": "",
-        "host": "",
-        "port": 0,
-        "headers": False,
-        "max_payload": 0,
-        "route_pool_size": pool_size,
-    }
-    if account:
-        info["route_account"] = account
-    info["route_acc_add_reqid"] = request_id
+    account_field = {"route_account": account} if account else {}
+    info = bare_info(route_pool_size=pool_size, **account_field, route_acc_add_reqid=request_id)
     return b"INFO " + go_json_bytes(info) + b"\r\n"
 
 

@@ -5,8 +5,8 @@ one read as a bare `Pub`, and the ones that repeat its line right after it as on
 what they stand for.
 
 Corresponds to the route half of nats-server's `server/parser.go` (`RS+`, `RS-`, `RMSG`,
-`HMSG`, `LS+`, `LS-`, `LMSG`) and the argument parsing of `route.go` (`processRemoteSub`,
-`processRemoteUnsub`) and `client.go` (`processRoutedMsgArgs`,
+`HMSG`, `LS+`, `LS-`, `LMSG`, and the gateways' `A+`, `A-`) and the argument parsing of
+`route.go` (`processRemoteSub`, `processRemoteUnsub`) and `client.go` (`processRoutedMsgArgs`,
 `processRoutedHeaderMsgArgs`, `processRoutedOriginClusterMsgArgs`). Ops are case-insensitive
 and arguments are split on spaces and tabs. What nats-server answers to bad input, this
 produces: an unknown op is `-ERR 'Unknown Protocol Operation'` and a close, a first op other
@@ -47,6 +47,8 @@ from pynatsd.protocol.events import (
 
 __all__ = [
     "MAX_CONTROL_LINE",
+    "AccountSub",
+    "AccountUnsub",
     "RouteConnect",
     "RouteInfo",
     "RouteMsg",
@@ -55,10 +57,12 @@ __all__ = [
     "RouteRunParser",
     "RouteSub",
     "RouteUnsub",
+    "js_ack_deliver_index",
     "rmsg_frame",
     "rmsg_head",
     "rs_minus_frame",
     "rs_plus_frame",
+    "with_deliver_subject",
 ]
 
 # Longest control line kept while waiting for its end. Route lines carry queue names and can
@@ -119,6 +123,24 @@ class RouteUnsub(Event):
         self.origin = origin
 
 
+class AccountSub(Event):
+    """A+ (gateways only): the remote cluster has interest in the account again."""
+
+    __slots__ = ("account",)
+
+    def __init__(self, account: bytes) -> None:
+        self.account = account
+
+
+class AccountUnsub(Event):
+    """A- (gateways only): the remote cluster has no interest at all in the account."""
+
+    __slots__ = ("account",)
+
+    def __init__(self, account: bytes) -> None:
+        self.account = account
+
+
 class RouteMsg(Event):
     """RMSG, HMSG or LMSG: `msg` is the same `Pub` a client's publish makes; `queues` names the
     queue groups the sender picked a member of here (only those may receive it)."""
@@ -170,6 +192,8 @@ _OPS = {
     b"RMSG": "rmsg",
     b"HMSG": "hmsg",
     b"LMSG": "lmsg",
+    b"A+": "asub",
+    b"A-": "aunsub",
     b"PING": "ping",
     b"PONG": "pong",
     b"+OK": "ok",
@@ -449,6 +473,11 @@ class RouteParser:
                 events.append(RouteConnect(decoded, arg))
             else:
                 events.append(RouteInfo(decoded, arg))
+        elif kind in ("asub", "aunsub"):
+            account = _split(arg)
+            if len(account) != 1:
+                raise _BadArgs(f"processGatewayAccount{kind[1:].title()} Parse Error")
+            events.append(AccountSub(account[0]) if kind == "asub" else AccountUnsub(account[0]))
         elif kind == "rsub":
             events.append(_route_sub(self._with_account(_split(arg)), False))
         elif kind == "runsub":
@@ -601,3 +630,55 @@ def rmsg_frame(
         hdr = -1
     head = rmsg_head(account, msg.subject, msg.reply, queues, len(payload), hdr)
     return head + payload + b"\r\n"
+
+
+# -- JetStream deliveries ------------------------------------------------------------------------
+
+# A JetStream delivery (to a pull request's inbox, a push consumer's deliver subject) is routed
+# on one subject and shown under another, the stream's. Across a route nats-server sends it on
+# the routing subject and appends `@<shown subject>` to its reply, a `$JS.ACK.` subject; the
+# receiving server matches the routing subject and shows its clients the subject after the `@`
+# with the reply before it (client.go processMsgResults and jsAckDeliverIdx).
+_JS_ACK = b"$JS.ACK."
+# `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>`: eight dots.
+_JS_ACK_DOTS = 8
+
+
+def js_ack_deliver_index(reply: bytes) -> int:
+    """Where the `@` of a `$JS.ACK....@<subject>` reply is, or -1. Stream and consumer names may
+    hold an `@`: only the first one after the eight dots counts, as in nats-server."""
+    if not reply.startswith(_JS_ACK):
+        return -1
+    at = reply.find(b"@", len(_JS_ACK))
+    while at != -1:
+        if reply.count(b".", 0, at) >= _JS_ACK_DOTS:
+            return at
+        at = reply.find(b"@", at + 1)
+    return -1
+
+
+def with_deliver_subject(reply: bytes, shown: bytes) -> bytes:
+    """The reply a JetStream delivery shown under `shown` carries across a route: `@<shown>`
+    appended, unless there is no reply or it has one already (nats-server appends it only
+    then)."""
+    if not reply or js_ack_deliver_index(reply) != -1:
+        return reply
+    return reply + b"@" + shown
+
+
+def bare_info(**fields: Any) -> dict[str, Any]:
+    """An INFO with only some fields set (`fields`, in order), as Go marshals its Info: the
+    fields without omitempty are always there."""
+    info: dict[str, Any] = {
+        "server_id": "",
+        "server_name": "",
+        "version": "",
+        "proto": 0,
+        "go": "",
+        "host": "",
+        "port": 0,
+        "headers": False,
+        "max_payload": 0,
+    }
+    info.update(fields)
+    return info

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from pynatsd.cluster.link import Link
 from pynatsd.cluster.permissions import route_permissions
 from pynatsd.cluster.protocol import (
     RouteConnect,
@@ -31,17 +31,17 @@ from pynatsd.cluster.protocol import (
     RouteRunParser,
     RouteSub,
     RouteUnsub,
+    js_ack_deliver_index,
     rmsg_frame,
+    with_deliver_subject,
 )
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
 from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_bytes
-from pynatsd.server.delivery import Stats, fan_out_routed
-from pynatsd.server.listen import join_host_port, peer_address
-from pynatsd.server.outbound import Outbound
-from pynatsd.server.plans import PlanCache
+from pynatsd.server.delivery import fan_out_routed
+from pynatsd.server.routed import ShownPub
 from pynatsd.server.subscription import RemoteSubscription
 from pynatsd.sublist import SubListResult
 
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.subscription import Subscription
 
-# nats-server's first PING on a route comes after about a second (plus up to 20% jitter).
-FIRST_PING = 1.0
 ROUTE_PING_MAX_INTERVAL = 30.0
 
 DUPLICATE_ROUTE = "Duplicate Route"
@@ -65,8 +63,12 @@ def route_info_frame(info: dict[str, Any]) -> bytes:
     return b"INFO " + go_json_bytes(info) + b" \r\n"
 
 
-class Route(asyncio.Protocol):
+class Route(Link):
     """A route to one peer server; also that server's receiver in every account SubList."""
+
+    kind = "Router"
+    stale_kind = "Route"
+    label_tag = "rid"
 
     def __init__(
         self,
@@ -78,94 +80,64 @@ class Route(asyncio.Protocol):
         slot: Slot = 0,
     ) -> None:
         server = cluster.server
+        super().__init__(server, server.next_cid())
         self.cluster = cluster
-        self.server = server
+        # The server's gateways (they start before any route connects), for messages with
+        # gateway-routed subjects or replies and gateway INFOs from peers.
+        self.gateways = cluster.gateways
         self.solicited = solicited  # we dialed it (did_solicit)
         self.configured = configured  # an explicit route of the configuration (is_configured)
         self.url = url
-        self.rid = server.next_cid()
+        self.rid = self.link_id
         # Its place in the pool to the peer: an index, or the account it is pinned to (a
         # dialed connection knows it now, an accepted one from the peer's INFO).
         self.slot: Slot = slot
         self.pinned_account = slot if isinstance(slot, bytes) else b""
         self.parser = RouteRunParser(expect_connect=not solicited, account=self.pinned_account)
         self.parser.hold_after_info = True
-        self.outbound = Outbound(
-            server, server.options.max_pending, server.options.write_deadline, self._slow
-        )
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
         self.registered = False
         self.retry = False  # closed after being kept over a duplicate: dial the peer again
         self.pinned = False  # a peer's pinned connection we cannot take (no pool), left to it
-        self.echo = True
         # `cluster { permissions }`: export decides which of the peer's RS+ are taken.
         self.perms = route_permissions(cluster.opts.permissions)
-        self.headers = True  # the peer's INFO `headers`
-        self.stats = Stats()
         self.remote_id = ""
         self.remote_name = ""
         self.remote_info: dict[str, Any] = {}
-        self.host = ""
-        self.port = 0
-        self.label = ""
-        self.start = time.time()
-        self.last_activity = self.start
         self.last_in = time.monotonic()
-        self.pings_out = 0
-        self.rtt = 0.0
-        self._rtt_start = 0.0
-        self._ping_timer: asyncio.TimerHandle | None = None
-        self.done: asyncio.Future[None] = server.loop.create_future()
-        # Delivery plans of the peer's RMSG lines (server/plans.py), for local receivers.
-        self.plans = PlanCache()
         # Accounts by the name on the wire (looked up once).
         self._accounts: dict[bytes, Account] = {}
-        # Interest learned from the peer: (account, subject, queue) -> its subscription.
-        self.subs: dict[tuple[bytes, bytes, bytes], RemoteSubscription] = {}
 
     # -- the Receiver protocol -------------------------------------------------------------------
-
-    @property
-    def cid(self) -> int:
-        return self.rid
-
-    @property
-    def account(self) -> Account:
-        return self.server.global_account
-
-    @property
-    def plain(self) -> bool:
-        return False  # frames carry the account: never part of a client's delivery plan
 
     def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
         self.deliver_remote(sub, msg, [sub.queue_bytes] if sub.queue else [])
 
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
         account = sub.wire_account if isinstance(sub, RemoteSubscription) else b"$G"
+        if type(msg) is ShownPub:
+            # A JetStream delivery: sent on the subject it is routed on, the one it shows
+            # after its reply's `@` (cluster/protocol.py).
+            msg = Pub(
+                msg.routing,
+                with_deliver_subject(msg.reply, msg.subject),
+                msg.payload,
+                msg.header_size,
+            )
         frame = rmsg_frame(account, msg, queues, self.headers)
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
         self.outbound.push(frame)
 
-    def unsubscribe(self, sub: Subscription) -> None:
-        pass  # a route's subscriptions never auto-unsubscribe
-
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, base: asyncio.BaseTransport) -> None:
-        if self._opened(cast(asyncio.Transport, base)):
+        if self._opened(base):
             self._begin()
 
-    def _opened(self, transport: asyncio.Transport) -> bool:
+    def _opened(self, base: asyncio.BaseTransport) -> bool:
         """The connection is there: name it and keep it (False when the cluster stopped
         meanwhile and the connection is dropped)."""
-        self.transport = transport
-        self.outbound.attach(transport)
-        peer = peer_address(transport)
-        if peer is not None:
-            self.host, self.port = peer
-        self.label = f"{join_host_port(self.host, self.port)} - rid:{self.rid}"
+        transport = self.attach(base)
         if not self.cluster.running:
             self.closed = True
             transport.abort()
@@ -180,9 +152,7 @@ class Route(asyncio.Protocol):
             self.send_now(self.cluster.connect_frame(self.url))
         else:
             self.send_now(route_info_frame(self.cluster.route_info()))
-        self._ping_timer = self.server.loop.call_later(
-            FIRST_PING * (1 + random.random() * 0.2), self._ping_fired
-        )
+        self.start_pinging()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -242,16 +212,6 @@ class Route(asyncio.Protocol):
             stats.in_msgs += count
             stats.in_bytes += nbytes
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed:
-            self.close(CloseReason.CLIENT_CLOSED if exc is None else CloseReason.READ_ERROR)
-
-    def pause_writing(self) -> None:
-        self.outbound.pause_writing(self.server.loop)
-
-    def resume_writing(self) -> None:
-        self.outbound.resume_writing()
-
     # -- events ----------------------------------------------------------------------------------
 
     def _handle(self, ev: Event) -> None:
@@ -264,9 +224,7 @@ class Route(asyncio.Protocol):
         elif isinstance(ev, Ping):
             self.send_now(PONG_FRAME)
         elif isinstance(ev, Pong):
-            self.pings_out = 0
-            if self._rtt_start:
-                self.rtt = time.monotonic() - self._rtt_start
+            self.pong()
         elif isinstance(ev, RouteInfo):
             self._process_info(ev.info)
         elif isinstance(ev, RouteConnect):
@@ -289,10 +247,10 @@ class Route(asyncio.Protocol):
     def _process_connect(self, opts: dict[str, Any]) -> None:
         """The CONNECT of a peer that dialed us (nats-server's processRouteConnect)."""
         if opts.get("lang"):
-            self._refuse("attempted to connect to route port", CloseReason.PROTOCOL_VIOLATION)
+            self.refuse("attempted to connect to route port", CloseReason.PROTOCOL_VIOLATION)
             return
         if opts.get("gateway"):
-            self._refuse("attempted to connect to route port", CloseReason.PROTOCOL_VIOLATION)
+            self.refuse("attempted to connect to route port", CloseReason.PROTOCOL_VIOLATION)
             return
         cluster = self.cluster
         peer_cluster = str(opts.get("cluster") or "")
@@ -302,7 +260,7 @@ class Route(asyncio.Protocol):
             and not cluster.dynamic
             and not opts.get("cluster_dynamic")
         ):
-            self._refuse(
+            self.refuse(
                 f'Rejecting connection, cluster name "{peer_cluster}" does not match '
                 f'"{cluster.cluster_name}"',
                 CLUSTER_NAME_CONFLICT,
@@ -310,23 +268,21 @@ class Route(asyncio.Protocol):
             return
         if not cluster.authorized(opts):
             log.error("%s - authentication error", self.label)
-            self._refuse(errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION)
+            self.refuse(errors.AUTHORIZATION_VIOLATION, CloseReason.AUTHENTICATION_VIOLATION)
             return
         if peer_cluster and cluster.dynamic and not opts.get("cluster_dynamic"):
             cluster.adopt_name(peer_cluster)
         self.headers = bool(opts.get("headers"))
-
-    def _refuse(self, text: str, reason: str) -> None:
-        self.send_now(err_frame(text))
-        self.close(reason)
 
     def _process_info(self, info: dict[str, Any]) -> None:
         server_id = str(info.get("server_id") or "")
         if self.registered:
             if info.get("route_acc_add_reqid"):
                 self.cluster.pinned_changes.peer_request(self, info)
-                return
-            if server_id and server_id != self.remote_id:
+            elif info.get("gateway"):
+                # About a gateway (processGatewayInfoFromRoute): for the gateways, if any.
+                self._gateway_info(info)
+            elif server_id and server_id != self.remote_id:
                 self.cluster.gossip(self, info)  # about another server: dial it
             else:
                 self.cluster.peer_update(self, info)
@@ -368,7 +324,7 @@ class Route(asyncio.Protocol):
                         "account missing"
                     )
                     log.error("%s - %s", self.label, text)
-                    self._refuse(text, CloseReason.MISSING_ACCOUNT)
+                    self.refuse(text, CloseReason.MISSING_ACCOUNT)
                     return
                 self.slot = self.pinned_account = self.parser.account = pinned
             else:
@@ -383,7 +339,7 @@ class Route(asyncio.Protocol):
         if problem:
             # nats-server's sendErrAndErr: the peer is told, the log says it too.
             log.error("%s - %s", self.label, problem)
-            self._refuse(problem, CloseReason.PROTOCOL_VIOLATION)
+            self.refuse(problem, CloseReason.PROTOCOL_VIOLATION)
             return
         if self.solicited:
             # The dialer's INFO waits for the peer's (nats-server delays it the same way).
@@ -398,12 +354,18 @@ class Route(asyncio.Protocol):
         label = self.remote_name or server_id
         log.info("%s - Route connection registered with %s", self.label, label)
         self.outbound.push(cluster.interest_frames(self))
+        if self.gateways is not None:
+            self.outbound.push(self.gateways.frames_for_route())
         if self.solicited:
             self._rtt_start = time.monotonic()
             self.outbound.push(PING_FRAME)
         self.outbound.flush()
         if self.solicited:
             cluster.fill_pool(self)
+
+    def _gateway_info(self, info: dict[str, Any]) -> None:
+        if self.gateways is not None:
+            self.gateways.info_from_route(info)
 
     # -- interest and messages -------------------------------------------------------------------
 
@@ -492,8 +454,25 @@ class Route(asyncio.Protocol):
             if account is None:
                 return
             self._accounts[ev.account] = account
+        gateways = self.gateways
+        if gateways is not None and gateways.message_from_route(self, account, ev):
+            return
         sublist = account.sublist
         line = msg.line
+        reply = msg.reply
+        if reply and reply.startswith(b"$JS.ACK."):
+            at = js_ack_deliver_index(reply)
+            if 0 < at < len(reply) - 1:
+                # A JetStream delivery, routed on the subject it came on: its clients here
+                # see the subject after the reply's `@` (never planned: `_handle_events`
+                # finds no plan for its line).
+                shown = ShownPub(
+                    reply[at + 1 :], reply[:at], msg.payload, msg.header_size, msg.subject
+                )
+                result = sublist.match_bytes(msg.subject)
+                if result.psubs or result.qsubs:
+                    fan_out_routed(self, result, shown, ev.queues)
+                return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
             if line and not ev.queues:
@@ -527,52 +506,10 @@ class Route(asyncio.Protocol):
 
     # -- output and closing ----------------------------------------------------------------------
 
-    def send_now(self, frame: bytes) -> None:
-        if self.closed:
-            return
-        self.outbound.push(frame)
-        self.outbound.flush()
-
-    def _slow(self, kind: str) -> None:
-        self.server.stats_slow_consumer()
-        reason = (
-            CloseReason.SLOW_CONSUMER_PENDING_BYTES
-            if kind == "pending"
-            else CloseReason.SLOW_CONSUMER_WRITE_DEADLINE
-        )
-        log.info("%s - Slow Consumer Detected", self.label)
-        self.close(reason, abort=True)
-
-    def _ping_fired(self) -> None:
-        self._ping_timer = None
-        if self.closed:
-            return
+    def ping_settings(self) -> tuple[float, int]:
         opts = self.server.options.cluster
         interval = min(opts.ping_interval if opts else 30.0, ROUTE_PING_MAX_INTERVAL)
-        ping_max = opts.ping_max if opts else 2
-        if self.pings_out + 1 > ping_max:
-            log.debug("%s - Stale Route Connection - Closing", self.label)
-            self.server.stats_stale_connection()
-            self.send_now(err_frame(errors.STALE_CONNECTION))
-            self.close(CloseReason.STALE_CONNECTION)
-            return
-        self.pings_out += 1
-        self._rtt_start = time.monotonic()
-        self.send_now(PING_FRAME)
-        self._ping_timer = self.server.loop.call_later(interval, self._ping_fired)
+        return interval, opts.ping_max if opts else 2
 
-    def close(self, reason: str, abort: bool = False) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.close_reason = reason
-        if self._ping_timer is not None:
-            self._ping_timer.cancel()
-            self._ping_timer = None
-        self.outbound.close(abort)
-        self.drop_interest()
-        if self.label:
-            log.info("%s - Router connection closed: %s", self.label, reason)
+    def closed_hook(self) -> None:
         self.cluster.route_closed(self)
-        if not self.done.done():
-            self.done.set_result(None)

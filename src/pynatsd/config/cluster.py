@@ -9,12 +9,14 @@ collected and the next key is read, as there.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from pynatsd.config.authorization import parse_authorization
 from pynatsd.config.parser import ConfigError, Node, to_plain
 from pynatsd.config.registry import (
+    HANDLERS,
     Abort,
     Loader,
     config_key,
@@ -106,6 +108,19 @@ def _cluster_of(opts: Options) -> ClusterOptions:
     return opts.cluster
 
 
+class Listener(Protocol):
+    """A block with a listen address and links to other servers (the cluster's, the
+    gateway's): the keys both read alike."""
+
+    host: str
+    port: int
+    advertise: str
+    connect_retries: int
+    connect_backoff: bool
+    write_deadline: float
+    write_timeout: str
+
+
 class _Skip(Exception):
     """An error was recorded for this key; go on with the next one."""
 
@@ -122,7 +137,7 @@ def _name(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> Non
     cluster.name = name
 
 
-def _listen(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+def _listen(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:
     value = entry.value
     if isinstance(value, int) and not isinstance(value, bool):
         cluster.host, cluster.port = "", value
@@ -140,11 +155,11 @@ def _listen(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> N
     cluster.host = host
 
 
-def _port(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+def _port(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:
     cluster.port = want_int(loader, entry)
 
 
-def _host(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+def _host(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:
     cluster.host = want_str(loader, entry)
 
 
@@ -241,7 +256,22 @@ def _tls(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None
     cluster.tls_timeout = draft.timeout
 
 
-def _advertise(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+def read_ignored_tls(loader: Loader, key: str, entry: Node, name: str, what: str) -> float:
+    """A `tls` block read (and its files loaded) as the client one is, so that a bad one fails
+    as it fails in nats-server, then ignored (TLS on gateways is not implemented yet):
+    its timeout."""
+    scratch = Loader(Options())
+    with contextlib.suppress(Abort):
+        HANDLERS["tls"](scratch, key, entry)
+    loader.errors.extend(scratch.errors)
+    loader.warnings.extend(scratch.warnings)
+    if scratch.errors:
+        raise _Skip()
+    loader.ignore(name, entry, what)
+    return scratch.opts.tls_timeout
+
+
+def _advertise(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:
     cluster.advertise = want_str(loader, entry)
 
 
@@ -249,11 +279,11 @@ def _no_advertise(loader: Loader, cluster: ClusterOptions, key: str, entry: Node
     cluster.no_advertise = want_bool(loader, entry)
 
 
-def _connect_retries(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+def _connect_retries(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:
     cluster.connect_retries = want_int(loader, entry)
 
 
-def _connect_backoff(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+def _connect_backoff(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:
     cluster.connect_backoff = want_bool(loader, entry)
 
 
@@ -345,11 +375,11 @@ def _ping_max(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) ->
     cluster.ping_max = want_int(loader, entry)
 
 
-def _write_deadline(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+def _write_deadline(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:
     cluster.write_deadline = _duration(loader, "write_deadline", entry)
 
 
-def _write_timeout(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
+def _write_timeout(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:
     policy = want_str(loader, entry)
     if policy not in ("default", "close", "retry"):
         raise _error(loader, entry, "write_timeout must be 'default', 'close' or 'retry'")

@@ -28,6 +28,7 @@ setters(
         (("logtime_utc",), "logtime_utc", "boolean"),
         (("disable_sublist_cache", "no_sublist_cache"), "disable_sublist_cache", "boolean"),
         (("http_port", "monitor_port"), "http_port", "integer"),
+        (("https_port",), "https_port", "integer"),
         (("http_base_path",), "http_base_path", "string"),
         (("logfile", "log_file"), "log_file", "string"),
         (("logfile_size_limit", "log_size_limit"), "log_size_limit", "integer"),
@@ -78,6 +79,11 @@ def _apply_listen(loader: Loader, name: str, node: Node) -> None:
 @config_key("http")
 def _apply_http(loader: Loader, name: str, node: Node) -> None:
     loader.opts.http_host, loader.opts.http_port = _listen(loader, name, node)
+
+
+@config_key("https")
+def _apply_https(loader: Loader, name: str, node: Node) -> None:
+    loader.opts.http_host, loader.opts.https_port = _listen(loader, name, node)
 
 
 @config_key("server_name")

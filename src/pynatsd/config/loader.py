@@ -28,12 +28,12 @@ from pynatsd.config import (
     accounts,
     authorization,
     cluster,
-    gateway,  # noqa: F401
+    gateway,
     jetstream,  # noqa: F401
     leafnodes,  # noqa: F401
     listen,
     mappings,  # noqa: F401
-    mqtt,  # noqa: F401
+    mqtt,
     operator,
     websocket,  # noqa: F401
 )
@@ -114,6 +114,7 @@ def _settle_baseline(opts: Options) -> None:
         # With TLS the default auth timeout covers the handshake too.
         opts.auth_timeout = opts.tls_timeout + 1.0
     cluster.settle(opts)
+    gateway.settle(opts)
 
 
 # -- public API ------------------------------------------------------------------------------
@@ -180,4 +181,6 @@ def startup_errors(opts: Options) -> list[str]:
         *authorization.startup_problems(opts),
         *accounts.startup_problems(opts),
         *cluster.startup_problems(opts),
+        *gateway.startup_problems(opts),
+        *mqtt.startup_problems(opts),
     ]

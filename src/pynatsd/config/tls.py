@@ -38,7 +38,7 @@ _GO_CURVES = frozenset(
 )
 _PINNED_CERT = re.compile(r"^[A-Fa-f0-9]{64}$")
 
-unsupported("TLS", "ocsp", "ocsp_cache", "https", "https_port")
+unsupported("TLS", "ocsp", "ocsp_cache")
 
 
 @config_key("allow_non_tls")

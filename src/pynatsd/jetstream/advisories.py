@@ -337,8 +337,11 @@ def _group_event(o: ConsumerState, token: str, kind: str, group: str, key: str, 
 
 def _client(client: ClientSession | None) -> dict[str, Any]:
     """ClientInfo.forAdvisory of the requester; a request made inside the server has none,
-    which nats-server shows as an empty object."""
-    return client_info(client, stopped=False) if client is not None else {}
+    which nats-server shows as an empty object, and so does one that came through a route
+    (its publisher is the route: the client is on another server)."""
+    if client is None or not hasattr(client, "connect_opts"):
+        return {}
+    return client_info(client, stopped=False)
 
 
 def api_audit(

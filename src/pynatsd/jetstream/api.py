@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.jetstream import advisories, direct, errors
+from pynatsd.jetstream import advisories, direct, errors, snapshot
 from pynatsd.jetstream.config import (
     api_level_unmet,
     ephemeral_name,
@@ -58,7 +58,7 @@ from pynatsd.jetstream.util import (
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
 from pynatsd.server.subscription import InternalSubscription
-from pynatsd.subjects import subjects_collide
+from pynatsd.subjects import is_valid_publish_subject, subjects_collide
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer
@@ -117,6 +117,7 @@ _ERROR_EXTRAS: dict[str, dict[str, Any]] = {
     "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     "consumer_pause_response": {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
+    "stream_restore_response": {"deliver_subject": ""},
 }
 
 
@@ -176,6 +177,15 @@ def _str_field(req: dict[str, Any], key: str, struct: str) -> str:
     return value
 
 
+def _bool_field(req: dict[str, Any], key: str, struct: str) -> bool:
+    value = req.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise unmarshal_error(value, f"{struct}.{key}", "bool")
+    return value
+
+
 def _check_fields(req: dict[str, Any], allowed: tuple[str, ...]) -> None:
     for key in req:
         if key not in allowed:
@@ -185,6 +195,7 @@ def _check_fields(req: dict[str, Any], allowed: tuple[str, ...]) -> None:
 class JetStreamApi:
     def __init__(self, ajs: AccountJetStream) -> None:
         self.ajs = ajs
+        self.requester: Client | None = None  # who made the request being handled
         self.routes: dict[tuple[str, ...], tuple[str, Handler]] = {
             ("INFO",): ("account_info_response", self.account_info),
             ("STREAM", "CREATE"): ("stream_create_response", self.stream_create),
@@ -196,6 +207,8 @@ class JetStreamApi:
             ("STREAM", "LIST"): ("stream_list_response", self.stream_list),
             ("STREAM", "MSG", "GET"): ("stream_msg_get_response", self.stream_msg_get),
             ("STREAM", "MSG", "DELETE"): ("stream_msg_delete_response", self.stream_msg_delete),
+            ("STREAM", "SNAPSHOT"): ("stream_snapshot_response", self.stream_snapshot),
+            ("STREAM", "RESTORE"): ("stream_restore_response", self.stream_restore),
             ("CONSUMER", "CREATE"): ("consumer_create_response", self.consumer_create),
             ("CONSUMER", "DURABLE", "CREATE"): (
                 "consumer_create_response",
@@ -236,6 +249,7 @@ class JetStreamApi:
             return
         rtype, handler = route
         failed = False
+        self.requester = publisher  # for the handlers whose advisories name the client
         try:
             if hs > 0 and api_level_unmet(ev.payload[:hs]):
                 raise js_error("RequiredApiLevel")
@@ -403,6 +417,49 @@ class JetStreamApi:
                 out["cluster"] = {"leader": self.ajs.server.server_name}
         out["ts"] = rfc3339_ns(now_ns())
         return out
+
+    def stream_snapshot(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        """nats-server's jsStreamSnapshotRequest, in its order of checks."""
+        name = self._stream_name(rest)
+        if _is_empty_request(body):
+            raise errors.bad_request()
+        stream = self._stream(name)
+        struct = "JSApiStreamSnapshotRequest"
+        req = _decode_body(body, struct)
+        _check_fields(req, ("deliver_subject", "no_consumers", "chunk_size", "window_size", "jsck"))
+        deliver = _str_field(req, "deliver_subject", struct)
+        chunk_size = _int_field(req, "chunk_size", struct, "int")
+        window_size = _int_field(req, "window_size", struct, "int")
+        no_consumers = _bool_field(req, "no_consumers", struct)
+        _bool_field(req, "jsck", struct)
+        if not is_valid_publish_subject(deliver):
+            raise js_error("SnapshotDeliverSubjectInvalid")
+        request = snapshot.SnapshotRequest(deliver, chunk_size, window_size, no_consumers)
+        return snapshot.start_snapshot(stream, request, self.requester)
+
+    def stream_restore(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        """nats-server's jsStreamRestoreRequest, in its order of checks."""
+        name = self._stream_name(rest)
+        if _is_empty_request(body):
+            raise errors.bad_request()
+        req = _decode_body(body, "JSApiStreamRestoreRequest")
+        _check_fields(req, ("config", "state"))
+        raw = req.get("config") or {}
+        if not isinstance(raw, dict):
+            raise unmarshal_error(raw, "JSApiStreamRestoreRequest.config", "server.StreamConfig")
+        config, _ = decode_stream_request(raw)
+        if not config.name:
+            config.name = name
+        if config.name != name:
+            raise errors.stream_mismatch()
+        if has_path_separators(name):
+            raise errors.stream_name_path_separators()
+        set_static_stream_metadata(config)
+        config = check_stream_config(config, False, self.ajs.stream_configs())
+        self.ajs.check_stream_limits(config)
+        if name in self.ajs.streams:
+            raise js_error("StreamNameExistRestoreFailed")
+        return snapshot.start_restore(self.ajs, config, self.requester)
 
     def stream_delete(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         _require_empty(body)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import advisories, errors
+from pynatsd.jetstream.counters import check_increment, parse_increment
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.util import go_json
 from pynatsd.logger import log
@@ -187,8 +188,8 @@ def check_batch_msg(
     if header:
         if len(header) > 65535:
             raise js_error("StreamHeaderExceedsMaximum")
-        if b"\r\nNats-Incr:" in header and not cfg.allow_msg_counter:
-            raise js_error("MessageIncrDisabled")
+        if b"\r\nNats-Incr:" in header:
+            check_increment(stream, header, data)
         expected_stream = header_value(header, "Nats-Expected-Stream")
         if expected_stream and expected_stream != cfg.name:
             raise errors.stream_not_match()
@@ -211,6 +212,9 @@ def check_batch_msg(
             diff.msg_ids.add(msg_id)
         if b"\r\nNats-Stream-Source:" in header:
             raise js_error("MessageSourceHdrNotAllowed")
+    if cfg.allow_msg_counter and (not header or parse_increment(header) is None):
+        # The totals themselves are added up as the commit stores the batch, in order.
+        raise js_error("MessageIncrMissing")
     if header:
         _check_expectations(diff, stream, subject, header)
     inflight = diff.inflight.get(subject)

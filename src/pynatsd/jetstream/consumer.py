@@ -16,6 +16,7 @@ from typing import Any
 from pynatsd.jetstream import advisories
 from pynatsd.jetstream.consumer_config import ConsumerConfig, cheap_filters
 from pynatsd.jetstream.consumer_state import MS, NS, status
+from pynatsd.jetstream.pacing import Pacing
 from pynatsd.jetstream.pending import Pending
 from pynatsd.jetstream.reset import ConsumerReset
 from pynatsd.jetstream.store.base import StoreError
@@ -329,6 +330,11 @@ class Consumer(ConsumerReset):
             self._npc = None
         if cfg.ack_wait != old.ack_wait and self._ptmr is not None:
             self._reset_ptmr(now_ns() + 100 * MS)
+        if cfg.rate_limit_bps != old.rate_limit_bps:
+            if self.pacing is None and Pacing.wanted(cfg):
+                self.pacing = Pacing(cfg, self.stream)
+            elif self.pacing is not None:
+                self.pacing.set_rate(cfg.rate_limit_bps, self.stream)
         self.save()
         self.signal()
 
@@ -398,6 +404,7 @@ class Consumer(ConsumerReset):
             self._pause_tmr,
             self._pin_tmr,
             self._pump_handle,
+            self.pacing.timer if self.pacing is not None else None,
         ):
             self._cancel(handle)
         self._ptmr = self._wtmr = self._hbtmr = self._dtmr = self._pause_tmr = None

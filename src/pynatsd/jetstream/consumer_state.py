@@ -15,6 +15,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from pynatsd.jetstream.consumer_config import cheap_filters, delete_threshold
+from pynatsd.jetstream.pacing import Pacing
 from pynatsd.jetstream.util import now_ns, parse_go_time
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import match_literal
@@ -108,6 +109,8 @@ class ConsumerState:
             self.pblimit = FC_MAX_PENDING
             self.maxpb = FC_MAX_PENDING // 16
         self._hbtmr: asyncio.TimerHandle | None = None  # idle heartbeat timer
+        # replay_policy original and rate_limit_bps (pacing.py); None for the usual consumer.
+        self.pacing = Pacing(config, stream) if Pacing.wanted(config) else None
 
         # -- lifecycle (consumer.py) --
         self.dthresh = 0  # Go's dthresh: delete after this long inactive (ns, 0 = never)

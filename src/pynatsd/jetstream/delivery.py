@@ -25,6 +25,7 @@ from pynatsd.jetstream.consumer_state import B62, NS, pending_extra, status
 from pynatsd.jetstream.pending import AckTracker
 from pynatsd.jetstream.priority import PriorityGroups, pin_header
 from pynatsd.jetstream.util import now_ns
+from pynatsd.protocol.headers import header_value
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.store.base import StoredMsg
@@ -79,8 +80,9 @@ class Delivery(PriorityGroups, AckTracker):
         pinned = policy == "pinned_client"
         hit_max_ack_pending = False
         yielded = False
+        pacing = self.pacing  # None unless replay_policy original or rate_limit_bps
         while True:
-            if self.paused():
+            if self.paused() or (pacing is not None and pacing.timer is not None):
                 break
             if push:
                 if not self.active or (self.maxpb > 0 and self.pbytes > self.maxpb):
@@ -94,6 +96,8 @@ class Delivery(PriorityGroups, AckTracker):
             found = self._get_next_msg()
             if found is None:
                 hit_max_ack_pending = self._at_max_ack_pending()
+                if pacing is not None:
+                    pacing.caught_up(self.sseq)
                 break
             msg, dc = found
             reply = b"%s%d.%d.%d.%d.%d" % (
@@ -109,6 +113,12 @@ class Delivery(PriorityGroups, AckTracker):
                 header = _headers_only(header, len(data))
                 data = b""
             size = len(msg.subject) + len(reply) + len(header) + len(data)
+            if pacing is not None:
+                delay = pacing.wait(msg.seq, msg.ts, size)
+                if delay > 0:
+                    self._did_not_take(msg.seq, dc, self._from_lss)
+                    pacing.timer = self.ajs.loop.call_later(delay, self._paced)
+                    break
             now = now_ns()
             wr: PullRequest | None = None
             if push:
@@ -139,6 +149,11 @@ class Delivery(PriorityGroups, AckTracker):
         if not push and not yielded:
             self._process_waiting(eos=not hit_max_ack_pending)
             self._schedule_waiting()
+
+    def _paced(self) -> None:
+        if self.pacing is not None:
+            self.pacing.timer = None
+        self.signal()
 
     def _did_not_take(self, seq: int, dc: int, from_lss: bool) -> None:
         """No request could take the message after all: put it back (Go's "redo")."""
@@ -300,12 +315,22 @@ class Delivery(PriorityGroups, AckTracker):
             return
         if self.active:
             self._send_heartbeat(self.config.deliver_subject)
+            if self.config.ack_policy == "flow_control" and self.pending and not self.fcid:
+                # Flow control on an idle stream too: it is how what was delivered gets acked.
+                self._send_flow_control()
         self._reset_heartbeat()
 
     def _need_flow_control(self, size: int) -> bool:
         if self.maxpb == 0:
             return False
         if not self.fcid and self.pbytes > self.maxpb // 2:
+            return True
+        if (
+            not self.fcid
+            and self.config.ack_policy == "flow_control"
+            and 0 < self.config.max_ack_pending <= len(self.pending)
+        ):
+            # Acknowledged by flow-control replies: ask for one when the window is full.
             return True
         if self.fcid and (self.pbytes - self.fcsz) >= self.maxpb:
             self.fcsz += size
@@ -331,6 +356,13 @@ class Delivery(PriorityGroups, AckTracker):
             self.maxpb = min(self.maxpb * 2, self.pblimit)
         self.pbytes = max(self.pbytes - self.fcsz, 0)
         self.fcid, self.fcsz = "", 0
+        if self.config.ack_policy == "flow_control" and ev.header_size > 0:
+            # The reply says up to where the sourcing stream stored: everything up to there
+            # is acknowledged (ack policy flow_control acks as `all` does).
+            header = ev.payload[: ev.header_size]
+            stream_seq = _int_header(header, "Nats-Last-Stream")
+            if stream_seq > 0:
+                self.ack(stream_seq, max(_int_header(header, "Nats-Last-Consumer"), 0))
         self.signal()
 
     def num_pending(self) -> int:
@@ -368,6 +400,14 @@ class Delivery(PriorityGroups, AckTracker):
 
     def forget_pending_count(self) -> None:
         self._npc = None
+
+
+def _int_header(header: bytes, key: str) -> int:
+    value = header_value(header, key)
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        return 0
 
 
 def _headers_only(header: bytes, size: int) -> bytes:

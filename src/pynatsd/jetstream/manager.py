@@ -19,6 +19,7 @@ from pynatsd.jetstream.batching import InflightCounts
 from pynatsd.jetstream.batching import limits_from as batch_limits_from
 from pynatsd.jetstream.consumer import Consumer
 from pynatsd.jetstream.consumer_config import ConsumerConfig
+from pynatsd.jetstream.standalone import JetStreamPeers
 from pynatsd.jetstream.store import open_file_store, open_memory_store
 from pynatsd.jetstream.store.base import StreamStore
 from pynatsd.jetstream.stream import Stream, limits_of
@@ -29,7 +30,12 @@ from pynatsd.options import JETSTREAM_SYNC_INTERVAL, JetStreamAccountLimits
 from pynatsd.protocol.events import Pub
 from pynatsd.server.accounts import SYSTEM_ACCOUNT
 from pynatsd.server.delivery import deliver_first, deliver_stored, fan_out
-from pynatsd.server.routed import deliver_routed, has_routed_interest, interest_generation
+from pynatsd.server.routed import (
+    deliver_routed,
+    has_routed_interest,
+    interest_generation,
+    shown,
+)
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import subjects_collide
 
@@ -123,8 +129,9 @@ class AccountJetStream:
 
     def deliver(self, inbox: str, subject: str, reply: bytes, header: bytes, data: bytes) -> bool:
         """To one subscriber of `inbox` (a pull request's reply), shown under `subject`."""
-        result = self.account.sublist.match_bytes(inbox.encode())
-        ev = Pub(subject.encode(), reply, header + data, len(header) if header else -1)
+        routing = inbox.encode()
+        result = self.account.sublist.match_bytes(routing)
+        ev = shown(subject.encode(), reply, header + data, len(header) if header else -1, routing)
         delivered = deliver_first(result, ev)
         self.server.flush_soon()
         return delivered
@@ -140,11 +147,12 @@ class AccountJetStream:
             delivered = deliver_routed(self.account, deliver_subject, ev)
             self.server.flush_soon()
             return delivered
-        result = self.account.sublist.match_bytes(deliver_subject.encode())
+        routing = deliver_subject.encode()
+        result = self.account.sublist.match_bytes(routing)
         if not result.psubs and not result.qsubs:
             return False
         payload = header + data
-        ev = Pub(subject.encode(), reply, payload, len(header) if header else -1)
+        ev = shown(subject.encode(), reply, payload, len(header) if header else -1, routing)
         delivered = fan_out(None, result, ev)
         self.server.flush_soon()
         return delivered
@@ -216,21 +224,25 @@ class AccountJetStream:
                     if subjects_collide(a, b):
                         raise errors.stream_subject_overlap()
 
-    def add_stream(self, config: StreamConfig) -> Stream:
+    def add_stream(self, config: StreamConfig, store: StreamStore | None = None) -> Stream:
+        """A new stream; `store` is one already filled (a restore), else an empty one."""
         self.check_overlap(config)
         created = now_ns()
         if config.storage == "file":
             self._write_meta(config, created)
-        store = self.open_store(config)
+        if store is None:
+            store = self.open_store(config)
         if config.first_seq > 1 and store.state().last_seq == 0:
             # An empty store "purged up to" first_seq starts numbering there (Go's Compact).
             store.purge(seq=config.first_seq)
         stream = Stream(self, config, store, created)
         self.streams[stream.name] = stream
         stream.start()
-        for other in list(self.streams.values()):
-            if other is not stream:
-                other.origin_created(stream.name)
+        # An origin may be followed from another account (`external`): every stream looks.
+        for ajs in list(self.js.accounts.values()):
+            for other in list(ajs.streams.values()):
+                if other is not stream:
+                    other.origin_created(stream.name)
         advisories.stream_action(stream, advisories.CREATE)
         return stream
 
@@ -261,8 +273,9 @@ class AccountJetStream:
         advisories.stream_action(stream, advisories.DELETE)
         self.streams.pop(stream.name, None)
         shutil.rmtree(self._stream_dir(stream.name), ignore_errors=True)
-        for other in self.streams.values():
-            other.origin_deleted(stream.name)
+        for ajs in self.js.accounts.values():
+            for other in ajs.streams.values():
+                other.origin_deleted(stream)
 
     def add_consumer(self, stream: Stream, config: ConsumerConfig, name: str) -> Consumer:
         consumer = Consumer(stream, config, now_ns(), name)
@@ -471,6 +484,11 @@ class JetStream:
         )
         self.accounts: dict[str, AccountJetStream] = {}
         self.disabled: dict[str, AccountJetStream] = {}
+        # In a cluster (jetstream/standalone.py): why this server stopped serving JetStream
+        # (another one serves it), and what the serving one knows of another JetStream server.
+        self.standing_down = ""
+        self.conflict = ""
+        self.peers = JetStreamPeers(self)
 
     async def start(self) -> None:
         os.makedirs(os.path.join(self.store_dir, "jetstream"), exist_ok=True)
@@ -478,9 +496,26 @@ class JetStream:
         log.info("  Store Directory: %r", self.store_dir)
         for account, limits in self._account_limits():
             self._enable(account, limits)
+        # A source may follow a stream of an account recovered after its own (`external`).
+        for ajs in self.accounts.values():
+            for stream in ajs.streams.values():
+                stream.follow_origins()
         if self._operator_mode:
             # Operator-mode accounts come into being as their first client connects.
             self.server.account_added_hooks.append(self._account_added)
+        self.server.peer_hooks.append(self.peers.peer_changed)
+
+    def stand_down(self, reason: str) -> None:
+        """Stop serving JetStream because another server of the cluster serves it: every
+        account's API and streams unsubscribe and the consumers stop; the store stays."""
+        if self.standing_down:
+            return
+        self.standing_down = reason
+        accounts = [*self.accounts.values(), *self.disabled.values()]
+        self.accounts.clear()
+        self.disabled.clear()
+        for ajs in accounts:
+            ajs.stop()
 
     @property
     def _operator_mode(self) -> bool:
@@ -503,7 +538,11 @@ class JetStream:
         """An operator-mode account registered after start (updateAccountClaims): JetStream
         with the limits of its JWT, which enables it by storage limits at the top level or in
         a tier."""
-        if account is self.server.system_account or account.name in self.accounts:
+        if (
+            account is self.server.system_account
+            or account.name in self.accounts
+            or self.standing_down
+        ):
             return
         self._enable(account, account.config.jetstream if account.config else None)
 

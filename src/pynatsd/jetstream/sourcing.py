@@ -10,8 +10,14 @@ Sourced messages carry nats-server's `Nats-Stream-Source: <origin> <seq> <filter
 <subject>` header, which also tells a restarted server where to resume. A mirror keeps the
 origin's sequence numbers while the origin has no interior gaps (its first sequence is matched
 with a purge of the empty mirror); gaps are copied as skipped sequences when small and otherwise
-close up (documented in docs/jetstream.md). Sources in other accounts or domains (`external`)
-are not followed.
+close up (documented in docs/jetstream.md).
+
+A source with `external` names its origin by an API prefix: nats-server sends its consumer
+requests there and takes the deliveries on a subject under the deliver prefix. Here the prefix
+is followed as such a request would go, through a service import of another account's
+`$JS.API`, and the origin there is read only if a stream import brings the deliver prefix's
+messages back unchanged, as nats-server needs. Anything else (a domain prefix of this very
+server among them, which nats-server 2.15 does not answer either) leaves the source empty.
 """
 
 from __future__ import annotations
@@ -20,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream.gostruct import encode
 from pynatsd.jetstream.store.base import StoredMsg
-from pynatsd.jetstream.util import now_ns, parse_go_time
+from pynatsd.jetstream.util import go_hash, now_ns, parse_go_time
 from pynatsd.logger import log
 from pynatsd.protocol.headers import append_headers, header_value
+from pynatsd.server.accounts import service_import_target, stream_import_delivers
 from pynatsd.transform import SubjectTransform
 
 if TYPE_CHECKING:
+    from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.jetstream.stream import Stream
     from pynatsd.jetstream.stream_config import StreamSource
 
@@ -60,21 +68,28 @@ class Source:
         self.iname = self._compose_iname()
 
     def _compose_iname(self) -> str:
-        """nats-server's composeIName (without the external hash)."""
+        """nats-server's composeIName: the origin (with a hash of an external API prefix),
+        the filters and the destinations."""
+        name = self.origin_name
+        if self.cfg.external is not None:
+            name += ":" + go_hash(self.cfg.external.api)
+        if self.cfg.consumer is not None:
+            name += ":C=" + go_hash(self.cfg.consumer.name)
         if self.transforms:
             src = "\f".join(t.src for t in self.transforms)
             dest = "\f".join(t.dest for t in self.transforms)
         else:
             src = self.cfg.filter_subject or ">"
             dest = ">"
-        return f"{self.origin_name} {src} {dest}"
+        return f"{name} {src} {dest}"
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._stopped or self.cfg.external is not None:
+        if self._stopped or self._origin is not None:
             return
-        origin = self.target.ajs.streams.get(self.origin_name)
+        ajs = self._origin_account()
+        origin = ajs.streams.get(self.origin_name) if ajs is not None else None
         if origin is None or origin is self.target:
             return
         self._origin = origin
@@ -82,6 +97,33 @@ class Source:
         if self.next_seq == 0:
             self.next_seq = self._starting_seq(origin)
         self.signal()
+
+    @property
+    def origin(self) -> Stream | None:
+        return self._origin
+
+    def _origin_account(self) -> AccountJetStream | None:
+        """The JetStream account the origin lives in: the target's own, or the one an
+        `external` API prefix leads to (None if it leads nowhere that can deliver here)."""
+        ajs = self.target.ajs
+        ext = self.cfg.external
+        if ext is None:
+            return ajs
+        probe = f"{ext.api}.CONSUMER.CREATE.{self.origin_name}".replace("..", ".")
+        server = ajs.server
+        account, subject = service_import_target(server, ajs.account, probe)
+        if account is ajs.account or not subject.startswith("$JS.API."):
+            # nats-server 2.15 does not answer a stream's own requests on its domain's
+            # prefix: such a source stays empty, as does one whose prefix leads nowhere.
+            return None
+        owner = ajs.js.accounts.get(account.name)
+        if owner is None or not owner.enabled:
+            return None
+        # The consumer's deliveries are published in the origin's account.
+        deliver = f"{ext.deliver}.S.x".replace("..", ".")
+        if not ext.deliver or not stream_import_delivers(server, ajs.account, account, deliver):
+            return None
+        return owner
 
     def detach(self) -> None:
         if self._origin is not None:
@@ -190,10 +232,13 @@ class Source:
             target.store_sourced(msg, subject, header)
             return
         parts = self.iname.split(" ")
-        ident = self._origin.identity() if self._origin is not None else ""
+        ident = self._origin_identity()
         value = f"{parts[0]} {msg.seq} {parts[1]} {parts[2]} {msg.subject} {ident}".rstrip()
         header = append_headers(header, [("Nats-Stream-Source", value)])
         target.store_sourced(msg, subject, header)
+
+    def _origin_identity(self) -> str:
+        return self._origin.identity() if self._origin is not None else ""
 
     def _skip_to(self, seq: int) -> None:
         """Keep a mirror's sequence numbers equal to the origin's across a small gap."""
@@ -225,7 +270,10 @@ class Source:
                 for f in self.filters:
                     subjects.update(store.subjects_state(f))
                 lag = sum(store.num_pending(start, s) for s in subjects)
-        out: dict[str, Any] = {"name": self.origin_name, "lag": lag}
+        out: dict[str, Any] = {"name": self.origin_name}
+        if self.cfg.external is not None:
+            out["external"] = encode(self.cfg.external)
+        out["lag"] = lag
         if not self.is_mirror and self.next_seq > 1 and self.last_active:
             out["seq"] = self.next_seq - 1
         out["active"] = now_ns() - self.last_active if self.last_active else -1

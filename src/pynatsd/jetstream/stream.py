@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.batching import FAST_SUFFIX, Batching, recover_partial_batch
+from pynatsd.jetstream.counters import apply_increment, check_increment
+from pynatsd.jetstream.durable_source import DurableSource
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.schedules import MsgScheduling, check_publish
 from pynatsd.jetstream.sourcing import Source
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer
     from pynatsd.jetstream.consumer_state import ConsumerState
     from pynatsd.jetstream.manager import AccountJetStream
-    from pynatsd.jetstream.stream_config import StreamConfig
+    from pynatsd.jetstream.stream_config import StreamConfig, StreamSource
     from pynatsd.server.client import Client
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.msgtrace import MsgTrace
@@ -115,6 +117,8 @@ class Stream:
         self._acks: list[tuple[bytes, bytes, int]] = []  # PubAcks of this turn: reply, ack, seq
         self._max_payload = ajs.server.options.max_payload
         self._batching: Batching | None = None  # open batch publishes, once there is one
+        # A counter stream's total after the last increment (the PubAck's `val`).
+        self.counter_total = ""
 
     # -- set-up ----------------------------------------------------------------------------------
 
@@ -148,8 +152,8 @@ class Stream:
         if self.mirror is not None:
             self.mirror.stop()
         cfg = self.config
-        self.mirror = Source(self, cfg.mirror, mirror=True) if cfg.mirror else None
-        self.sources = [Source(self, s, mirror=False) for s in cfg.sources if s is not None]
+        self.mirror = _source(self, cfg.mirror, mirror=True) if cfg.mirror else None
+        self.sources = [_source(self, s, mirror=False) for s in cfg.sources if s is not None]
         for src in self._all_sources():
             src.start()
 
@@ -161,9 +165,14 @@ class Stream:
             if src.origin_name == name:
                 src.start()
 
-    def origin_deleted(self, name: str) -> None:
+    def follow_origins(self) -> None:
+        """Start every source whose origin was not found yet."""
         for src in self._all_sources():
-            if src.origin_name == name:
+            src.start()
+
+    def origin_deleted(self, origin: Stream) -> None:
+        for src in self._all_sources():
+            if src.origin is origin:
                 src.detach()
 
     def subscribe(self) -> None:
@@ -403,7 +412,12 @@ class Stream:
             # nats-server writes this one by hand, with the space.
             self.ajs.reply(reply, ack + b',"duplicate": true}')
             return
-        self.queue_ack(reply, ack + b"}", seq)
+        # Only a counter stream has a total: one cheap test for every other PubAck.
+        self.queue_ack(reply, ack + (self._counter_ack_end() if self.counter_total else b"}"), seq)
+
+    def _counter_ack_end(self) -> bytes:
+        """The end of a counter stream's PubAck: the new total."""
+        return b',"val":' + go_json(self.counter_total) + b"}"
 
     # -- batch publishing (batching.py) ----------------------------------------------------------
 
@@ -432,7 +446,8 @@ class Stream:
             if duplicate:
                 self.ajs.reply(reply, ack + b',"duplicate": true}')
             else:
-                self.queue_ack(reply, ack + b"}", seq)
+                end = self._counter_ack_end() if self.counter_total else b"}"
+                self.queue_ack(reply, ack + end, seq)
 
     def seen_msg_id(self, msg_id: str) -> int:
         """The sequence of `msg_id` inside the duplicate window, 0 when not seen."""
@@ -506,7 +521,8 @@ class Stream:
                 or b"\r\nNats-Incr:" in header
                 or b"\r\nNats-Schedule" in header
             ):
-                header = self._check_headers(subject, header)  # only when it has something to check
+                # Only when the header has something to check.
+                header = self._check_headers(subject, header, data)
             msg_id = header_value(header, "Nats-Msg-Id") or ""
             if msg_id and cfg.mirror is None:
                 order = self._msg_id_order
@@ -531,6 +547,8 @@ class Stream:
                     if rollup not in ("sub", "all"):
                         invalid = f"rollup value invalid: {_quote(rollup)}"
                         raise errors.rollup_failed(invalid).traced_as(invalid)
+        if cfg.allow_msg_counter:
+            header, data, self.counter_total = apply_increment(self, subject, header, data)
         hlen = len(header)
         max_payload = self._max_payload
         if hlen > max_payload or len(data) > max_payload - hlen:
@@ -608,12 +626,12 @@ class Stream:
             self._msg_ids[msg_id] = (seq, ts)
             self._msg_id_order.append((ts, msg_id))
 
-    def _check_headers(self, subject: str, header: bytes) -> bytes:
+    def _check_headers(self, subject: str, header: bytes, data: bytes) -> bytes:
         """The publish expectations, in nats-server's order; the header to store."""
         # Each lookup only when its key is there at all (a scan is cheaper than a lookup).
         cfg = self.config
-        if b"\r\nNats-Incr:" in header and not cfg.allow_msg_counter:
-            raise js_error("MessageIncrDisabled")
+        if b"\r\nNats-Incr:" in header:
+            check_increment(self, header, data)
         expected_stream = header_value(header, "Nats-Expected-Stream")
         if expected_stream and expected_stream != self.name:
             raise errors.stream_not_match().traced_as("expected stream does not match")
@@ -846,6 +864,14 @@ class Stream:
         for consumer in list(self.consumers.values()):
             consumer.delete()
         self.store.delete()
+
+
+def _source(stream: Stream, cfg: StreamSource, mirror: bool) -> Source:
+    """A mirror or source: through the origin's durable consumer when it names one (ADR-60),
+    else read from the origin's store."""
+    if cfg.consumer is not None and cfg.consumer.name:
+        return DurableSource(stream, cfg, mirror)
+    return Source(stream, cfg, mirror)
 
 
 def _replace_header(header: bytes, key: str, value: str) -> bytes:

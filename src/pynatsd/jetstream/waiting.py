@@ -288,7 +288,8 @@ class PullQueue(ConsumerState):
 
     def _find_target(self, wr: PullRequest) -> bool:
         """Who receives on the request's reply subject, looked up again only when the
-        account's subscriptions changed (not for every message); False when nobody does."""
+        account's subscriptions changed (not for every message); False when nobody does. A
+        requester on another server is not kept: its messages go by the reply subject."""
         sublist = self.ajs.account.sublist
         result = sublist.match_bytes(wr.reply.encode())
         if result.psubs:
@@ -297,6 +298,8 @@ class PullQueue(ConsumerState):
             wr.target = result.qsubs[0][0]
         else:
             return False
+        if wr.target.remote:
+            wr.target = None
         wr.interest_gen = sublist.genid
         return True
 

@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 
 from pynatsd.gofmt import NANOS_PER_SECOND, go_duration_ns, go_uptime, rfc3339
 from pynatsd.jetstream import jetstream_of
+from pynatsd.monitor.gatewayz import gateway_counts, varz_gateway
 from pynatsd.monitor.routez import varz_route_counts
+from pynatsd.options import DEFAULT_HOST, TLS_TIMEOUT
 from pynatsd.server.delivery import Stats
 from pynatsd.version import COMPAT_VERSION, PROTO_VERSION
 
@@ -87,17 +89,18 @@ def varz(server: Server) -> dict[str, Any]:
         "ping_interval": int(opts.ping_interval * 1e9),
         "ping_max": opts.ping_max,
         "http_host": opts.http_host or opts.host,
-        "http_port": server.http_port,
+        # The bound monitoring port, under the key of its kind (the other one is 0).
+        "http_port": 0 if opts.https_port else server.http_port,
         "http_base_path": opts.http_base_path,
-        "https_port": 0,
+        "https_port": server.http_port if opts.https_port else 0,
         "auth_timeout": opts.auth_timeout,
         "max_control_line": opts.max_control_line,
         "max_payload": opts.max_payload,
         "max_pending": opts.max_pending,
         "cluster": _varz_cluster(server),
-        "gateway": {},
+        "gateway": varz_gateway(server),
         "leaf": {},
-        "mqtt": {},
+        "mqtt": _varz_mqtt(server),
         "websocket": {},
         "jetstream": _varz_jetstream(server),
         "tls_timeout": 2,
@@ -149,7 +152,9 @@ def _varz_cluster(server: Server) -> dict[str, Any]:
     (a generated name, the port bound for `-1`) once the cluster part has them."""
     cluster = server.options.cluster
     if cluster is None:
-        return {}
+        # A gateway names the cluster even without a cluster block (validateCluster).
+        gateway = server.options.gateway
+        return {"name": gateway.name} if gateway is not None and gateway.name else {}
     part = server.parts.get("cluster")
     fields: dict[str, Any] = {
         "name": getattr(part, "cluster_name", "") or cluster.name,
@@ -175,7 +180,7 @@ def _connection_info(
     info: dict[str, Any] = {
         "cid": client.cid,
         "kind": "Client",
-        "type": "nats",
+        "type": "mqtt" if getattr(client, "mqtt_client", "") else "nats",
         "ip": client.host,
         "port": client.port,
         "start": rfc3339(client.start),
@@ -201,6 +206,9 @@ def _connection_info(
         if client.auth_user:
             info["authorized_user"] = client.auth_user
         info["account"] = client.account.name
+    mqtt_client = getattr(client, "mqtt_client", "")
+    if mqtt_client:
+        info["mqtt_client"] = mqtt_client
     if subs == "detail":
         info["subscriptions_list_detail"] = [
             {
@@ -241,6 +249,22 @@ _SORT_KEYS: dict[str, Any] = {
     "reason": lambda c: c.get("reason", ""),
     "rtt": lambda c: c["rtt"],
 }
+
+
+def _varz_mqtt(server: Server) -> dict[str, Any]:
+    """nats-server's MQTTOptsVarz: the configured block, empty fields left out."""
+    mqtt = server.options.mqtt
+    if mqtt is None:
+        return {}
+    fields: dict[str, Any] = {
+        "host": mqtt.host or DEFAULT_HOST,
+        "port": mqtt.port,
+        "no_auth_user": mqtt.no_auth_user,
+        "auth_timeout": mqtt.auth_timeout,
+        "tls_timeout": TLS_TIMEOUT,
+        "js_domain": mqtt.js_domain,
+    }
+    return {key: value for key, value in fields.items() if value}
 
 
 def connz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
@@ -290,6 +314,9 @@ def connz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
         conns = [c for c in conns if c["cid"] == cid_filter]
     if user:
         conns = [c for c in conns if c.get("authorized_user") == user]
+    mqtt_client = query.get("mqtt_client", "")
+    if mqtt_client:
+        conns = [c for c in conns if c.get("mqtt_client") == mqtt_client]
     conns.sort(key=_SORT_KEYS[sort])
     total = len(conns)
     page = conns[offset : offset + limit]
@@ -377,11 +404,20 @@ def subsz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:
 def healthz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
     """Liveness/readiness. As in nats-server, the JetStream options narrow what is checked; a
     server without JetStream is healthy for all of them (a single server has no meta leader or
-    stream replicas to wait for)."""
+    stream replicas to wait for). The body is the HTTP one, without `status_code` (the
+    `$SYS` service adds it, as nats-server does)."""
     for flag in ("js-enabled-only", "js-server-only", "js-enabled", "details"):
         _bool_arg(query, flag)
     if not server.running:
-        return 503, {"status": "unavailable", "status_code": 503, "error": "server not running"}
+        return 503, {"status": "unavailable", "error": "server not running"}
+    js = jetstream_of(server)
+    if js is not None and js.standing_down and not _bool_arg(query, "js-server-only"):
+        # Another server of the cluster serves JetStream (jetstream/standalone.py): reported
+        # as nats-server reports JetStream that is configured but not running.
+        if _bool_arg(query, "details"):
+            errors = [{"type": "JETSTREAM", "error": js.standing_down}]
+            return 503, {"status": "error", "errors": errors}
+        return 503, {"status": "unavailable", "error": js.standing_down}
     return 200, {"status": "ok"}
 
 
@@ -392,15 +428,6 @@ def empty_routez(server: Server) -> dict[str, Any]:
         "now": rfc3339(time.time()),
         "num_routes": 0,
         "routes": [],
-    }
-
-
-def empty_gatewayz(server: Server) -> dict[str, Any]:
-    return {
-        "server_id": server.server_id,
-        "now": rfc3339(time.time()),
-        "outbound_gateways": {},
-        "inbound_gateways": {},
     }
 
 
@@ -491,6 +518,8 @@ def jsz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
     out: dict[str, Any] = dict(_js_stats(server))
     out["server_id"] = server.server_id
     out["now"] = now
+    if js.standing_down:
+        out["disabled"] = True
     out["config"] = _js_config(server)
     out["limits"] = {"default_max_consumers": 1000}
     out["streams"] = streams
@@ -519,6 +548,9 @@ def jsz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
                 detail["stream_detail"] = items
             details.append(detail)
         out["account_details"] = details
+    # pynatsd's own key: another JetStream server in the cluster (jetstream/standalone.py).
+    if js.standing_down or js.conflict:
+        out["error"] = js.standing_down or js.conflict
     return 200, out
 
 
@@ -599,6 +631,13 @@ def metrics(server: Server) -> str:
     lines.append("# HELP gnatsd_varz_uptime_seconds Seconds since the server started")
     lines.append("# TYPE gnatsd_varz_uptime_seconds gauge")
     lines.append(f"gnatsd_varz_uptime_seconds{{{label}}} {uptime:.3f}")
+    outbound, inbound = gateway_counts(server)
+    if outbound or inbound or server.options.gateway is not None:
+        for name, value in (("outbound", outbound), ("inbound", inbound)):
+            metric = f"gnatsd_gatewayz_{name}_gateways"
+            lines.append(f"# HELP {metric} Gateway connections {name} of this server")
+            lines.append(f"# TYPE {metric} gauge")
+            lines.append(f"{metric}{{{label}}} {value}")
     js = jetstream_of(server)
     if js is not None:
         stats = _js_stats(server)

@@ -48,7 +48,7 @@ def _route(route: Route, now: float, listed: bool, detail: bool) -> dict[str, An
         "last_activity": rfc3339(route.last_activity),
     }
     if route.rtt:
-        out["rtt"] = _rtt(route.rtt)
+        out["rtt"] = rtt_text(route.rtt)
     out["uptime"] = go_uptime(now - route.start)
     out["idle"] = go_uptime(now - route.last_activity)
     for key in ("import", "export"):
@@ -88,7 +88,7 @@ def _sub_detail(route: Route, account: bytes, subject: bytes, queue: bytes) -> d
     return out
 
 
-def _rtt(seconds: float) -> str:
+def rtt_text(seconds: float) -> str:
     ns = round(seconds * 1e9)
     if 1_000 < ns < 1_000_000:
         ns -= ns % 1_000

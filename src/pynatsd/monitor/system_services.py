@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.gofmt import go_json, rfc3339, rfc3339_ns
 from pynatsd.jetstream import jetstream_of
-from pynatsd.monitor import endpoints
+from pynatsd.monitor import endpoints, gatewayz
 from pynatsd.monitor.endpoints import BadRequest
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import info_frame
@@ -281,7 +281,7 @@ class SystemServices:
             "SUBSZ": lambda opts: endpoints.subsz(server, _subsz_query(opts)),
             "CONNZ": lambda opts: endpoints.connz(server, _connz_query(opts)),
             "ROUTEZ": lambda opts: endpoints.empty_routez(server),
-            "GATEWAYZ": lambda opts: endpoints.empty_gatewayz(server),
+            "GATEWAYZ": lambda opts: gatewayz.gatewayz(server, {}),
             "LEAFZ": lambda opts: endpoints.empty_leafz(server),
             "ACCOUNTZ": self._accountz,
             "JSZ": lambda opts: endpoints.jsz(server, _jsz_query(opts))[1],
@@ -328,7 +328,7 @@ class SystemServices:
             k: "true" for k in ("js-enabled-only", "js-server-only", "js-enabled") if opts.get(k)
         }
         status, data = endpoints.healthz(self.server, query)
-        return {**data, "status_code": status}
+        return {"status": data.pop("status"), "status_code": status, **data}
 
     # -- $SYS.REQ.ACCOUNT ------------------------------------------------------------------------
 

@@ -320,3 +320,39 @@ def _map_subject(subject: str, src: str, dst: str) -> str:
         else:
             out.append(t)
     return ".".join(out)
+
+
+def service_import_target(server: Server, importer: Account, subject: str) -> tuple[Account, str]:
+    """Where a request on `subject` in `importer` goes: the exporting account and the subject
+    there, through the first service import that covers it; the importer itself otherwise
+    (for JetStream's `external` API prefixes, which nats-server follows as any request)."""
+    config = importer.config
+    for imp in config.service_imports if config is not None else ():
+        local = imp.to or imp.subject
+        if subject != local and not is_subset_match(subject, local):
+            continue
+        exporter = server.accounts.get(imp.account)
+        if exporter is None or exporter.config is None:
+            continue
+        if _service_export(exporter, imp.subject, importer.name) is None:
+            continue
+        return exporter, _map_subject(subject, local, imp.subject)
+    return importer, subject
+
+
+def stream_import_delivers(
+    server: Server, importer: Account, exporter: Account, subject: str
+) -> bool:
+    """Whether a message published on `subject` in `exporter` reaches `importer` under the
+    same subject, through one of its stream imports."""
+    config = importer.config
+    for imp in config.stream_imports if config is not None else ():
+        if imp.account != exporter.name or imp.prefix or (imp.to and imp.to != imp.subject):
+            continue
+        if subject != imp.subject and not is_subset_match(subject, imp.subject):
+            continue
+        if exporter.config is not None and _exported_to(
+            list(exporter.config.stream_exports), imp.subject, importer.name
+        ):
+            return True
+    return False

@@ -19,6 +19,7 @@ Two shortcuts keep the hot paths cheap without a second set of rules:
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from itertools import count
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -205,23 +206,23 @@ def _fan_out_with_remotes(
         elif deliver(publisher, sub, msg, trace):
             delivered = True
     for group in result.qsubs:
-        weights = [sub.weight if sub.remote else 1 for sub in group]  # type: ignore[attr-defined]
-        pick = random.randrange(sum(weights)) if len(group) > 1 else 0
-        start = 0
-        while pick >= weights[start]:
-            pick -= weights[start]
-            start += 1
-        n = len(group)
-        for i in range(n):
-            sub = group[(start + i) % n]
-            if sub.remote:
-                remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
-                    sub.queue_bytes
-                )
-                break
-            if deliver(publisher, sub, msg, trace):
-                delivered = True
-                break
+        # _queue_weight, inlined: this runs for every queue group of every message in a
+        # cluster.
+        weights = [
+            (0 if sub.gateway else sub.weight) if sub.remote else 1  # type: ignore[attr-defined]
+            for sub in group
+        ]
+        total = sum(weights)
+        if not total:
+            # Members only in other clusters: the first gateway's take it (nats-server gives
+            # a queue group to one gateway, when no member in this cluster took it).
+            first = group[0]
+            remotes.setdefault(cast(RemoteReceiver, first.client), (first, []))[1].append(
+                first.queue_bytes
+            )
+            continue
+        if _deliver_member(publisher, group, _weighted_start(weights, total), msg, remotes, trace):
+            delivered = True
     if remotes and (trace is None or not trace.only):
         for receiver, (first, queues) in remotes.items():
             if receiver.closed:
@@ -232,6 +233,86 @@ def _fan_out_with_remotes(
             ):
                 continue  # a route's export deny list (nats-server's checkDenySub)
             receiver.deliver_remote(first, msg, queues)
+            delivered = True
+    return delivered
+
+
+def _queue_weight(sub: Subscription) -> int:
+    """A queue member's share of the pick: 1 here, its weight on another server of this
+    cluster, none in another cluster (only picked when this cluster has no member)."""
+    if not sub.remote:
+        return 1
+    return 0 if sub.gateway else sub.weight  # type: ignore[attr-defined]
+
+
+def _deliver_member(
+    publisher: Receiver | None,
+    members: Sequence[Subscription],
+    start: int,
+    msg: Pub,
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]],
+    trace: MsgTrace | None = None,
+) -> bool:
+    """One member of a queue group takes the message, trying from `start` on: a local one now
+    (True), or another server's, added to `remotes` with the group's name (final)."""
+    n = len(members)
+    for i in range(n):
+        sub = members[(start + i) % n]
+        if sub.remote:
+            remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
+                sub.queue_bytes
+            )
+            return False
+        if deliver(publisher, sub, msg, trace):
+            return True
+    return False
+
+
+def _weighted_start(weights: list[int], total: int) -> int:
+    """Where the pick of a queue member starts: each member's chance is its weight."""
+    if len(weights) == 1:
+        return 0
+    pick = random.randrange(total)
+    start = 0
+    while pick >= weights[start]:
+        pick -= weights[start]
+        start += 1
+    return start
+
+
+def fan_out_from_gateway(
+    publisher: Receiver,
+    result: SubListResult[Subscription],
+    msg: Pub,
+    queues: tuple[bytes, ...],
+    local_msg: Pub,
+) -> bool:
+    """Deliver a message that came from another cluster (a gateway's RMSG), as nats-server's
+    processMsgResults does for a GATEWAY connection: to local receivers (`local_msg`: the reply
+    without its `_GR_.` routing prefix) and once to each other server of this cluster with
+    interest (`msg` as it came), never to another gateway; queue groups only those the sender
+    named, a member in this cluster each."""
+    delivered = False
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] = {}
+    for sub in result.psubs:
+        if not sub.remote:
+            if deliver(publisher, sub, local_msg):
+                delivered = True
+        elif not sub.gateway:
+            remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
+    for group in result.qsubs if queues else ():
+        if group[0].queue_bytes not in queues:
+            continue
+        members = [sub for sub in group if not sub.gateway]
+        if not members:
+            continue
+        weights = [_queue_weight(sub) for sub in members]
+        start = _weighted_start(weights, sum(weights))
+        if _deliver_member(publisher, members, start, local_msg, remotes):
+            delivered = True
+    for receiver, (first, names) in remotes.items():
+        if not receiver.closed:
+            receiver.deliver_remote(first, msg, names)
             delivered = True
     return delivered
 

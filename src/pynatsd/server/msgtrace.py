@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.gofmt import format_go_time, go_json
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
+from pynatsd.s2 import SNAPPY_MAGIC_CHUNK, encode_chunks
 from pynatsd.server.events import server_info
 from pynatsd.server.reserved import is_reserved_subject
 from pynatsd.subjects import is_valid_publish_subject
@@ -532,38 +533,7 @@ class MsgTrace:
 # nats-server writes S2 in Snappy's framing format. The format lets a writer store chunks
 # uncompressed; pynatsd does, so any Snappy reader decodes the event (only the bytes differ).
 
-_SNAPPY_STREAM_ID = b"\xff\x06\x00\x00sNaPpY"
-_SNAPPY_MAX_CHUNK = 65536
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for n in range(256):
-        crc = n
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC32C = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    table = _CRC32C
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
 
 def snappy_frames(data: bytes) -> bytes:
     """`data` in Snappy's framing format, as uncompressed chunks with masked CRC-32C."""
-    out = [_SNAPPY_STREAM_ID]
-    for start in range(0, len(data), _SNAPPY_MAX_CHUNK):
-        chunk = data[start : start + _SNAPPY_MAX_CHUNK]
-        crc = crc32c(chunk)
-        masked = (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-        out.append(b"\x01" + (len(chunk) + 4).to_bytes(3, "little"))
-        out.append(masked.to_bytes(4, "little") + chunk)
-    return b"".join(out)
+    return encode_chunks(data, SNAPPY_MAGIC_CHUNK, 65536)

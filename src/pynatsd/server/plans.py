@@ -112,6 +112,8 @@ class PlanCache:
                 # Another server: one RMSG however many of its subscriptions match.
                 if sub.closed or sub.client.closed or sub.client.outbound is None:
                     return
+                if sub.gateway and not sub.client.plannable(ev):  # type: ignore[attr-defined]
+                    return  # another cluster: a reply to map, a subject to route back
                 perms = sub.client.perms
                 if perms.delivery_filter and perms.deny_delivery(
                     ev.subject.decode("utf-8", "surrogateescape"), sub.queue

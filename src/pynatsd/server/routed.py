@@ -9,25 +9,62 @@ it is shown; for these deliveries `deliver_routed` follows the import with the r
 instead, and `has_routed_interest` tells whether a subscriber anywhere behind the imports would
 get it, as nats-server's SubList sees interest through shadow subscriptions (a push consumer's
 `push_bound`).
+
+Such a message carries its routing subject in a `ShownPub`, so that a receiver that forwards
+it to another server (a route) can send it on the routing subject, as nats-server does (the
+shown subject then travels after the reply's `@`, see cluster/protocol.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
+from pynatsd.protocol.events import Pub
 from pynatsd.server.delivery import fan_out
 from pynatsd.server.subscription import InternalSubscription
 from pynatsd.sublist import SubListResult
 
 if TYPE_CHECKING:
-    from pynatsd.protocol.events import Pub
     from pynatsd.server.accounts import Account
     from pynatsd.server.subscription import InternalCallback, InternalClient, Subscription
 
 # How many imports deep a delivery or interest check follows (nats-server stops searching
 # account cycles at about this depth too).
 _MAX_DEPTH = 10
+
+
+class ShownPub(Pub):
+    """A message shown under `subject` but routed on `routing` (nats-server's `pa.subject` and
+    `pa.deliver`): a JetStream delivery to an inbox or a push consumer's deliver subject. Local
+    receivers read it as any `Pub`; a route reads `routing` (cluster/route.py)."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        routing: bytes
+    else:
+        routing = property(itemgetter(7))
+
+    def __new__(
+        cls, subject: bytes, reply: bytes, payload: bytes, header_size: int, routing: bytes
+    ) -> ShownPub:
+        size = b"%d" % len(payload)
+        hdr = b"%d" % header_size if header_size >= 0 else b""
+        return tuple.__new__(cls, (subject, reply, payload, header_size, b"", size, hdr, routing))
+
+
+def shown(subject: bytes, reply: bytes, payload: bytes, header_size: int, routing: bytes) -> Pub:
+    """The message to deliver on `routing` showing `subject`: a plain `Pub` when they agree."""
+    if subject == routing:
+        return Pub(subject, reply, payload, header_size)
+    return ShownPub(subject, reply, payload, header_size, routing)
+
+
+def rerouted(ev: Pub, routing: str) -> Pub:
+    """`ev` delivered on `routing` (an import maps the routing subject; the shown one stays)."""
+    return shown(ev.subject, ev.reply, ev.payload, ev.header_size, routing.encode())
 
 
 class StreamImportSubscription(InternalSubscription):
@@ -51,6 +88,7 @@ class StreamImportSubscription(InternalSubscription):
 def deliver_routed(account: Account, routing: str, ev: Pub, depth: int = 0) -> bool:
     """Deliver `ev` (shown under its own subject) to the subscribers of `routing` in `account`
     and, through stream imports, in the accounts that import it; True if anyone got it."""
+    ev = rerouted(ev, routing)
     result = account.sublist.match(routing)
     if not account.stream_import_subs:
         return bool(result.psubs or result.qsubs) and fan_out(None, result, ev)

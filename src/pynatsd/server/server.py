@@ -147,6 +147,10 @@ class Server:
         self.ready_hooks: list[Callable[[], None]] = []
         # Run when lame duck mode starts, before clients are told (the cluster tells routes).
         self.lame_duck_hooks: list[Callable[[], None]] = []
+        # Called by the cluster part with another server's id and its route INFO when it joins
+        # the cluster, and with None when the last route to it closes (JetStream learns of the
+        # other JetStream servers this way).
+        self.peer_hooks: list[Callable[[str, dict[str, Any] | None], None]] = []
         # Set by the cluster part: the cluster's name and every node's client URL (own first),
         # which client INFOs carry (nats-server's info.Cluster and info.ClientConnectURLs).
         self.cluster_name = ""
@@ -530,7 +534,8 @@ class Server:
             host = self.client_url.split("//", 1)[1].rsplit(":", 1)[0]
             ports: dict[str, list[str]] = {"nats": [f"nats://{host}:{self.port}"]}
             if self.http_port:
-                ports["monitoring"] = [f"http://{host}:{self.http_port}"]
+                scheme = "https" if opts.https_port else "http"
+                ports["monitoring"] = [f"{scheme}://{host}:{self.http_port}"]
             if self.websocket_port:
                 ports["websocket"] = [f"ws://{host}:{self.websocket_port}"]
             with open(path, "w") as f:

@@ -46,6 +46,9 @@ class Subscription:
     # True for the interest of another server (`RemoteSubscription`): fan_out sends such a
     # server one message however many of its subscriptions match.
     remote = False
+    # True for the interest of another cluster, through a gateway: a queue group's member
+    # there is picked only when the group has none in this cluster.
+    gateway = False
 
     def __init__(
         self,

@@ -142,12 +142,11 @@ async def start_websocket_listener(server: Server) -> asyncio.Server:
     opts = server.options
     ssl_context = None
     if server.websocket_tls:
-        import ssl
+        from pynatsd.tls import listener_context
 
-        ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ssl_context.load_cert_chain(opts.websocket_tls_cert, opts.websocket_tls_key)
-        if opts.websocket_tls_ca_cert:
-            ssl_context.load_verify_locations(opts.websocket_tls_ca_cert)
+        ssl_context = listener_context(
+            opts.websocket_tls_cert, opts.websocket_tls_key, opts.websocket_tls_ca_cert
+        )
     port = 0 if opts.websocket_port == -1 else opts.websocket_port
     return await listen(
         server.loop,

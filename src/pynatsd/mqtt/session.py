@@ -1,0 +1,742 @@
+"""One MQTT connection: the MQTT protocol over the server's client machinery.
+
+Corresponds to the `client.mqtt` half of nats-server's `server/mqtt.go`: `createMQTTClient`,
+`mqttParse` (the packets' handling), `mqttProcessConnect`, `mqttProcessPub`,
+`mqttProcessSubs`, `mqttDeliverMsgCbQoS0/QoS12` and `mqttHandleWill`. As in nats-server an
+MQTT connection *is* a client (here a `server.client.Client`): it authenticates through the
+server's users, binds to an account, its subscriptions sit in the account's SubList and its
+messages go through the one delivery path, so NATS and MQTT clients see each other. What
+differs is the wire: packets come from `mqtt.codec.Decoder`, frames from `mqtt.frames`, and
+`deliver` writes a PUBLISH instead of a MSG.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from pynatsd.logger import log
+from pynatsd.mqtt import frames, v5
+from pynatsd.mqtt import packets as p
+from pynatsd.mqtt import properties as props
+from pynatsd.mqtt.codec import Decoder
+from pynatsd.mqtt.inflight import InFlight
+from pynatsd.mqtt.nats_headers import message_qos, nats_message
+from pynatsd.mqtt.topics import (
+    TopicError,
+    filter_to_subject,
+    is_reserved_filter,
+    level_up_subject,
+    subject_to_topic,
+    topic_to_subject,
+)
+from pynatsd.protocol.errors import CloseReason
+from pynatsd.protocol.events import Pub
+from pynatsd.server.client import Client
+from pynatsd.server.events import client_connected
+from pynatsd.server.reserved import RESERVED_FIRST_BYTES, is_reserved_subject
+from pynatsd.server.subscription import Subscription
+from pynatsd.sublist import InvalidSubjectError
+
+if TYPE_CHECKING:
+    from pynatsd.auth import AuthResult
+    from pynatsd.mqtt.part import MQTT
+    from pynatsd.server.delivery import Receiver
+    from pynatsd.server.server import Server
+
+# nats-server's sid suffix of the extra subscription a `foo/#` filter makes on `foo`.
+LEVEL_UP_SID_SUFFIX = b" fwc"
+# Subjects MQTT clients may not subscribe to (nats-server's mqttPrefix).
+INTERNAL_PREFIX = b"$MQTT."
+DUPLICATE_CLIENT_ID = "Duplicate Client ID"
+
+# MQTT 3.1.1 CONNACK return codes -> the MQTT 5 reason codes of the same meaning.
+_V5_CONNACK = {
+    p.RC_UNACCEPTABLE_PROTOCOL_VERSION: 0x84,
+    p.RC_IDENTIFIER_REJECTED: 0x85,
+    p.RC_SERVER_UNAVAILABLE: 0x88,
+    p.RC_BAD_USER_OR_PASSWORD: 0x86,
+    p.RC_NOT_AUTHORIZED: 0x87,
+}
+
+
+class MQTTSubscription(Subscription):
+    """A subscription of an MQTT client: its granted QoS, and whether it starts with a
+    wildcard (such a filter never matches a topic starting with `$`, [MQTT-4.7.2-1])."""
+
+    __slots__ = ("identifier", "options", "qos", "reserved")
+
+    def __init__(
+        self, owner: Receiver, subject: bytes, sid: bytes, qos: int, group: bytes = b""
+    ) -> None:
+        super().__init__(owner, subject, group, sid)
+        self.qos = qos
+        self.reserved = is_reserved_filter(subject)
+        # MQTT 5: the subscription options byte (no local, retain as published, retain
+        # handling) and the Subscription Identifier (0: none).
+        self.options = qos
+        self.identifier = 0
+
+
+class MQTTSession(Client):
+    """An MQTT client connection (3.1.1 as nats-server speaks it; 5.0 as `mqtt.v5` adds)."""
+
+    __slots__ = (
+        "_keep_alive_timer",
+        "client_id",
+        "decoder",
+        "inflight",
+        "keep_alive",
+        "keep_session",
+        "mqtt",
+        "publishing_retain",
+        "qos2_in",
+        "session_expiry",
+        "topic_aliases",
+        "version",
+        "will",
+    )
+
+    def __init__(self, server: Server, mqtt: MQTT) -> None:
+        super().__init__(server)
+        self.mqtt = mqtt
+        opts = server.options
+        # nats-server bounds the first packet (the CONNECT) by max_payload.
+        self.decoder = Decoder(max_packet=opts.max_payload)
+        self.version = p.MQTT_311
+        self.client_id = ""
+        self.will: p.Will | None = None
+        self.keep_alive = 0.0
+        self._keep_alive_timer: asyncio.TimerHandle | None = None
+        # MQTT has no +OK and no subject checks; deliveries carry headers to decode.
+        self.verbose = self.pedantic = False
+        self.headers = True
+        self.inflight = InFlight(mqtt.options.max_ack_pending)
+        # QoS 2 messages received and not yet released (PUBREL): packet id -> message.
+        self.qos2_in: dict[int, p.Publish] = {}
+        # MQTT 5: topic aliases the client set (alias -> topic); the session outlives the
+        # connection (3.1.1: clean session 0; 5: a session expiry interval).
+        self.topic_aliases: dict[int, bytes] = {}
+        self.keep_session = False
+        # MQTT 5's Session Expiry Interval (seconds; 0xFFFFFFFF: never), None under 3.1.1.
+        self.session_expiry: int | None = None
+        # The retain flag of the message being published (retain_as_published).
+        self.publishing_retain = False
+
+    # -- the asyncio adapter ---------------------------------------------------------------------
+
+    def greeting(self) -> bytes:
+        return b""  # an MQTT server speaks second
+
+    def start_timers(self) -> None:
+        """The authentication timer, always (nats-server's createMQTTClient); no PING timer:
+        MQTT clients ping the server."""
+        mqtt_opts = self.mqtt.options
+        timeout = mqtt_opts.auth_timeout or self.server.options.auth_timeout
+        self._auth_timer = self.server.loop.call_later(timeout, self._auth_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_in = time.monotonic()
+        for packet in self.decoder.feed(data):
+            self._handle(packet)
+            if self.closed:
+                break
+        self._write_touched()
+
+    def close(self, reason: str = CloseReason.SERVER_SHUTDOWN, abort: bool = False) -> None:
+        if self.closed:
+            return
+        if self._keep_alive_timer is not None:
+            self._keep_alive_timer.cancel()
+            self._keep_alive_timer = None
+        self.inflight.stop()
+        will, self.will = self.will, None
+        if will is not None and self.connected:
+            self._publish_will(will)
+        self.mqtt.session_closed(self)
+        super().close(reason, abort)
+
+    # -- packets ---------------------------------------------------------------------------------
+
+    def _handle(self, packet: p.Packet) -> None:
+        if isinstance(packet, p.Publish):  # first: the common packet
+            self._process_publish(packet)
+        elif isinstance(packet, p.PubAck | p.PubComp):
+            self.inflight.acked(packet.packet_id)
+            self._send_backlog()
+        elif isinstance(packet, p.Connect | p.ConnectRefused):
+            if self.connected:
+                self._protocol_error("received a second CONNECT packet")
+            elif isinstance(packet, p.Connect):
+                self._process_mqtt_connect(packet)
+            else:
+                self._connect_refused(packet)
+        elif isinstance(packet, p.Malformed):
+            self._protocol_error(packet.reason, v5.MALFORMED_PACKET)
+        elif not self.connected:
+            self._not_connect(packet)
+        elif isinstance(packet, p.Subscribe):
+            self._process_subscribe(packet)
+        elif isinstance(packet, p.Unsubscribe):
+            self._process_unsubscribe(packet)
+        elif isinstance(packet, p.PingReq):
+            self.outbound.push(frames.PINGRESP_FRAME)
+        elif isinstance(packet, p.PubRec):
+            self.inflight.received(packet.packet_id)
+            self.outbound.push(frames.pub_response(p.PUBREL, packet.packet_id))
+        elif isinstance(packet, p.PubRel):
+            self._process_pubrel(packet)
+        elif isinstance(packet, p.Disconnect):
+            self.will = None  # a normal disconnect discards the will [MQTT-3.1.2-8]
+            self.close(CloseReason.CLIENT_CLOSED)
+        else:
+            self._protocol_error(f"received unknown packet type {_type_of(packet)}")
+
+    def _not_connect(self, packet: p.Packet) -> None:
+        self._protocol_error(f"the first packet should be a CONNECT (16), got {_type_of(packet)}")
+
+    def _protocol_error(self, reason: str, code: int = v5.PROTOCOL_ERROR) -> None:
+        """nats-server logs the parse error and closes the connection, sending nothing; an
+        MQTT 5 client is told why with a DISCONNECT first."""
+        log.error("%s - %s", self.label, reason)
+        self.disconnect_v5(code)
+        self.close(CloseReason.PROTOCOL_VIOLATION)
+
+    def disconnect_v5(self, code: int) -> None:
+        """A server DISCONNECT with a reason code, for a connected MQTT 5 client."""
+        if self.connected and self.version == p.MQTT_5 and not self.closed:
+            self.outbound.push(frames.disconnect(code, {}))
+
+    # -- CONNECT ---------------------------------------------------------------------------------
+
+    def _connect_refused(self, refused: p.ConnectRefused) -> None:
+        if refused.client_id:
+            self.client_id = refused.client_id
+        if refused.return_code:
+            self.outbound.push(self._connack(False, refused.return_code))
+        self._protocol_error(refused.reason)
+
+    def _connack(
+        self, session_present: bool, code: int, properties: p.Properties | None = None
+    ) -> bytes:
+        if self.version == p.MQTT_5:
+            return frames.connack(session_present, _V5_CONNACK.get(code, code), properties or {})
+        return frames.connack(session_present, code)
+
+    def _process_mqtt_connect(self, connect: p.Connect) -> None:
+        self.connect_started()
+        self.version = connect.protocol_level
+        client_id = connect.client_id or self.mqtt.new_client_id()
+        self.client_id = client_id
+        self.label = f'{self.label} - "{client_id}"'
+        opts: dict[str, Any] = {"lang": "mqtt"}
+        if connect.username is not None:
+            opts["user"] = connect.username
+        if connect.password is not None:
+            password = connect.password.decode("utf-8", "surrogateescape")
+            opts["pass"] = opts["auth_token"] = password  # nats-server: Token = Password
+        self.connect_opts = opts
+        result = self.authenticate(opts)
+        if result is None:
+            log.error("%s - Authorization Error", self.label)
+            self.outbound.push(self._connack(False, p.RC_NOT_AUTHORIZED))
+            self.close(CloseReason.AUTHENTICATION_VIOLATION)
+            return
+        if not self.bind(result):
+            return
+        self.label_set = True
+        self.connected = True
+        self.will = connect.will
+        if connect.keep_alive:
+            # nats-server's read deadline: one and a half keep-alive periods [MQTT-3.1.2-24].
+            self.keep_alive = connect.keep_alive * 1.5
+            self._arm_keep_alive()
+        connack_props: p.Properties | None = None
+        if self.version == p.MQTT_5:
+            connack_props = self._v5_connect(connect)
+        else:
+            self.keep_session = not connect.clean_start
+        session_present = self.mqtt.attach_session(self, connect.clean_start)
+        self.outbound.push(self._connack(session_present, p.RC_ACCEPTED, connack_props))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s - Client connected", self.label)
+        if self.account is not self.server.system_account:
+            client_connected(self.server, self)
+        self.mqtt.restore_subscriptions(self)
+
+    def _v5_connect(self, connect: p.Connect) -> p.Properties:
+        """MQTT 5's CONNECT properties, and the CONNACK's."""
+        asked = connect.properties
+        self.session_expiry = asked.get(props.SESSION_EXPIRY_INTERVAL, 0)
+        self.keep_session = self.session_expiry > 0
+        receive_maximum = asked.get(props.RECEIVE_MAXIMUM)
+        if receive_maximum:
+            self.inflight.max_pending = min(self.inflight.max_pending, receive_maximum)
+        answer: p.Properties = dict(v5.SERVER_PROPERTIES)
+        if not connect.client_id:
+            answer[props.ASSIGNED_CLIENT_IDENTIFIER] = self.client_id
+        return answer
+
+    def authenticate(self, opts: dict[str, Any]) -> AuthResult | None:
+        """MQTT's credentials check, at CONNECT and again on every configuration reload."""
+        return self.mqtt.authenticate(self, opts)
+
+    def _arm_keep_alive(self) -> None:
+        remaining = self.keep_alive - (time.monotonic() - self.last_in)
+        self._keep_alive_timer = self.server.loop.call_later(
+            max(remaining, 0.0), self._keep_alive_check
+        )
+
+    def _keep_alive_check(self) -> None:
+        self._keep_alive_timer = None
+        if self.closed:
+            return
+        if time.monotonic() - self.last_in >= self.keep_alive:
+            # nats-server's read deadline expires: a read error closes the connection.
+            log.error("%s - read error: i/o timeout", self.label)
+            self.disconnect_v5(v5.KEEP_ALIVE_TIMEOUT)
+            self.close(CloseReason.READ_ERROR)
+            return
+        self._arm_keep_alive()
+
+    # -- PUBLISH from the client -----------------------------------------------------------------
+
+    def _process_publish(self, packet: p.Publish) -> None:
+        if not self.connected:
+            self._not_connect(packet)
+            return
+        if packet.properties:
+            aliased = self._resolve_alias(packet)
+            if aliased is None:
+                return
+            packet = aliased
+        try:
+            subject = topic_to_subject(packet.topic)
+        except TopicError as exc:
+            self._protocol_error(str(exc))
+            return
+        qos = packet.qos
+        if qos == 2 and self.mqtt.options.reject_qos2_publish:
+            self._protocol_error("QoS=2 is disabled for PUBLISH messages")
+            return
+        header, size = self._nats_header(packet)
+        max_payload = self.server.options.max_payload
+        if 0 < max_payload < size:
+            log.error("%s - Maximum Payload Violation", self.label)
+            self.close(CloseReason.MAX_PAYLOAD_EXCEEDED)
+            return
+        if qos == 2:
+            # Kept until the client releases it (PUBREL), once per packet id: a DUP of a
+            # message not released yet is not delivered twice.
+            self.qos2_in.setdefault(packet.packet_id, packet)
+            self.outbound.push(frames.pub_response(p.PUBREC, packet.packet_id))
+            return
+        self.publish_to_nats(subject, packet, header)
+        if qos == 1:
+            self.outbound.push(frames.pub_response(p.PUBACK, packet.packet_id))
+
+    def _process_pubrel(self, packet: p.PubRel) -> None:
+        message = self.qos2_in.pop(packet.packet_id, None)
+        if message is not None:
+            header, _ = self._nats_header(message)
+            self.publish_to_nats(topic_to_subject(message.topic), message, header)
+        self.outbound.push(frames.pub_response(p.PUBCOMP, packet.packet_id))
+
+    def publish_to_nats(self, subject: bytes, packet: p.Publish, header: bytes) -> None:
+        """Send an MQTT message on as a NATS message with its `Nmqtt-Pub` header, through the
+        client's publish checks and the delivery path (mqttInitiateMsgDelivery); a retained
+        message is stored (or cleared) once the publish is allowed."""
+        stats = self.stats
+        stats.in_msgs += 1
+        stats.in_bytes += len(packet.payload)
+        if packet.retain:
+            # Kept only when the publish is allowed (nats-server checks the permissions
+            # first); the delivery path checks again for every message.
+            if not self._may_publish(subject):
+                return
+            self.mqtt.retain(self.account, subject, packet, header)
+        reply = b""
+        response_topic = packet.properties.get(props.RESPONSE_TOPIC)
+        if response_topic:
+            try:
+                reply = topic_to_subject(response_topic.encode())
+            except TopicError:
+                reply = b""
+        msg = Pub(subject, reply, header + packet.payload, len(header))
+        self.publishing_retain = packet.retain
+        self._process_pub_slow(msg)
+        self.publishing_retain = False
+
+    def _nats_header(self, packet: p.Publish) -> tuple[bytes, int]:
+        """The NATS header block of an MQTT message and the NATS message's size."""
+        if not packet.properties:
+            return nats_message(packet.qos, len(packet.payload))
+        header = v5.header_block(packet.qos, packet.properties)
+        return header, len(header) + len(packet.payload)
+
+    def _resolve_alias(self, packet: p.Publish) -> p.Publish | None:
+        """MQTT 5 topic aliases: a topic with an alias sets it, an empty topic uses it."""
+        alias = packet.properties.get(props.TOPIC_ALIAS)
+        if alias is None:
+            return packet
+        if alias == 0 or alias > v5.TOPIC_ALIAS_MAXIMUM:
+            self._protocol_error(f"topic alias {alias} out of range", v5.TOPIC_ALIAS_INVALID)
+            return None
+        if packet.topic:
+            self.topic_aliases[alias] = packet.topic
+            return packet
+        topic = self.topic_aliases.get(alias)
+        if topic is None:
+            self._protocol_error(f"unknown topic alias {alias}")
+            return None
+        return dataclasses.replace(packet, topic=topic)
+
+    def _may_publish(self, subject: bytes) -> bool:
+        if (
+            subject
+            and subject[0] in RESERVED_FIRST_BYTES
+            and is_reserved_subject(subject, self.account is self.server.system_account)
+        ):
+            self.publish_violation(subject)
+            return False
+        perms = self.perms
+        if perms.publish_restricted and not perms.can_publish(
+            subject.decode("utf-8", "surrogateescape")
+        ):
+            self.publish_violation(subject)
+            return False
+        return True
+
+    def _publish_will(self, will: p.Will) -> None:
+        """The will, published as if the client had sent it (mqttHandleWill)."""
+        try:
+            subject = topic_to_subject(will.topic)
+        except TopicError:
+            return
+        packet = p.Publish(
+            will.topic, will.payload, will.qos, will.retain, False, 0, will.properties
+        )
+        header, _ = self._nats_header(packet)
+        self.publish_to_nats(subject, packet, header)
+        self._write_touched()
+
+    # -- SUBSCRIBE, UNSUBSCRIBE ------------------------------------------------------------------
+
+    def _process_subscribe(self, packet: p.Subscribe) -> None:
+        codes: list[int] = []
+        v5_client = self.version == p.MQTT_5
+        identifier = 0
+        if v5_client:
+            identifiers = packet.properties.get(props.SUBSCRIPTION_IDENTIFIER)
+            identifier = identifiers[0] if identifiers else 0
+        retained: list[MQTTSubscription] = []
+        for topic_filter, options in packet.filters:
+            added: list[MQTTSubscription] = []
+            qos = self._subscribe(topic_filter, options if v5_client else options & 3, added)
+            codes.append(qos)
+            for sub in added:
+                sub.identifier = identifier
+                handling = (sub.options & p.SUB_RETAIN_HANDLING) >> 4
+                if not sub.queue and (handling == 0 or (handling == 1 and sub.delivered == -1)):
+                    retained.append(sub)
+                sub.delivered = max(sub.delivered, 0)
+        self.mqtt.subscriptions_changed(self)
+        self.outbound.push(frames.suback(packet.packet_id, codes, {} if v5_client else None))
+        for sub in retained:
+            self.mqtt.send_retained(self, sub)
+
+    def _subscribe(self, topic_filter: bytes, options: int, added: list[MQTTSubscription]) -> int:
+        """One filter of a SUBSCRIBE: the granted QoS, or the failure code. `options` is the
+        MQTT 5 options byte (the QoS alone under 3.1.1)."""
+        qos = options & p.SUB_QOS
+        if qos == 2 and self.mqtt.options.downgrade_qos2_subscribe:
+            qos = 1
+        group = b""
+        shared = v5.shared_filter(topic_filter) if self.version == p.MQTT_5 else None
+        if shared is not None:
+            group, topic_filter = shared
+        try:
+            subject = filter_to_subject(topic_filter)
+        except TopicError as exc:
+            log.error("%s - invalid topic %r: %s", self.label, topic_filter, exc)
+            return p.SUBACK_FAILURE
+        if subject.startswith(INTERNAL_PREFIX):
+            return p.SUBACK_FAILURE
+        if not self.subscribe_subject(subject, qos, added, group):
+            return p.SUBACK_FAILURE
+        for sub in added:
+            sub.options = options
+        return qos
+
+    def subscribe_subject(
+        self, subject: bytes, qos: int, added: list[MQTTSubscription], group: bytes = b""
+    ) -> bool:
+        """The subscriptions of one filter as a NATS subject: itself and, for `foo/#`, the
+        parent level `foo` (sid "foo fwc"); an MQTT 5 shared subscription is a queue
+        subscription of its group. False when refused."""
+        prefix = b"$share " + group + b" " if group else b""
+        sub = self.add_subscription(subject, prefix + subject, qos, group)
+        if sub is None:
+            return False
+        level_up = level_up_subject(subject)
+        if level_up is not None:
+            sid = prefix + level_up + LEVEL_UP_SID_SUFFIX
+            parent = self.add_subscription(level_up, sid, qos, group)
+            if parent is None:
+                return False
+            added.append(parent)
+        added.append(sub)
+        return True
+
+    def filters(self) -> dict[bytes, int]:
+        """The filters subscribed to, as NATS subjects with their QoS (a session's record)."""
+        return {
+            sub.subject_bytes: sub.qos
+            for sid, sub in self.subs.items()
+            if isinstance(sub, MQTTSubscription)
+            and not sid.endswith(LEVEL_UP_SID_SUFFIX)
+            and not sub.queue
+        }
+
+    def add_subscription(
+        self, subject: bytes, sid: bytes, qos: int, group: bytes = b""
+    ) -> MQTTSubscription | None:
+        """A NATS subscription for a filter (nats-server's processSub for MQTT): None when
+        permissions, limits or the subject refuse it. A filter subscribed again keeps its
+        subscription with the new QoS [MQTT-3.8.4-3]."""
+        existing = self.subs.get(sid)
+        if isinstance(existing, MQTTSubscription):
+            existing.qos = qos
+            return existing
+        text = subject.decode("utf-8", "surrogateescape")
+        queue = group.decode("utf-8", "surrogateescape") if group else None
+        perms = self.perms
+        if (perms.sub_restricted or queue) and not perms.can_subscribe(text, queue):
+            log.error(
+                '%s - Subscription Violation - Subject "%s", SID %s',
+                self.label,
+                text,
+                sid.decode(errors="replace"),
+            )
+            return None
+        if 0 <= self.max_subs <= len(self.subs):
+            return None
+        sub = MQTTSubscription(self, subject, sid, qos, group)
+        sub.delivered = -1  # new: MQTT 5 retain handling 1 sends retained messages
+        try:
+            self.account.sublist.insert(sub)
+        except InvalidSubjectError:
+            return None
+        self.subs[sid] = sub
+        return sub
+
+    def _process_unsubscribe(self, packet: p.Unsubscribe) -> None:
+        codes: list[int] = []
+        for topic_filter in packet.filters:
+            removed = len(self.subs)
+            shared = v5.shared_filter(topic_filter) if self.version == p.MQTT_5 else None
+            prefix = b""
+            if shared is not None:
+                prefix = b"$share " + shared[0] + b" "
+                topic_filter = shared[1]
+            try:
+                subject = filter_to_subject(topic_filter)
+            except TopicError:
+                codes.append(v5.NO_SUBSCRIPTION_EXISTED)
+                continue
+            sids = [prefix + subject]
+            level_up = level_up_subject(subject)
+            if level_up is not None and self.version == p.MQTT_5:
+                # nats-server 2.15.1 hands "foo fwc" to processUnsub, which reads it as a sid
+                # and a count and fails: under MQTT 3.1.1 the parent level stays subscribed,
+                # as there. MQTT 5 is ours: the whole filter goes.
+                sids.append(prefix + level_up + LEVEL_UP_SID_SUFFIX)
+            for sid in sids:
+                sub = self.subs.get(sid)
+                if sub is not None:
+                    self.unsubscribe(sub)
+            codes.append(0 if len(self.subs) < removed else v5.NO_SUBSCRIPTION_EXISTED)
+        self.mqtt.subscriptions_changed(self)
+        if self.version == p.MQTT_5:
+            self.outbound.push(frames.unsuback(packet.packet_id, codes, {}))
+        else:
+            self.outbound.push(frames.unsuback(packet.packet_id))
+
+    # -- delivery (server.delivery.Receiver) -----------------------------------------------------
+
+    @property
+    def plain(self) -> bool:
+        return False  # frames are PUBLISH packets, never planned MSG lines
+
+    def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
+        assert isinstance(sub, MQTTSubscription)
+        delivery = as_publish(sub, msg, publisher)
+        if delivery is None:
+            return
+        if self.version != p.MQTT_5:
+            self.send_publish(*delivery, False)
+            return
+        if sub.options & p.SUB_NO_LOCAL and publisher is self:
+            return
+        topic, payload, qos = delivery
+        header = msg.payload[: msg.header_size] if msg.header_size > 0 else b""
+        reply = msg.reply
+        properties = v5.delivery_properties(
+            header, reply, subject_to_topic(reply) if reply else b""
+        )
+        if properties is None:
+            return  # its message expiry interval has passed
+        if sub.identifier:
+            properties[props.SUBSCRIPTION_IDENTIFIER] = [sub.identifier]
+        retain = (
+            bool(sub.options & p.SUB_RETAIN_AS_PUBLISHED)
+            and isinstance(publisher, MQTTSession)
+            and publisher.publishing_retain
+        )
+        self.send_publish(topic, payload, qos, retain, properties)
+
+    def send_retained(
+        self, subject: bytes, packet: p.Publish, header: bytes, sub: MQTTSubscription
+    ) -> None:
+        """A retained message for a new subscription, with the retain flag."""
+        properties = None
+        if self.version == p.MQTT_5:
+            properties = v5.delivery_properties(header, b"", b"")
+            if properties is None:
+                return
+            if sub.identifier:
+                properties[props.SUBSCRIPTION_IDENTIFIER] = [sub.identifier]
+        qos = min(packet.qos, sub.qos)
+        self.send_publish(subject_to_topic(subject), packet.payload, qos, True, properties)
+
+    def send_publish(
+        self,
+        topic: bytes,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        properties: p.Properties | None = None,
+    ) -> None:
+        """Write one PUBLISH to the client; QoS 1 and 2 are tracked until acknowledged."""
+        self.stats.sent(1, len(payload))
+        if properties is None and self.version == p.MQTT_5:
+            properties = {}
+        if qos == 0:
+            head = frames.publish_head(topic, len(payload), 0, retain, False, 0, properties)
+            self.outbound.push(head + payload)
+            return
+        packet_id = self.inflight.track(topic, payload, qos, retain, properties)
+        if packet_id:
+            head = frames.publish_head(
+                topic, len(payload), qos, retain, False, packet_id, properties
+            )
+            self.outbound.push(head + payload)
+            self._arm_redelivery()
+
+    def _send_backlog(self) -> None:
+        for packet_id, entry in self.inflight.release_backlog():
+            head = frames.publish_head(
+                entry.topic,
+                len(entry.payload),
+                entry.qos,
+                entry.retain,
+                False,
+                packet_id,
+                entry.properties,
+            )
+            self.outbound.push(head + entry.payload)
+        self._arm_redelivery()
+
+    def _arm_redelivery(self) -> None:
+        if not self.inflight.timer_armed and self.inflight.pending:
+            self.inflight.arm(self.server.loop, self.mqtt.options.ack_wait, self._redeliver)
+
+    def _redeliver(self) -> None:
+        """Messages not acknowledged within ack_wait go again with DUP set, as nats-server's
+        JetStream consumers redeliver them."""
+        if self.closed:
+            return
+        for packet_id, entry in self.inflight.expired(self.mqtt.options.ack_wait):
+            if entry.released:
+                self.outbound.push(frames.pub_response(p.PUBREL, packet_id))
+            else:
+                head = frames.publish_head(
+                    entry.topic,
+                    len(entry.payload),
+                    entry.qos,
+                    entry.retain,
+                    True,
+                    packet_id,
+                    entry.properties,
+                )
+                self.outbound.push(head + entry.payload)
+        self._arm_redelivery()
+        self._write_touched()
+
+    # -- errors go nowhere: MQTT has no -ERR -----------------------------------------------------
+
+    def send_err(self, text: str) -> None:
+        pass
+
+    def close_with_error(self, text: str, reason: str) -> None:
+        self.close(reason)
+
+    @property
+    def mqtt_client(self) -> str:
+        """The client id, /connz's `mqtt_client`."""
+        return self.client_id
+
+
+def as_publish(
+    sub: MQTTSubscription, msg: Pub, publisher: Receiver | None
+) -> tuple[bytes, bytes, int] | None:
+    """A NATS message as the topic, payload and QoS of a PUBLISH to `sub`'s client
+    (mqttDeliverMsgCbQoS0/QoS12), or None when nats-server would not deliver it: at the lower
+    of the message's QoS (its `Nmqtt-Pub` header; 0 for NATS publishers) and the
+    subscription's, never to a wildcard-first filter when the topic starts with `$`."""
+    subject = msg.subject
+    if sub.reserved and subject[:1] == b"$":
+        return None
+    payload = msg.payload
+    header_size = msg.header_size
+    qos = 0
+    if header_size > 0:
+        if sub.qos:
+            qos = min(message_qos(payload[:header_size]), sub.qos)
+            if qos and not isinstance(publisher, MQTTSession):
+                # nats-server delivers QoS 1/2 from its `$MQTT_msgs` stream, where only MQTT
+                # publishes are stored: a NATS message claiming QoS 1 reaches no QoS 1
+                # subscription.
+                return None
+        payload = payload[header_size:]
+    return subject_to_topic(subject), payload, qos
+
+
+def _type_of(packet: p.Packet) -> int:
+    for code, name in _PACKET_TYPES.items():
+        if isinstance(packet, name):
+            return code >> 4
+    return 0
+
+
+_PACKET_TYPES: dict[int, type] = {
+    p.CONNECT: p.Connect,
+    p.CONNACK: p.ConnAck,
+    p.PUBLISH: p.Publish,
+    p.PUBACK: p.PubAck,
+    p.PUBREC: p.PubRec,
+    p.PUBREL: p.PubRel,
+    p.PUBCOMP: p.PubComp,
+    p.SUBSCRIBE: p.Subscribe,
+    p.SUBACK: p.SubAck,
+    p.UNSUBSCRIBE: p.Unsubscribe,
+    p.UNSUBACK: p.UnsubAck,
+    p.PINGREQ: p.PingReq,
+    p.PINGRESP: p.PingResp,
+    p.DISCONNECT: p.Disconnect,
+}

@@ -1,0 +1,262 @@
+"""A second JetStream-enabled server in a cluster: detected through the route INFO's
+`jetstream`, reported (a log line at [ERR], `/healthz`, `/jsz`), and never answered twice: the
+first by server name serves, the other stops its JetStream (jetstream/standalone.py).
+
+With a nats-server node as the other JetStream server, the same rule applies (a Go node in a
+cluster runs clustered JetStream, which pynatsd cannot join), and the two `/healthz` answers
+are compared: pynatsd reports its stopped JetStream in the shape nats-server uses for a
+JetStream that is configured but not available.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+import pytest
+from nats.aio.client import Client
+
+import pynatsd
+from cluster.nodes import eventually
+from pynatsd.cluster import cluster_of
+from pynatsd.jetstream import jetstream_of
+from pynatsd.options import ClusterOptions
+from support.cluster import GO, PY, ProcessCluster
+from support.natsserver import require_nats_server
+from support.ports import LOOPBACK
+
+TIMEOUT = 5.0
+SERVES = "also has JetStream enabled and serves it (the first by server name)"
+STOPPED = (
+    'JetStream is served by server "n1" in cluster "C1": JetStream is enabled on more than one '
+    "server of the cluster"
+)
+SERVING = 'Server "n2" in cluster "C1" also has JetStream enabled; it does not serve it'
+
+
+def http(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of a monitoring endpoint (a 503 is an answer, not an error)."""
+    try:
+        with urllib.request.urlopen(f"http://{LOOPBACK}:{port}{path}", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def js_config(directory: Path, name: str) -> str:
+    return f'jetstream {{ store_dir: "{directory / name}" }}\n'
+
+
+def wait_for(check: Any, what: str, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def two_js(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    """Three pynatsd nodes started together, JetStream on n1 and n2."""
+    directory = tmp_path_factory.mktemp("twojs")
+    config = {0: js_config(directory, "n1"), 1: js_config(directory, "n2")}
+    with ProcessCluster((PY, PY, PY), directory, node_config=config) as cluster:
+        cluster.start()
+        yield cluster
+
+
+@pytest.fixture
+async def clients(two_js: ProcessCluster) -> AsyncIterator[list[Client]]:
+    ncs = [await nats.connect(n.url, allow_reconnect=False) for n in two_js.nodes]
+    try:
+        yield ncs
+    finally:
+        for nc in ncs:
+            await nc.close()
+
+
+def test_reported(two_js: ProcessCluster) -> None:
+    n1, n2, n3 = two_js.nodes
+    wait_for(lambda: SERVES in n2.log_text(), "n2 logs that n1 serves JetStream")
+    line = next(ln for ln in n2.log_text().splitlines() if SERVES in ln)
+    assert "[ERR]" in line
+    assert 'Server "n1" in cluster "C1" also has JetStream enabled' in line
+    assert any("[ERR]" in ln and SERVING in ln for ln in n1.log_text().splitlines())
+
+    assert http(n2.http_port, "/healthz") == (
+        503,
+        {"status": "unavailable", "error": STOPPED},
+    )
+    assert http(n2.http_port, "/healthz?details=true") == (
+        503,
+        {"status": "error", "errors": [{"type": "JETSTREAM", "error": STOPPED}]},
+    )
+    assert http(n2.http_port, "/healthz?js-server-only=true") == (200, {"status": "ok"})
+    assert http(n1.http_port, "/healthz") == (200, {"status": "ok"})
+    assert http(n3.http_port, "/healthz") == (200, {"status": "ok"})
+
+    _, jsz2 = http(n2.http_port, "/jsz")
+    assert (jsz2["disabled"], jsz2["error"], jsz2["streams"]) == (True, STOPPED, 0)
+    _, jsz1 = http(n1.http_port, "/jsz")
+    assert "disabled" not in jsz1
+    assert jsz1["error"] == (
+        'JetStream is also enabled on server "n2" in cluster "C1", which does not serve it: '
+        "this server does"
+    )
+    _, jsz3 = http(n3.http_port, "/jsz")
+    assert jsz3["disabled"] is True and "error" not in jsz3
+
+
+def test_only_the_first_has_api_interest(two_js: ProcessCluster) -> None:
+    """What the routes carry: `$JS.API` interest from n1 only (so a request reaches one
+    JetStream), as n3 sees it in /routez."""
+
+    def api_interest() -> set[str]:
+        routes = two_js.routez(2, "?subs=1")["routes"]
+        return {
+            r["remote_name"]
+            for r in routes
+            for sub in r.get("subscriptions_list") or []
+            if sub.startswith("$JS.API.")
+        }
+
+    assert wait_for(api_interest, "n3 sees JetStream API interest") == {"n1"}
+
+
+async def answers(nc: Client, subject: str, payload: bytes, quiet: float = 0.5) -> list[bytes]:
+    """Every answer to one request on a private inbox, until `quiet` seconds pass without
+    one (the first must come; a second one, if any, from another server)."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish(subject, payload, reply=inbox)
+    got = [(await sub.next_msg(timeout=TIMEOUT)).data]
+    while True:
+        try:
+            got.append((await sub.next_msg(timeout=quiet)).data)
+        except nats.errors.TimeoutError:
+            break
+    await sub.unsubscribe()
+    return got
+
+
+async def test_answered_once(two_js: ProcessCluster, clients: list[Client]) -> None:
+    for nc in clients:
+        got = await answers(nc, "$JS.API.INFO", b"")
+        assert len(got) == 1
+        assert json.loads(got[0])["type"] == "io.nats.jetstream.api.v1.account_info_response"
+    c2, c3 = clients[1:]
+    await c2.jetstream(timeout=TIMEOUT).add_stream(name="ONE", subjects=["one.>"])
+    for nc in clients:
+        acks = await answers(nc, "one.x", b"m")
+        assert [json.loads(a)["stream"] for a in acks] == ["ONE"]
+    info = await c3.jetstream(timeout=TIMEOUT).stream_info("ONE")
+    assert info.state.messages == 3
+
+
+def test_nats_server_peer(tmp_path: Path) -> None:
+    """A nats-server node with JetStream (n1, first by name) and a pynatsd node with JetStream
+    (n2): pynatsd stops its JetStream, and both /healthz say JetStream is not available, in
+    the same shape."""
+    require_nats_server()
+    config = {0: js_config(tmp_path, "n1"), 1: js_config(tmp_path, "n2")}
+    with ProcessCluster((GO, PY), tmp_path, node_config=config) as cluster:
+        cluster.start()
+        go, py = cluster.nodes
+        wait_for(lambda: SERVES in py.log_text(), "pynatsd logs that n1 serves JetStream")
+        go_health = wait_for(
+            lambda: (h := http(go.http_port, "/healthz"))[0] == 503 and h,
+            "nats-server reports its JetStream unavailable",
+        )
+        py_health = http(py.http_port, "/healthz")
+        assert py_health == (503, {"status": "unavailable", "error": STOPPED})
+        assert (go_health[0], sorted(go_health[1])) == (py_health[0], sorted(py_health[1]))
+        assert go_health[1]["status"] == py_health[1]["status"]
+        # Both log the failed check.
+        assert "[WRN] Healthcheck failed: " in go.log_text()
+        assert f"[WRN] Healthcheck failed: {json.dumps(STOPPED)}" in py.log_text()
+
+        go_details = http(go.http_port, "/healthz?details=true")
+        py_details = http(py.http_port, "/healthz?details=true")
+        assert go_details[0] == py_details[0] == 503
+        assert sorted(go_details[1]) == sorted(py_details[1])
+        assert go_details[1]["status"] == py_details[1]["status"]
+        assert [sorted(e) for e in go_details[1]["errors"]] == [
+            sorted(e) for e in py_details[1]["errors"]
+        ]
+        assert go_details[1]["errors"][0]["type"] == py_details[1]["errors"][0]["type"]
+
+
+async def test_the_first_by_name_serves_even_if_it_comes_second(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """n2 serves JetStream alone (a stream and a message); n1 joins with JetStream of its own:
+    n2 stops (the rule is the name, not who came first), its stream is neither answered nor
+    captured any more, and its store is left as it was."""
+    caplog.set_level(logging.ERROR, logger="pynatsd")
+    n2 = pynatsd.Server(
+        server_name="n2",
+        jetstream=True,
+        store_dir=str(tmp_path / "n2"),
+        cluster=ClusterOptions(name="C1", host=LOOPBACK, port=-1),
+    )
+    await n2.start()
+    n1: pynatsd.Server | None = None
+    nc = await nats.connect(n2.client_url, allow_reconnect=False)
+    try:
+        js = nc.jetstream(timeout=TIMEOUT)
+        await js.add_stream(name="EARLY", subjects=["early.>"])
+        assert (await js.publish("early.a", b"kept")).seq == 1
+        route = cluster_of(n2)
+        assert route is not None
+        n1 = pynatsd.Server(
+            server_name="n1",
+            jetstream=True,
+            store_dir=str(tmp_path / "n1"),
+            cluster=ClusterOptions(
+                name="C1", host=LOOPBACK, port=-1, routes=[f"nats://{LOOPBACK}:{route.port}"]
+            ),
+        )
+        await n1.start()
+        stopped = jetstream_of(n2)
+        assert stopped is not None
+        await eventually(lambda: bool(stopped.standing_down))
+        assert stopped.standing_down == STOPPED
+        assert any(SERVES in r.getMessage() for r in caplog.records)
+        # n1 answers for the cluster now: it has no such stream, and nobody captures it.
+        await wait_routed_api(nc)
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.stream_info("EARLY")
+        with pytest.raises(nats.js.errors.NoStreamResponseError):
+            await js.publish("early.b", b"lost")
+        assert (tmp_path / "n2" / "jetstream" / "$G" / "streams" / "EARLY").is_dir()
+    finally:
+        await nc.close()
+        if n1 is not None:
+            await n1.shutdown()
+        await n2.shutdown()
+
+
+async def wait_routed_api(nc: Client) -> None:
+    """Until a JetStream API request from `nc` is answered (by the serving node, through the
+    route, once its interest has arrived)."""
+
+    async def answered() -> bool:
+        try:
+            await nc.request("$JS.API.INFO", b"", timeout=0.5)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            return False
+        return True
+
+    await eventually(answered)
