@@ -255,6 +255,9 @@ class RemoteGatewayOptions:
 
     name: str = ""
     urls: list[str] = field(default_factory=list)
+    # Its own `tls {}` (its dials use it instead of the gateway's), and that block's timeout.
+    tls: TLSBlock | None = None
+    tls_timeout: float = 0.0
 
 
 @dataclass(slots=True)
@@ -270,6 +273,7 @@ class GatewayOptions:
     password: str = ""
     auth_timeout: float = 0.0
     tls_timeout: float = 0.0
+    tls: TLSBlock | None = None  # `tls {}`: every gateway connection is TLS, both ways
     connect_retries: int = 0  # extra attempts for implicit (gossiped) gateways
     connect_backoff: bool = False
     gateways: list[RemoteGatewayOptions] = field(default_factory=list)

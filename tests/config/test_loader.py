@@ -362,7 +362,6 @@ def test_warnings(text: str, warning: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "gateway { name: A, port: 7222, tls { timeout: 3 } }",
         "leafnodes { port: 7422 }",
         "leaf { port: 7422 }",
         "websocket { port: 8080, jwt_cookie: x }",

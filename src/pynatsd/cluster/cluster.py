@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import random
 import secrets
 import socket
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from pynatsd.cluster.link import LinkListener, count_interest
+from pynatsd.cluster.link_tls import first_host_name, server_name
 from pynatsd.cluster.permissions import (
     export_changed,
     importable,
@@ -91,14 +91,6 @@ class RetryDelays:
         self.delay = RETRY_DELAY
 
 
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 def _host_port(url: str) -> tuple[str, int]:
     parsed = urlparse(url if "://" in url else f"nats-route://{url}")
     return parsed.hostname or "127.0.0.1", parsed.port or 6222
@@ -150,9 +142,7 @@ class Cluster(LinkListener):
         self._route_class: type[Route] = Route if self.tls is None else TLSRoute
         # The first host name among the configured routes: what a dialed TLS route verifies
         # when its URL names an IP (nats-server's routeTLSName).
-        self._tls_name = next(
-            (h for h in (_host_port(u)[0] for u in opts.routes) if not _is_ip(h)), ""
-        )
+        self._tls_name = first_host_name(_host_port(u)[0] for u in opts.routes)
         # `cluster { permissions { import } }`: which local interest is announced to peers.
         self.imports = route_permissions(opts.permissions)
         self.host = opts.host
@@ -333,8 +323,7 @@ class Cluster(LinkListener):
     def tls_server_name(self, url: str) -> str:
         """The name a dialed TLS route checks the peer's certificate against: the URL's host,
         or for an IP the first host name among the configured routes, if any."""
-        host = _host_port(url)[0]
-        return self._tls_name if self._tls_name and _is_ip(host) else host
+        return server_name(_host_port(url)[0], self._tls_name)
 
     def authorized(self, connect: dict[str, Any]) -> bool:
         """The cluster's one user (`authorization { user, password }`), if any."""

@@ -9,14 +9,12 @@ collected and the next key is read, as there.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pynatsd.config.authorization import parse_authorization
 from pynatsd.config.parser import ConfigError, Node, to_plain
 from pynatsd.config.registry import (
-    HANDLERS,
     Abort,
     Loader,
     config_key,
@@ -231,8 +229,14 @@ def _routes(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> N
 
 
 def _tls(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
-    # Read as the client `tls` block is (nats-server's getTLSConfig), the files loaded now so
-    # that a bad block fails the load as it does there.
+    cluster.tls = read_peer_tls(loader, entry)
+    cluster.tls_timeout = cluster.tls.timeout
+
+
+def read_peer_tls(loader: Loader, entry: Node) -> TLSBlock:
+    """A `tls` block between servers (cluster, gateway), read as the client `tls` block is
+    (nats-server's getTLSConfig), its files loaded now so that a bad block fails the load as
+    it does there; _Skip when it does."""
     try:
         draft = read_tls_block(loader, entry)
     except Abort as e:
@@ -252,23 +256,7 @@ def _tls(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None
     except TLSConfigError as e:
         loader.error(entry, str(e))
         raise _Skip() from None
-    cluster.tls = block
-    cluster.tls_timeout = draft.timeout
-
-
-def read_ignored_tls(loader: Loader, key: str, entry: Node, name: str, what: str) -> float:
-    """A `tls` block read (and its files loaded) as the client one is, so that a bad one fails
-    as it fails in nats-server, then ignored (TLS on gateways is not implemented yet):
-    its timeout."""
-    scratch = Loader(Options())
-    with contextlib.suppress(Abort):
-        HANDLERS["tls"](scratch, key, entry)
-    loader.errors.extend(scratch.errors)
-    loader.warnings.extend(scratch.warnings)
-    if scratch.errors:
-        raise _Skip()
-    loader.ignore(name, entry, what)
-    return scratch.opts.tls_timeout
+    return block
 
 
 def _advertise(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:

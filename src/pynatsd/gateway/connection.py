@@ -132,16 +132,27 @@ class GatewayConnection(Link):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, base: asyncio.BaseTransport) -> None:
+        if self._opened(base):
+            self._begin()
+
+    def _opened(self, base: asyncio.BaseTransport) -> bool:
+        """The connection is there: name it and keep it (False when the gateway stopped
+        meanwhile and the connection is dropped)."""
         transport = self.attach(base)
         if not self.gateway.running:
             self.closed = True
             transport.abort()
-            return
+            return False
         self.gateway.connecting.add(self)
         if self.is_outbound:
             log.info('%s - Creating outbound gateway connection to "%s"', self.label, self.name)
         else:
             log.info("%s - Processing inbound gateway connection", self.label)
+        return True
+
+    def _begin(self) -> None:
+        """The gateway protocol starts (after the TLS handshake when TLS is on)."""
+        if not self.is_outbound:
             self.send_now(self.gateway.info_frame())
         self.start_pinging()
 

@@ -27,9 +27,11 @@ from urllib.parse import unquote, urlparse
 
 from pynatsd.cluster.cluster import Cluster, non_local_ips
 from pynatsd.cluster.link import LinkListener, count_interest
+from pynatsd.cluster.link_tls import first_host_name, server_name
 from pynatsd.cluster.protocol import bare_info, rmsg_frame, rs_minus_frame, rs_plus_frame
 from pynatsd.gateway import replies
 from pynatsd.gateway.connection import CMD_GOSSIP, INTEREST_ONLY, GatewayConnection
+from pynatsd.gateway.connection_tls import TLSGatewayConnection
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Pub
@@ -37,12 +39,13 @@ from pynatsd.protocol.frames import go_json_bytes
 from pynatsd.server.delivery import enable_remote_delivery, fan_out_routed
 from pynatsd.server.listen import join_host_port
 from pynatsd.sublist import SubList
+from pynatsd.tls import PeerTLS, peer_contexts
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
     from pynatsd.cluster.protocol import RouteMsg
     from pynatsd.cluster.route import Route
-    from pynatsd.options import GatewayOptions
+    from pynatsd.options import GatewayOptions, RemoteGatewayOptions
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
     from pynatsd.server.subscription import Subscription
@@ -52,6 +55,11 @@ if TYPE_CHECKING:
 SOLICIT_DELAY = 1.0
 CONNECT_DELAY = 1.0  # between attempts (defaultGatewayConnectDelay)
 CONNECT_MAX_DELAY = 30.0  # with connect_backoff
+# nats-server's gatewayTLSInsecureWarning.
+GATEWAY_TLS_INSECURE_WARNING = (
+    "TLS certificate chain and hostname of solicited gateways will not be verified. "
+    "DO NOT USE IN PRODUCTION!"
+)
 RECONNECT_DELAY = 1.0  # an explicit gateway's connection closed (defaultGatewayReconnectDelay)
 # The gateway protocol version announced: 2, as for routes (no message tracing).
 GATEWAY_PROTO = 2
@@ -61,13 +69,25 @@ class RemoteGateway:
     """A remote cluster we keep an outbound connection to (nats-server's gatewayCfg): from the
     configuration, or learned by gossip (implicit)."""
 
-    def __init__(self, name: str, urls: list[str], implicit: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        urls: list[str],
+        implicit: bool,
+        tls: PeerTLS | None = None,
+        tls_timeout: float = 0.0,
+    ) -> None:
         self.name = name
         self.urls: list[str] = []
         self.implicit = implicit
         self.hash = replies.gw_hash(name)
         self.old_hash = replies.old_hash(name)
         self.attempts = 0
+        # Its TLS (its own block's, else the gateway's: every dial is TLS) and the handshake's
+        # timeout; the first host name among its URLs, for dialing an IP (tlsName).
+        self.tls = tls
+        self.tls_timeout = tls_timeout
+        self.tls_name = ""
         self.add_urls(urls)
 
     def add_urls(self, urls: list[str]) -> None:
@@ -75,6 +95,11 @@ class RemoteGateway:
             full = url if "://" in url else f"nats://{url}"
             if full not in self.urls and _host_port(full) not in map(_host_port, self.urls):
                 self.urls.append(full)
+                if self.tls is not None and not self.tls_name:
+                    self.tls_name = first_host_name([_host_port(full)[0]])
+
+    def tls_server_name(self, url: str) -> str:
+        return server_name(_host_port(url)[0], self.tls_name)
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -93,10 +118,12 @@ class Gateway(LinkListener):
         super().__init__(server)
         self.opts: GatewayOptions = opts
         self.gateway_name = opts.name
+        # `tls {}`: every gateway connection is TLS, both ways (its contexts built once).
+        self.tls: PeerTLS | None = peer_contexts(opts.tls) if opts.tls is not None else None
         self.remotes: dict[str, RemoteGateway] = {}
         for remote in opts.gateways:
             if remote.name != opts.name:
-                self.remotes[remote.name] = RemoteGateway(remote.name, remote.urls, False)
+                self.remotes[remote.name] = self._remote(remote.name, remote.urls, remote)
         self.own_urls = [
             u for r in opts.gateways if r.name == opts.name for u in r.urls
         ]  # ownCfgURLs, for /varz
@@ -138,8 +165,22 @@ class Gateway(LinkListener):
         server.account_added_hooks.append(self._account_added)
         server.ready_hooks.append(lambda: self._spawn(self._serve()))
 
+    def _remote(
+        self, name: str, urls: list[str], opts: RemoteGatewayOptions | None
+    ) -> RemoteGateway:
+        """A remote cluster to dial, from the configuration (`opts`) or learned (None): with
+        its own TLS block, else the gateway's (validateGatewayOptions)."""
+        tls: PeerTLS | None
+        if opts is not None and opts.tls is not None:
+            tls = peer_contexts(opts.tls)
+            timeout = opts.tls_timeout or self.opts.tls_timeout
+        else:
+            tls, timeout = self.tls, self.opts.tls_timeout
+        return RemoteGateway(name, urls, opts is None, tls, timeout)
+
     async def _serve(self) -> None:
-        if not await self.serve(lambda: GatewayConnection(self)):
+        connection = GatewayConnection if self.tls is None else TLSGatewayConnection
+        if not await self.serve(lambda: connection(self)):
             return
         log.info("Gateway name is %s", self.gateway_name)
         log.info(
@@ -149,6 +190,11 @@ class Gateway(LinkListener):
             log.info('Advertise address for gateway "%s" is set to %s', self.gateway_name, self.url)
         else:
             log.info('Address for gateway "%s" is %s', self.gateway_name, self.url)
+        opts = self.opts
+        if (opts.tls is not None and opts.tls.insecure) or any(
+            r.tls is not None and r.tls.insecure for r in opts.gateways
+        ):
+            log.warning(GATEWAY_TLS_INSECURE_WARNING)
         await asyncio.sleep(SOLICIT_DELAY)
         for remote in list(self.remotes.values()):
             if not remote.implicit:
@@ -177,6 +223,8 @@ class Gateway(LinkListener):
         }
         if self.opts.username:
             info["auth_required"] = True
+        if self.tls is not None:
+            info["tls_required"] = info["tls_verify"] = True
         info["max_payload"] = server.options.max_payload
         info["gateway"] = self.gateway_name
         info["gateway_urls"] = list(self.urls)
@@ -200,7 +248,7 @@ class Gateway(LinkListener):
         if user:
             connect["user"] = user
             connect["pass"] = password
-        connect["tls_required"] = False
+        connect["tls_required"] = conn.remote is not None and conn.remote.tls is not None
         connect["headers"] = False
         connect["name"] = self.server.server_id
         connect["cluster"] = ""
@@ -267,7 +315,7 @@ class Gateway(LinkListener):
         if remote is not None:
             remote.add_urls(urls)
             return
-        remote = RemoteGateway(name, urls, True)
+        remote = self._remote(name, urls, None)
         if not remote.urls:
             return
         self.remotes[name] = remote
@@ -416,8 +464,9 @@ class Gateway(LinkListener):
             attempt,
         )
         try:
+            connection = GatewayConnection if remote.tls is None else TLSGatewayConnection
             _, conn = await self.server.loop.create_connection(
-                lambda: GatewayConnection(self, remote, url), host, port
+                lambda: connection(self, remote, url), host, port
             )
         except OSError as e:
             reason = "connection refused" if isinstance(e, ConnectionRefusedError) else str(e)
