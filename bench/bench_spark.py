@@ -11,6 +11,11 @@ For each server (pynatsd is skipped, with a note, while it does not serve JetStr
   stream      readStream ... trigger(availableNow) -> Parquet with a checkpoint
   noop        the batch read into Spark's `noop` sink: the read path without Parquet
   write       COUNT rows -> JetStream with acks and Nats-Msg-Id, local[2]          (target 50k/s)
+  pushdown    `subject = 'R.7'` (1% of the stream) with filter pushdown: rows, and messages the
+              server sent meanwhile (/varz out_msgs)
+Each master of `--master` (default `local[2],standalone`) runs every phase; `standalone` is a
+master and two workers of 1 core / 1 GiB on loopback (tests/support/spark_standalone.py), the
+package shipped to the executors as a zip, as docs/spark.md describes.
 Spark phases are timed after session start-up and after a warm-up query (the first query of a
 Python data source in a session starts its Python workers); both costs are printed too.
 `--profile DIR` attaches py-spy to Spark's Python workers during the batch and write phases and
@@ -30,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,22 +76,33 @@ def _jetstream_ready(url: str) -> bool:
         return False
 
 
+MONITOR: dict[str, int] = {}  # server URL -> its monitoring port
+
+
+def out_msgs(url: str) -> int:
+    """Messages the server has sent to clients (`/varz` out_msgs)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{MONITOR[url]}/varz", timeout=5) as r:
+        return int(json.load(r)["out_msgs"])
+
+
 @contextmanager
 def server(kind: str) -> Iterator[str | None]:
     """A server with JetStream on a free loopback port; None if it cannot serve JetStream."""
     store = tempfile.mkdtemp(prefix=f"bench-spark-{kind}-")
     port = free_port()
+    http_port = free_port()
     if kind == "pynatsd":
         argv = [sys.executable, "-m", "pynatsd", "-js", "-sd", store]
     else:
         binary = VENV_BIN / "nats-server"
         argv = [str(binary) if binary.exists() else "nats-server", "-js", "-sd", store]
     proc = subprocess.Popen(
-        [*argv, "-p", str(port), "-a", "127.0.0.1"],
+        [*argv, "-p", str(port), "-a", "127.0.0.1", "-m", str(http_port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     url = f"nats://127.0.0.1:{port}"
+    MONITOR[url] = http_port
     try:
         deadline = time.monotonic() + 15
         ready = False
@@ -119,7 +136,8 @@ def fill(url: str, stream: str, count: int, size: int) -> float:
     """Publish `count` messages with acks; returns the rate."""
     payload = b"x" * size
     with Connection.open(connect_options(url)) as conn:
-        messages = ((f"{stream}.{i % 10}".encode(), b"", payload) for i in range(count))
+        # 100 subjects: one of them is the 1% a pushed-down filter reads.
+        messages = ((f"{stream}.{i % 100}".encode(), b"", payload) for i in range(count))
         started = time.perf_counter()
         client.publish_acked(conn, messages, window=4000)
         return count / (time.perf_counter() - started)
@@ -154,12 +172,20 @@ def client_read(url: str, stream: str, count: int) -> tuple[float, float]:
 # --- Spark -------------------------------------------------------------------------------------
 
 
-def spark_session(master: str) -> Any:
+def spark_session(master: str, standalone: bool = False) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    if standalone:
+        builder = (
+            builder.config("spark.cores.max", "2")
+            .config("spark.executor.cores", "1")
+            .config("spark.executor.memory", "512m")
+            .config("spark.pyspark.python", sys.executable)
+        )
     return (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName("bench_spark")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -215,6 +241,19 @@ def batch_to_noop(spark: Any, url: str, stream: str, args: Any) -> None:
     read_df(spark, url, stream, args.partitions, args.fetch_batch).write.format("noop").mode(
         "overwrite"
     ).save()
+
+
+def pushdown_read(spark: Any, url: str, stream: str, args: Any) -> tuple[int, int]:
+    """`subject = '<stream>.7'` (1% of the stream) with filter pushdown on: (rows, messages
+    the server sent meanwhile)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = read_df(spark, url, stream, args.partitions, args.fetch_batch)
+        before = out_msgs(url)
+        rows = df.where(f"subject = '{stream}.7'").count()
+        return rows, out_msgs(url) - before
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
 
 
 def write_rows(spark: Any, url: str, stream: str, count: int, size: int, args: Any) -> None:
@@ -350,6 +389,12 @@ def run_server(kind: str, spark: Any, args: Any, work: str) -> dict[str, Any]:
         assert rows == count, f"stream parquet holds {rows} rows, expected {count}"
 
         result["noop"] = count / timed(lambda: batch_to_noop(spark, url, "R", args))
+        pushed: list[tuple[int, int]] = []
+        seconds = timed(lambda: pushed.append(pushdown_read(spark, url, "R", args)))
+        result["pushdown_rows"], result["pushdown_fetched"] = pushed[0]
+        result["pushdown_s"] = seconds
+        expected = len(range(7, count, 100))
+        assert pushed[0][0] == expected, f"pushdown read {pushed[0][0]} rows, not {expected}"
 
         with profiled(args.profile, f"{kind}-write"):
             seconds = timed(lambda: write_rows(spark, url, "W", count, size, args))
@@ -359,9 +404,9 @@ def run_server(kind: str, spark: Any, args: Any, work: str) -> dict[str, Any]:
     return result
 
 
-def report(results: list[dict[str, Any]], args: Any, startup: float) -> None:
+def report(results: list[dict[str, Any]], args: Any, master: str, startup: float) -> None:
     print(
-        f"\n{args.count:,} messages of {args.size} B, Spark {args.master}, "
+        f"\n{args.count:,} messages of {args.size} B, Spark {master}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}; "
         f"SparkSession start-up {startup:.1f} s"
     )
@@ -395,6 +440,13 @@ def report(results: list[dict[str, Any]], args: Any, startup: float) -> None:
         print(line)
     for r in ran:
         print(
+            f"{r['server']}: pushdown, subject = one of 100: {r['pushdown_rows']:,} rows, "
+            f"{r['pushdown_fetched']:,} messages fetched "
+            f"({100 * r['pushdown_fetched'] / args.count:.2f}% of the stream) in "
+            f"{r['pushdown_s']:.2f} s"
+        )
+    for r in ran:
+        print(
             f"{r['server']}: warm-up read {r['warmup_read_s']:.1f} s, warm-up write "
             f"{r['warmup_write_s']:.1f} s; Arrow building is "
             f"{100 * r['client_arrow_share']:.0f}% of the client-alone read"
@@ -411,7 +463,11 @@ def main() -> int:
     parser.add_argument(
         "--servers", default="nats-server,pynatsd", help="comma list of nats-server, pynatsd"
     )
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--master",
+        default="local[2],standalone",
+        help="comma list of Spark masters; `standalone` starts a 2-worker cluster on loopback",
+    )
     parser.add_argument("--partitions", type=int, default=2, help="minPartitions")
     parser.add_argument("--fetch-batch", type=int, default=5000, help="fetchBatchSize")
     parser.add_argument(
@@ -423,33 +479,46 @@ def main() -> int:
     parser.add_argument("--json", default=None, metavar="FILE")
     args = parser.parse_args()
 
-    started = time.perf_counter()
-    spark = spark_session(args.master)
-    spark.sparkContext.setLogLevel("ERROR")
-    startup = time.perf_counter() - started
+    runs = []
+    for master in [m.strip() for m in args.master.split(",") if m.strip()]:
+        results, startup = run_master(master, args)
+        report(results, args, master, startup)
+        runs.append({"master": master, "startup_s": startup, "results": results})
+    if args.json:
+        document = {"count": args.count, "size": args.size, "runs": runs}
+        Path(args.json).write_text(json.dumps(document, indent=2))
+    return 0
+
+
+def run_master(master: str, args: Any) -> tuple[list[dict[str, Any]], float]:
+    """Every server's phases with the driver on `master` (`standalone`: a master and two
+    workers of 1 core and 1 GiB on loopback, started here, the package shipped as a zip)."""
     work = tempfile.mkdtemp(prefix="bench-spark-out-")
+    cluster = None
+    if master == "standalone":
+        sys.path.insert(0, str(ROOT / "tests"))
+        from support.spark_standalone import StandaloneCluster, pynatsd_archive
+
+        cluster = StandaloneCluster(Path(work) / "standalone")
+        cluster.start()
     results = []
     try:
-        for kind in [s.strip() for s in args.servers.split(",") if s.strip()]:
-            results.append(run_server(kind, spark, args, work))
+        started = time.perf_counter()
+        spark = spark_session(cluster.url if cluster else master, standalone=cluster is not None)
+        spark.sparkContext.setLogLevel("ERROR")
+        if cluster is not None:
+            spark.sparkContext.addPyFile(str(pynatsd_archive(Path(work))))
+        startup = time.perf_counter() - started
+        try:
+            for kind in [s.strip() for s in args.servers.split(",") if s.strip()]:
+                results.append(run_server(kind, spark, args, work))
+        finally:
+            spark.stop()
     finally:
-        spark.stop()
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
-    report(results, args, startup)
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "count": args.count,
-                    "size": args.size,
-                    "master": args.master,
-                    "startup_s": startup,
-                    "results": results,
-                },
-                indent=2,
-            )
-        )
-    return 0
+    return results, startup
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ with pynatsd.ThreadedServer(port=0) as server:    # in a background thread with 
     ...
 async with pynatsd.Cluster(size=3) as cluster:    # three servers routed over loopback
     ...
+async with pynatsd.Server.leaf_of("nats-leaf://hub:7422") as leaf:  # a leaf of a NATS system
+    ...
 with pynatsd.ThreadedCluster(size=3) as cluster:
     ...
 """
@@ -23,7 +25,8 @@ from typing import Any
 
 from pynatsd.assembly import attach_parts
 from pynatsd.cluster import cluster_of
-from pynatsd.options import ClusterOptions, Options
+from pynatsd.leafnode import leafnodes_of
+from pynatsd.options import ClusterOptions, LeafNodeOptions, Options, RemoteLeafOptions
 from pynatsd.server.server import Server as _CoreServer
 
 # How long Cluster.start waits for every server to have a route to every other.
@@ -48,6 +51,26 @@ class Server(_CoreServer):
     def __init__(self, options: Options | None = None, **overrides: Any) -> None:
         super().__init__(_options(options, overrides))
         attach_parts(self)
+
+    @classmethod
+    def leaf_of(cls, *urls: str, account: str = "", **overrides: Any) -> Server:
+        """A server that joins the NATS system at `urls` as a leaf node (`nats-leaf://user:
+        password@hub:7422`), its `account` (default the global one) bound to the account the
+        hub gives its credentials; other keywords as for `Server`."""
+        remote = RemoteLeafOptions(urls=list(urls), local_account=account)
+        return cls(leafnodes=LeafNodeOptions(remotes=[remote]), **overrides)
+
+    async def wait_leafnodes(self, count: int = 1, timeout: float = FORM_TIMEOUT) -> None:
+        """Return once `count` leaf node connections are up (the link is made after start,
+        and again after a hub restart); TimeoutError otherwise."""
+        deadline = time.monotonic() + timeout
+        while True:
+            part = leafnodes_of(self)
+            if part is not None and len(part.leafs) >= count:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{count} leaf node connection(s) not up within {timeout}s")
+            await asyncio.sleep(0.05)
 
 
 class Cluster:

@@ -249,6 +249,69 @@ class ClusterOptions:
 
 
 @dataclass(slots=True)
+class LeafUser:
+    """A `leafnodes { authorization { users: [...] } }` entry: a leaf that sends this user and
+    password is bound to `account` ("" for the global account)."""
+
+    username: str = ""
+    password: str = ""
+    account: str = ""
+
+
+@dataclass(slots=True)
+class RemoteLeafOptions:
+    """One `leafnodes { remotes: [...] }` entry (nats-server's RemoteLeafOpts): a hub this
+    server dials as a leaf, binding `local_account` to the account the hub gives it."""
+
+    urls: list[str] = field(default_factory=list)
+    local_account: str = ""  # "": the global account
+    credentials: str = ""  # a .creds file: user JWT and nkey seed
+    nkey: str = ""  # a user nkey seed that signs the hub's nonce
+    deny_imports: list[str] = field(default_factory=list)  # subjects not taken from the hub
+    deny_exports: list[str] = field(default_factory=list)  # subjects not sent to the hub
+    hub: bool = False  # declare ourselves the hub on this connection
+    no_randomize: bool = False
+    name: str = ""
+    disabled: bool = False
+    compression: str = ""  # pynatsd never compresses a leaf link (see docs/leafnodes.md)
+    # The remote's `tls {}` block: TLS after the hub's INFO (also when the hub requires it).
+    tls: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca_cert: str = ""
+    tls_insecure: bool = False  # skip verifying the hub's certificate
+    tls_timeout: float = 0.0
+
+
+@dataclass(slots=True)
+class LeafNodeOptions:
+    """The `leafnodes {}` block (nats-server's LeafNodeOpts): the listener leafs dial (the hub
+    role) and the remotes this server dials (the leaf role)."""
+
+    host: str = ""
+    port: int = 0  # 0: no listener; -1 picks a free port
+    username: str = ""  # `authorization { user, password }`: the one user leafs must send
+    password: str = ""
+    nkey: str = ""  # `authorization { nkey }`: the one nkey leafs must sign with
+    account: str = ""  # the account the single user or nkey binds to
+    users: list[LeafUser] = field(default_factory=list)
+    auth_timeout: float = 0.0
+    tls_timeout: float = 0.0
+    # The listener's `tls {}` block, as the client one (`Options.tls*`): leafs are told
+    # `tls_required` in the INFO and upgrade after it. None: plain text.
+    tls: Options | None = None
+    advertise: str = ""
+    no_advertise: bool = False
+    min_version: str = ""
+    compression: str = ""
+    isolate_leafnode_interest: bool = False
+    reconnect_interval: float = 1.0  # how soon a remote is dialed again (nats-server's 1 s)
+    dial_timeout: float = 1.0
+    write_deadline: float = 0.0
+    remotes: list[RemoteLeafOptions] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class RemoteGatewayOptions:
     """One entry of `gateway { gateways: [...] }` (nats-server's RemoteGatewayOpts): a remote
     cluster to dial, by its gateway name and URLs."""
@@ -412,6 +475,8 @@ class Options:
 
     # Clustering (the `cluster {}` block, `--cluster`, `--routes`); None: not clustered.
     cluster: ClusterOptions | None = None
+    # Leaf nodes (the `leafnodes {}` block); None: no leaf listener and no remotes.
+    leafnodes: LeafNodeOptions | None = None
     # Gateways to other clusters (the `gateway {}` block); None: no gateway.
     gateway: GatewayOptions | None = None
     # The MQTT listener (the `mqtt {}` block, `--mqtt_port`); None: no MQTT.

@@ -208,6 +208,26 @@ def _context(
     return context
 
 
+def client_context(
+    ca_file: str = "", cert: str = "", key: str = "", insecure: bool = False
+) -> ssl.SSLContext:
+    """The context this server dials another with (a leaf node remote): the server verified
+    against `ca_file` (else the system roots) unless `insecure`, our certificate if given.
+
+    Raises TLSConfigError when the files cannot be used."""
+    try:
+        context = ssl.create_default_context(cafile=ca_file or None)
+        if cert:
+            context.load_cert_chain(cert, key or None)
+    except (OSError, ssl.SSLError) as e:
+        raise TLSConfigError(f"error loading TLS configuration: {e}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def listener_context(cert: str, key: str, ca_cert: str = "") -> ssl.SSLContext:
     """A plain server-side context from certificate files: the WebSocket and MQTT listeners'
     `tls {}` blocks (cert_file, key_file, ca_file)."""

@@ -362,8 +362,6 @@ def test_warnings(text: str, warning: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "leafnodes { port: 7422 }",
-        "leaf { port: 7422 }",
         "websocket { port: 8080, jwt_cookie: x }",
         # tls, accounts, operator and resolver are supported now (tests/config/test_security*).
         "ocsp: false",

@@ -15,7 +15,7 @@ from pynatsd.spark.options import parse_read_options, parse_write_options
 from support.ports import free_port
 from support.spark import create_stream, publish, unique
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.standalone]
 
 # --- the option parser alone (no Spark): one row per mistake ------------------------------------
 

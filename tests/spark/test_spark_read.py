@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from support.spark import create_stream, publish, unique
+
+pytestmark = pytest.mark.standalone
 
 
 def _read(spark: Any, url: str, stream: str, **options: str) -> Any:

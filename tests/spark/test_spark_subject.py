@@ -26,7 +26,7 @@ def _wait_until_subscribed(spark: Any, url: str, subject: str, table: str) -> No
     while time.monotonic() < deadline:
         core_publish(url, subject, 1)
         time.sleep(0.3)
-        if spark.sql(f"select count(*) from {table}").collect()[0][0] > 0:
+        if spark.sql(f"select count(*) from {table} where subject = '{subject}'").first()[0]:
             return
     raise AssertionError("the live query never received a probe")
 
@@ -124,3 +124,36 @@ def test_batch_capture_of_a_subject(spark: Any, core_server: Any) -> None:
     )
     assert quiet.count() == 0
     assert time.monotonic() - started < 30
+
+
+def test_live_subject_read_reconnects_after_a_server_restart(spark: Any) -> None:
+    import pynatsd
+    from support.ports import free_port
+
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    base = unique("again")
+    table = unique("again_table")
+    server = pynatsd.ThreadedServer(host="127.0.0.1", port=port)
+    server.start()
+    query = None
+    try:
+        query = (
+            _live(spark, url, f"{base}.>")
+            .writeStream.format("memory")
+            .queryName(table)
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
+        _wait_until_subscribed(spark, url, f"{base}.probe", table)
+        server.stop()
+        server = pynatsd.ThreadedServer(host="127.0.0.1", port=port)
+        server.start()
+        # Published once the subscription is back: received, and the query never failed.
+        _wait_until_subscribed(spark, url, f"{base}.after", table)
+        after = spark.sql(f"select * from {table} where subject = '{base}.after'").count()
+        assert after >= 1 and query.isActive and query.exception() is None
+    finally:
+        if query is not None:
+            query.stop()
+        server.stop()

@@ -99,17 +99,35 @@ def test_ack_subject_layouts(reply: bytes, fields: tuple[int, int, int]) -> None
     assert client._ack_fields(reply) == fields
 
 
+def _range_pull(end: int, with_headers: bool) -> client._RangePull:
+    pull = client._RangePull(end, with_headers, ())
+    pull.on_consumer("S", "c")
+    return pull
+
+
 def test_range_pull_collects_in_order_and_stops_at_the_end() -> None:
-    pull = client._RangePull("S", "c", end=12, with_headers=True)
+    pull = _range_pull(end=12, with_headers=True)
     for seq in (10, 11, 12):
         pull.on_msg(b"s", f"$JS.ACK.S.c.1.{seq}.1.{seq}000.5".encode(), b"", b"x")
     assert pull.chunk.seqs == [10, 11] and pull.done
-    pull = client._RangePull("S", "c", end=100, with_headers=False)
+    pull = _range_pull(end=100, with_headers=False)
     pull.on_msg(b"s", b"$JS.ACK.S.c.1.5.1.5000.0", b"", b"x")  # nothing pending after it
     assert pull.done and pull.chunk.times_ns == [b"5000"]
-    pull = client._RangePull("S", "c", end=100, with_headers=False)
+    pull = _range_pull(end=100, with_headers=False)
     pull.on_msg(b"", b"", b"NATS/1.0 404 No Messages\r\n\r\n", b"")
     assert pull.done and not pull.error
+
+
+def test_a_pull_refused_as_redundant_is_not_the_end() -> None:
+    # nats-server refuses a no_wait pull when the pull already waiting covers every message
+    # left: the read must go on with that one (it used to stop, losing the rest of a range).
+    pull = _range_pull(end=100, with_headers=False)
+    pull.outstanding, pull.last_ask = 70, 30
+    pull.on_msg(b"", b"", b"NATS/1.0 408 Requests Pending\r\n\r\n", b"")
+    assert not pull.done and not pull.error
+    assert pull.outstanding == 40 and pull.serial
+    pull.on_msg(b"", b"", b"NATS/1.0 408 Request Timeout\r\n\r\n", b"")
+    assert pull.done
 
 
 @pytest.mark.parametrize(
@@ -222,3 +240,32 @@ def test_every_option_is_documented() -> None:
     for spec in OPTIONS:
         default = f"`{spec.default}`" if spec.default else "—"
         assert f"| `{spec.name}` | {default} |" in doc, spec.name
+
+
+@pytest.mark.parametrize(
+    ("header", "payload", "kind", "text"),
+    [
+        (
+            b"",
+            b'{"error":{"code":400,"err_code":10060,"description":"expected stream does '
+            b'not match"}}',
+            "JetStreamError",
+            "nats: publish: expected stream does not match (code 400, err_code 10060)",
+        ),
+        (
+            b"NATS/1.0 503\r\n\r\n",
+            b"",
+            "NoResponders",
+            "nats: publish: no stream captures the subject (no responders); create a stream "
+            "for it or use publishMode=core",
+        ),
+    ],
+)
+def test_a_failed_publish_says_its_cause_once(
+    header: bytes, payload: bytes, kind: str, text: str
+) -> None:
+    acks = client._Acks(b"_INBOX.x.")
+    acks.on_ack(b"_INBOX.x.0", b"", header, payload)
+    acks.on_ack(b"_INBOX.x.1", b"", header, payload)  # a second failure adds nothing
+    assert type(acks.error).__name__ == kind
+    assert str(acks.error) == text

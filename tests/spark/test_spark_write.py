@@ -18,7 +18,7 @@ from support.spark import (
     unique,
 )
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.standalone]
 
 
 def _writer(df: Any, url: str, **options: str) -> Any:
@@ -99,7 +99,7 @@ def test_streaming_write_failure_mid_batch_is_deduplicated_on_restart(
     marker_path = str(marker)
 
     @udf("long")
-    def fail_at_350(seq: int) -> int:
+    def fail_at_350(seq):  # no hints: PySpark 4.3 would try to infer an Arrow UDF
         if seq == 350 and os.path.exists(marker_path):
             time.sleep(2)  # let the other task finish publishing its half first
             raise RuntimeError("injected failure")

@@ -9,11 +9,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import nats
 from nats.js.api import StreamConfig
 
+from support.cluster import Node, ProcessCluster
 from support.natsserver import require_nats_server
 from support.processes import PYNATSD, ServerProcess, start_server
 
@@ -208,3 +210,34 @@ def delete_stream(url: str, name: str) -> None:
             await nc.close()
 
     asyncio.run(go())
+
+
+class JetStreamCluster(ProcessCluster):
+    """A `ProcessCluster` whose nodes in `js_nodes` run JetStream, each in its own store
+    directory under the cluster's (nats-server clusters JetStream across them; pynatsd, until it
+    replicates, serves it from the one node that has it)."""
+
+    def __init__(
+        self, kinds: Sequence[str], directory: Path, js_nodes: Sequence[int], **kw: Any
+    ) -> None:
+        super().__init__(kinds, directory, **kw)
+        self.js_nodes = frozenset(js_nodes)
+
+    def config_text(self, node: Node) -> str:
+        text = super().config_text(node)
+        if node.index in self.js_nodes:
+            text += f'jetstream {{ store_dir: "{self.directory / node.name}" }}\n'
+        return text
+
+
+def retry_until(action: Callable[[], Any], timeout: float, what: str) -> Any:
+    """`action()`'s result once it stops raising (a cluster electing its JetStream leaders
+    answers requests with errors or not at all for a few seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return action()
+        except Exception as e:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: still failing after {timeout} s: {e!r}") from e
+            time.sleep(0.25)

@@ -69,6 +69,7 @@ class SuperCluster:
         dials: Mapping[str, Sequence[str]],
         gateway_extra: Mapping[str, str] | None = None,
         extra: str = "",
+        cluster_extra: Mapping[str, str] | None = None,
     ) -> None:
         for kinds in clusters.values():
             for kind in kinds:
@@ -79,6 +80,8 @@ class SuperCluster:
         # Lines added inside a cluster's `gateway {}` block.
         self.gateway_extra = dict(gateway_extra or {})
         self.extra = extra  # top-level lines in every server's file
+        # Top-level lines in the files of one cluster's servers (a leafnodes block, say).
+        self.cluster_extra = dict(cluster_extra or {})
         self.clusters = {
             name: [GatewayNode(kind, name, f"{name}{i + 1}") for i, kind in enumerate(kinds)]
             for name, kinds in clusters.items()
@@ -106,6 +109,7 @@ class SuperCluster:
             f'listen: "{LOOPBACK}:{node.port}"\n'
             f'http: "{LOOPBACK}:{node.http_port}"\n'
             f"{self.extra}"
+            f"{self.cluster_extra.get(node.cluster, '')}"
         )
         if len(peers) > 1:
             routes = "".join(

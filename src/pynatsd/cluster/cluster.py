@@ -11,7 +11,8 @@ is announced, so a Go peer talks plain text to us (see docs/clustering.md).
 Local interest (clients, the server's internal subscriptions) is learned through each account
 SubList's watcher (`add_watcher`), the one hook in the core: RS+ when a subject's count goes
 0 -> 1, RS- when it goes back to 0, and for a queue group an RS+ with the new weight at every
-change. Interest learned from a route is never announced to another route.
+change. Interest learned from a route is never announced to another route; that of a leaf node
+that dialed us is (as plain RS+: no `lnoc` is announced, so peers never expect LS+).
 """
 
 from __future__ import annotations
@@ -637,8 +638,11 @@ class Cluster(LinkListener):
         server = self.server
 
         def changed(sub: Subscription, delta: int) -> None:
-            if sub.remote:
-                return  # a route's interest is never announced to another route
+            if sub.remote and (not sub.leaf or sub.from_hub):
+                # A route's interest is never announced to another route, nor what our own
+                # hub tells us; a leaf that dialed us counts as local (nats-server's
+                # processLeafSub updates the route map for it).
+                return
             old = count_interest(counts, sub, delta)
             n = old + delta
             peers = self.peers

@@ -1,10 +1,11 @@
 """What every connection to another server has in common, whatever it carries (a route, a
-gateway): the asyncio adapter's transport and flow control, pings and staleness, the receiver
-attributes, and closing with the interest it brought.
+gateway, a leaf node connection): the asyncio adapter's transport and flow control, pings and
+staleness, the receiver attributes, delivery by the plan of a message line, and closing with
+the interest it brought.
 
-Corresponds to the parts of nats-server's `client.go` that ROUTER and GATEWAY connections share
-(`processPingTimer`, `processPong`, `closeConnection`, the slow-consumer handling of the
-outbound buffer).
+Corresponds to the parts of nats-server's `client.go` that ROUTER, GATEWAY and LEAF
+connections share (`processPingTimer`, `processPong`, `closeConnection`, the slow-consumer
+handling of the outbound buffer, the per-connection results cache of `processInboundMsg`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.auth import PermissionChecker
+from pynatsd.cluster.protocol import RouteConnect, RouteInfo, RouteMsg, RouteSub, RouteUnsub
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.frames import PING_FRAME, err_frame
+from pynatsd.protocol.events import Err, Event, Ping, Pong, ProtocolError
+from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame
 from pynatsd.server.delivery import Stats
 from pynatsd.server.listen import bind, join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
@@ -33,7 +36,8 @@ if TYPE_CHECKING:
 
 # Permissions are not enforced on links to other servers: they may send and receive anything.
 NO_PERMISSIONS = PermissionChecker(None)
-# nats-server's first PING on a route or gateway comes after about a second (+ up to 20%).
+# nats-server's first PING on a route, gateway or leaf connection comes after about a second
+# (+ up to 20%).
 FIRST_PING = 1.0
 
 
@@ -41,15 +45,20 @@ class Link(asyncio.Protocol):
     """A connection to another server. Subclasses say what they are (`kind`, in log lines),
     how often they ping, and what to do once closed."""
 
-    kind = "Link"  # "Router", "Gateway": nats-server's words in "<kind> connection closed"
-    stale_kind = "Link"  # "Route", "Gateway": in "Stale <kind> Connection - Closing"
-    label_tag = "cid"  # the id's tag in the log label ("rid", "gid")
+    # nats-server's words in "<kind> connection closed": "Router", "Gateway", "Leafnode"
+    kind = "Link"
+    stale_kind = "Link"  # "Route", "Gateway", "Leaf": in "Stale <kind> Connection - Closing"
+    label_tag = "cid"  # the id's tag in the log label ("rid", "gid", "lid")
 
-    def __init__(self, server: Server, cid: int) -> None:
+    def __init__(self, server: Server, cid: int, write_deadline: float = 0.0) -> None:
+        """`write_deadline`: this kind's own (0: the server's)."""
         self.server = server
         self.link_id = cid
         self.outbound = Outbound(
-            server, server.options.max_pending, server.options.write_deadline, self._slow
+            server,
+            server.options.max_pending,
+            write_deadline or server.options.write_deadline,
+            self._slow,
         )
         self.transport: asyncio.Transport | None = None
         self.closed = False
@@ -68,10 +77,13 @@ class Link(asyncio.Protocol):
         self._rtt_start = 0.0
         self._ping_timer: asyncio.TimerHandle | None = None
         self.done: asyncio.Future[None] = server.loop.create_future()
-        # Delivery plans of the peer's RMSG lines (server/plans.py), for our receivers.
+        # Delivery plans of the peer's RMSG/LMSG lines (server/plans.py), for our receivers.
         self.plans = PlanCache()
         # Interest learned from the peer: (account, subject, queue) -> its subscription.
         self.subs: dict[tuple[bytes, bytes, bytes], RemoteSubscription] = {}
+        # Replies to route back across this link for a little while, (account, reply) -> the
+        # subject the answer goes back on, the subscription that catches it, its expiry.
+        self.reply_routes: dict[tuple[bytes, bytes], tuple[bytes, Subscription, float]] = {}
 
     # -- the Receiver protocol -------------------------------------------------------------------
 
@@ -113,6 +125,56 @@ class Link(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.outbound.resume_writing()
 
+    # -- events ----------------------------------------------------------------------------------
+
+    def _handle(self, ev: Event) -> None:
+        """One event from the peer: what every link does alike, the rest by its kind."""
+        if isinstance(ev, RouteMsg):
+            self._process_msg(ev)
+        elif isinstance(ev, RouteSub):
+            self._process_sub(ev)
+        elif isinstance(ev, RouteUnsub):
+            self._process_unsub(ev)
+        elif isinstance(ev, Ping):
+            self.send_now(PONG_FRAME)
+        elif isinstance(ev, Pong):
+            self.pong()
+        elif isinstance(ev, RouteInfo):
+            self._process_info(ev.info)
+        elif isinstance(ev, RouteConnect):
+            self._process_connect(ev.options)
+        elif isinstance(ev, Err):
+            self._process_err(ev.text.decode(errors="replace"))
+        elif isinstance(ev, ProtocolError):
+            if ev.reply is not None:
+                self.send_now(err_frame(ev.reply))
+            log.error("%s - %s", self.label, ev.detail)
+            self.close(ev.close_reason)
+        else:
+            self._process_other(ev)
+
+    def _process_msg(self, ev: RouteMsg) -> None:
+        raise NotImplementedError
+
+    def _process_sub(self, ev: RouteSub) -> None:
+        raise NotImplementedError
+
+    def _process_unsub(self, ev: RouteUnsub) -> None:
+        raise NotImplementedError
+
+    def _process_info(self, info: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _process_connect(self, opts: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _process_err(self, text: str) -> None:
+        """The peer's -ERR: log it as this kind does, and close."""
+        raise NotImplementedError
+
+    def _process_other(self, ev: Event) -> None:
+        """An op only some kinds know (A+/A- on a gateway, +OK on a route): ignored here."""
+
     # -- pings -----------------------------------------------------------------------------------
 
     def start_pinging(self) -> None:
@@ -152,6 +214,18 @@ class Link(asyncio.Protocol):
             self.pings_out += 1
             self.ping_now()
         self._ping_timer = self.server.loop.call_later(interval, self._ping_fired)
+
+    def delivered_by_plan(self, line: bytes, payload: bytes, genid: int) -> bool:
+        """Deliver a message from the peer by the plan of its `line` (empty: it may not be,
+        it names queue groups or has a reply to map), if one is valid for the SubList
+        generation `genid`: True when it was."""
+        if not line:
+            return False
+        plan = self.plans.lookup(line)
+        if plan is None or plan.genid != genid:
+            return False
+        self.send_planned(plan, payload)
+        return True
 
     def send_planned(self, plan: Plan, payload: bytes) -> None:
         """The planned delivery of a message from the peer (as ClientSession._process_pub
@@ -193,10 +267,56 @@ class Link(asyncio.Protocol):
         log.info("%s - Slow Consumer Detected", self.label)
         self.close(reason, abort=True)
 
+    # -- replies routed back ---------------------------------------------------------------------
+
+    def reply_route_subscription(self, account: bytes, reply: bytes) -> Subscription:
+        """The subscription of this link that catches the answers on `reply`."""
+        raise NotImplementedError
+
+    def add_reply_route(
+        self, account: Account, name: bytes, reply: bytes, routed: bytes, lifetime: float
+    ) -> None:
+        """Send what is published on `reply` within `lifetime` seconds across this link as
+        `routed` (nats-server's trackGWReply and handleGWReplyMap, kept per account)."""
+        key = (name, reply)
+        expires = time.monotonic() + lifetime
+        existing = self.reply_routes.get(key)
+        if existing is not None:
+            self.reply_routes[key] = (routed, existing[1], expires)
+            return
+        sub = self.reply_route_subscription(name, reply)
+        try:
+            account.sublist.insert(sub)
+        except ValueError:
+            return
+        self.reply_routes[key] = (routed, sub, expires)
+        self.server.loop.call_later(lifetime, self._expire_reply_route, account, key)
+
+    def _expire_reply_route(self, account: Account, key: tuple[bytes, bytes]) -> None:
+        entry = self.reply_routes.get(key)
+        if entry is None:
+            return
+        left = entry[2] - time.monotonic()
+        if left > 0 and not self.closed:
+            self.server.loop.call_later(left, self._expire_reply_route, account, key)
+            return
+        del self.reply_routes[key]
+        entry[1].closed = True
+        account.sublist.remove(entry[1])
+
+    def routed_subject(self, account: bytes, subject: bytes) -> bytes:
+        """The subject an answer on `subject` goes back on (`subject` when none is routed)."""
+        route = self.reply_routes.get((account, subject))
+        return subject if route is None else route[0]
+
     def interest(self) -> Iterator[tuple[bytes, Subscription]]:
-        """Every subscription the peer brought, with its account's name."""
+        """Every subscription the peer brought, and the reply routes, with its account's
+        name."""
         for (account, _, _), sub in self.subs.items():
             yield account, sub
+        for (account, _), (_, route_sub, _) in self.reply_routes.items():
+            yield account, route_sub
+        self.reply_routes.clear()
 
     def close(self, reason: str, abort: bool = False) -> None:
         if self.closed:

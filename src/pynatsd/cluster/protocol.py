@@ -230,6 +230,10 @@ class RouteParser:
     # message, or (`RouteRunParser`) as a bare `Pub`, the messages repeating its line right
     # after it as one `RouteMsgRun`.
     message_runs = False
+    # The op names this protocol knows (upper case) and the handler kind of each, and the
+    # message op the common-case path looks for; a leaf connection reads its own (leafnode/).
+    ops: dict[bytes, str] = _OPS
+    fast_op = b"RMSG "
 
     def __init__(self, expect_connect: bool = False, account: bytes = b"") -> None:
         self.expect_connect = expect_connect
@@ -296,7 +300,7 @@ class RouteParser:
                     continue
             run = None
             nl = data.find(b"\n", pos)
-            if nl > 0 and not self._partial and data.startswith(b"RMSG ", pos):
+            if nl > 0 and not self._partial and data.startswith(self.fast_op, pos):
                 # The common message, whole in this read: no per-op dispatch.
                 end = self._whole_rmsg(data, pos, nl, events)
                 if end > 0:
@@ -325,10 +329,10 @@ class RouteParser:
         return events
 
     def _whole_rmsg(self, data: bytes, pos: int, nl: int, events: list[Event | Pub]) -> int:
-        """An upper-case `RMSG acc subject [reply] size` with its payload in `data`: the
-        position after it, or 0 to take the general path (any other form, or incomplete). With
-        `message_runs` the message is appended as a bare `Pub` whose `line` (one bytes object
-        per distinct line) names its account through `account_of`."""
+        """An upper-case `RMSG acc subject [reply] size` (`fast_op`) with its payload in `data`:
+        the position after it, or 0 to take the general path (any other form, or incomplete).
+        With `message_runs` the message is appended as a bare `Pub` whose `line` (one bytes
+        object per distinct line) names its account through `account_of`."""
         arg = data[pos + 5 : nl - 1] if data[nl - 1] == 0x0D else data[pos + 5 : nl]
         memo = self._memo.get(arg)
         seen = memo is not None
@@ -413,11 +417,10 @@ class RouteParser:
 
     # -- lines -----------------------------------------------------------------------------------
 
-    @staticmethod
-    def _unknown_start(head: bytes) -> bool:
+    def _unknown_start(self, head: bytes) -> bool:
         """True when an incomplete line can never become a known op."""
         head = head.upper()
-        return not any(head.startswith(name) or name.startswith(head) for name in _OPS)
+        return not any(head.startswith(name) or name.startswith(head) for name in self.ops)
 
     def _fail(
         self, events: list[Event | Pub], reply: str | None, detail: str, reason: str = ""
@@ -435,7 +438,7 @@ class RouteParser:
                 break
         op = stripped[:sp].upper()
         arg = stripped[sp:].strip(b" \t")
-        kind = _OPS.get(op)
+        kind = self.ops.get(op)
         if self.expect_connect and kind != "connect":
             self._fail(
                 events,

@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any, cast
 from pynatsd.cluster.link import Link
 from pynatsd.cluster.permissions import route_permissions
 from pynatsd.cluster.protocol import (
-    RouteConnect,
-    RouteInfo,
     RouteMsg,
     RouteMsgRun,
     RouteRunParser,
@@ -38,8 +36,8 @@ from pynatsd.cluster.protocol import (
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
-from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame, go_json_bytes
+from pynatsd.protocol.events import Event, Pub
+from pynatsd.protocol.frames import PING_FRAME, go_json_bytes
 from pynatsd.server.delivery import fan_out_routed
 from pynatsd.server.routed import ShownPub
 from pynatsd.server.subscription import RemoteSubscription
@@ -214,35 +212,12 @@ class Route(Link):
 
     # -- events ----------------------------------------------------------------------------------
 
-    def _handle(self, ev: Event) -> None:
-        if isinstance(ev, RouteMsg):
-            self._process_msg(ev)
-        elif isinstance(ev, RouteSub):
-            self._process_sub(ev)
-        elif isinstance(ev, RouteUnsub):
-            self._process_unsub(ev)
-        elif isinstance(ev, Ping):
-            self.send_now(PONG_FRAME)
-        elif isinstance(ev, Pong):
-            self.pong()
-        elif isinstance(ev, RouteInfo):
-            self._process_info(ev.info)
-        elif isinstance(ev, RouteConnect):
-            self._process_connect(ev.options)
-        elif isinstance(ev, Err):
-            if self.pinned or not self.registered:
-                log.debug("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
-                self.close(CloseReason.PARSE_ERROR)
-                return
-            log.error("%s - Router Error %s", self.label, ev.text.decode(errors="replace"))
-            self.close(CloseReason.PARSE_ERROR)
-        elif isinstance(ev, ProtocolError):
-            if ev.reply is not None:
-                self.send_now(err_frame(ev.reply))
-            log.error("%s - %s", self.label, ev.detail)
-            self.close(ev.close_reason)
-        elif isinstance(ev, Ok):
-            pass
+    def _process_err(self, text: str) -> None:
+        if self.pinned or not self.registered:
+            log.debug("%s - Router Error %s", self.label, text)
+        else:
+            log.error("%s - Router Error %s", self.label, text)
+        self.close(CloseReason.PARSE_ERROR)
 
     def _process_connect(self, opts: dict[str, Any]) -> None:
         """The CONNECT of a peer that dialed us (nats-server's processRouteConnect)."""
@@ -475,9 +450,10 @@ class Route(Link):
                 return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
-            if line and not ev.queues:
-                # Local plain receivers only (one hop), no queue group (none named); used
-                # by the next RMSG with this line (`_handle_events`).
+            if line and not ev.queues and not any(sub.leaf for sub in result.psubs):
+                # Local plain receivers only (one hop), no queue group (none named), used by
+                # the next RMSG with this line (`_handle_events`); a leaf connected to us is
+                # sent it by fan_out_routed, with no plan.
                 local = tuple(sub for sub in result.psubs if not sub.remote)
                 self.plans.remember(self, msg, SubListResult(local), sublist.genid, sublist)
             fan_out_routed(self, result, msg, ev.queues)

@@ -6,7 +6,7 @@ This is the entry point: it dispatches every top-level key of a file through the
 `cluster`, `gateway`, `leafnodes`, `mqtt`). Shared value readers live in `values` and `registry`.
 
 Top-level keys are matched case-insensitively, with the real server's names and aliases. Keys that
-nats-server knows but pynatsd does not implement yet (gateway, leafnodes, ...)
+nats-server knows but pynatsd does not implement yet (gateway, ...)
 are accepted and ignored with a logged warning, so existing files still load. Anything else
 that is unknown, of the wrong type or out of range is an error that names `file:line:col`.
 
@@ -30,7 +30,7 @@ from pynatsd.config import (
     cluster,
     gateway,
     jetstream,  # noqa: F401
-    leafnodes,  # noqa: F401
+    leafnodes,
     listen,
     mappings,  # noqa: F401
     mqtt,
@@ -114,6 +114,7 @@ def _settle_baseline(opts: Options) -> None:
         # With TLS the default auth timeout covers the handshake too.
         opts.auth_timeout = opts.tls_timeout + 1.0
     cluster.settle(opts)
+    leafnodes.settle(opts)
     gateway.settle(opts)
 
 
@@ -181,6 +182,7 @@ def startup_errors(opts: Options) -> list[str]:
         *authorization.startup_problems(opts),
         *accounts.startup_problems(opts),
         *cluster.startup_problems(opts),
+        *leafnodes.startup_problems(opts),
         *gateway.startup_problems(opts),
         *mqtt.startup_problems(opts),
     ]

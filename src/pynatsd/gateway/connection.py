@@ -17,15 +17,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.cluster.link import Link
 from pynatsd.cluster.protocol import (
     AccountSub,
     AccountUnsub,
-    RouteConnect,
-    RouteInfo,
     RouteMsg,
     RouteParser,
     RouteSub,
@@ -38,8 +35,8 @@ from pynatsd.gateway.subscription import GatewaySubscription
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import Err, Event, Ping, Pong, ProtocolError, Pub
-from pynatsd.protocol.frames import PONG_FRAME, err_frame
+from pynatsd.protocol.events import Event, Pub
+from pynatsd.protocol.frames import err_frame
 from pynatsd.server.delivery import fan_out_from_gateway
 from pynatsd.sublist import SubListResult
 
@@ -97,9 +94,6 @@ class GatewayConnection(Link):
         self.modes: dict[bytes, str] = {}
         # Outbound to a remote without `gateway_iom`: what it refused (None: interest only).
         self.optimistic: OptimisticSends | None = None
-        # Outbound: replies to route back to this cluster, (account, reply) -> the routed
-        # subject, with the subscription that catches them and its expiry.
-        self.reply_routes: dict[tuple[bytes, bytes], tuple[bytes, GatewaySubscription, float]] = {}
 
     # -- the Receiver protocol -------------------------------------------------------------------
 
@@ -117,9 +111,8 @@ class GatewayConnection(Link):
         if self.optimistic is not None and not self.optimistic.allows(account, subject, queues):
             return
         if self.reply_routes:
-            route = self.reply_routes.get((account, subject))
-            if route is not None:
-                subject = route[0]  # a reply going back to the requester's server
+            # A reply going back to the requester's server.
+            subject = self.routed_subject(account, subject)
         reply = msg.reply
         if reply and self.gateway.is_recent_interest(account, reply):
             reply = self.gateway.reply_prefix(self.use_old_prefix) + reply
@@ -170,35 +163,16 @@ class GatewayConnection(Link):
 
     # -- events ----------------------------------------------------------------------------------
 
-    def _handle(self, ev: Event) -> None:
-        if isinstance(ev, RouteMsg):
-            self._process_msg(ev)
-        elif isinstance(ev, RouteSub):
-            self._process_sub(ev)
-        elif isinstance(ev, RouteUnsub):
-            self._process_unsub(ev)
-        elif isinstance(ev, Ping):
-            self.send_now(PONG_FRAME)
-        elif isinstance(ev, Pong):
-            self.pong()
-        elif isinstance(ev, RouteInfo):
-            self._process_info(ev.info)
-        elif isinstance(ev, RouteConnect):
-            self._process_connect(ev.options)
-        elif isinstance(ev, (AccountSub, AccountUnsub)):
-            if self.is_outbound:
-                refused = isinstance(ev, AccountUnsub)
-                self.modes[ev.account] = "" if refused else OPTIMISTIC
-                if self.optimistic is not None:
-                    self.optimistic.account_refused(ev.account, refused)
-        elif isinstance(ev, Err):
-            log.error("%s - Gateway Error %s", self.label, ev.text.decode(errors="replace"))
-            self.close(CloseReason.PARSE_ERROR)
-        elif isinstance(ev, ProtocolError):
-            if ev.reply is not None:
-                self.send_now(err_frame(ev.reply))
-            log.error("%s - %s", self.label, ev.detail)
-            self.close(ev.close_reason)
+    def _process_other(self, ev: Event) -> None:
+        if isinstance(ev, (AccountSub, AccountUnsub)) and self.is_outbound:
+            refused = isinstance(ev, AccountUnsub)
+            self.modes[ev.account] = "" if refused else OPTIMISTIC
+            if self.optimistic is not None:
+                self.optimistic.account_refused(ev.account, refused)
+
+    def _process_err(self, text: str) -> None:
+        log.error("%s - Gateway Error %s", self.label, text)
+        self.close(CloseReason.PARSE_ERROR)
 
     def _process_connect(self, opts: dict[str, Any]) -> None:
         """The CONNECT of a server that dialed us (processConnect's authentication, then
@@ -417,11 +391,8 @@ class GatewayConnection(Link):
                 local = Pub(msg.subject, routed[2], msg.payload, msg.header_size)
                 self.gateway.track_reply(ev.account, routed, reply)
                 line = b""
-        if line:
-            plan = self.plans.lookup(line)
-            if plan is not None and plan.genid == sublist.genid:
-                self.send_planned(plan, msg.payload)
-                return
+        if self.delivered_by_plan(line, msg.payload, sublist.genid):
+            return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
             if line:
@@ -432,36 +403,8 @@ class GatewayConnection(Link):
 
     # -- replies routed back ---------------------------------------------------------------------
 
-    def add_reply_route(self, account: Account, name: bytes, reply: bytes, routed: bytes) -> None:
-        """Send what is published on `reply` within the next seconds to this cluster as
-        `routed` (nats-server's trackGWReply and handleGWReplyMap)."""
-        key = (name, reply)
-        expires = time.monotonic() + replies.RECENT_EXPIRATION
-        existing = self.reply_routes.get(key)
-        if existing is not None:
-            self.reply_routes[key] = (routed, existing[1], expires)
-            return
-        sub = GatewaySubscription(self, name, reply, b"")
-        try:
-            account.sublist.insert(sub)
-        except ValueError:
-            return
-        self.reply_routes[key] = (routed, sub, expires)
-        self.server.loop.call_later(
-            replies.RECENT_EXPIRATION, self._expire_reply_route, account, key
-        )
-
-    def _expire_reply_route(self, account: Account, key: tuple[bytes, bytes]) -> None:
-        entry = self.reply_routes.get(key)
-        if entry is None:
-            return
-        left = entry[2] - time.monotonic()
-        if left > 0 and not self.closed:
-            self.server.loop.call_later(left, self._expire_reply_route, account, key)
-            return
-        del self.reply_routes[key]
-        entry[1].closed = True
-        account.sublist.remove(entry[1])
+    def reply_route_subscription(self, account: bytes, reply: bytes) -> Subscription:
+        return GatewaySubscription(self, account, reply, b"")
 
     # -- output and closing ----------------------------------------------------------------------
 
@@ -473,12 +416,6 @@ class GatewayConnection(Link):
         # An outbound connection says nothing before its CONNECT (the remote expects it
         # first); until then it only watches for the remote going stale.
         return self.registered or not self.is_outbound
-
-    def interest(self) -> Iterator[tuple[bytes, Subscription]]:
-        yield from super().interest()
-        for (account, _), (_, sub, _) in self.reply_routes.items():
-            yield account, sub
-        self.reply_routes.clear()
 
     def closed_hook(self) -> None:
         if self.optimistic is not None:

@@ -9,9 +9,10 @@ Corresponds to the server half of nats-server's `server/gateway.go` (`startGatew
 
 Interest: every account is switched to interest-only mode as soon as an inbound connection
 registers (nats-server does so since 2.9 and says it with `gateway_iom`), so a remote sends us
-only what our cluster subscribes to. The interest of this cluster (local clients and the
-servers behind our routes, never another gateway's) is counted per account through each
-SubList's watcher: an RS+ when a subject's count goes 0 -> 1, an RS- when it drops to 0, and
+only what our cluster subscribes to. The interest of this cluster (local clients, the servers
+behind our routes and the leafs that dialed us; never another gateway's, nor what our own hub
+tells us over a leaf connection) is counted per account through each SubList's watcher: an RS+
+when a subject's count goes 0 -> 1, an RS- when it drops to 0, and
 for queue groups `RS+ <acc> <subject> <queue> 1`. What a remote tells us on our outbound
 connection enters the account SubList as `GatewaySubscription`s, so one match finds every
 receiver (see server/delivery.py for who gets a queue message).
@@ -502,9 +503,13 @@ class Gateway(LinkListener):
         server = self.server
 
         def changed(sub: Subscription, delta: int) -> None:
-            if sub.gateway:
-                return  # another cluster's interest is never announced to a gateway
-            if delta > 0 and not sub.remote:
+            if sub.gateway or sub.from_hub:
+                # Another cluster's interest is never announced to a gateway, nor what our
+                # own hub told us over a leaf connection (a leaf that dialed us counts).
+                return
+            if delta > 0 and (not sub.remote or sub.leaf):
+                # A request with a reply on it crosses with the reply mapped to _GR_., as the
+                # interest may reach the other cluster after the answer.
                 self._remember_recent(name, sub)
             old = count_interest(counts, sub, delta)
             n = old + delta
@@ -611,7 +616,9 @@ class Gateway(LinkListener):
                 continue
             account_obj = conn._lookup(account)
             if account_obj is not None:
-                conn.add_reply_route(account_obj, account, routed[2], reply)
+                conn.add_reply_route(
+                    account_obj, account, routed[2], reply, replies.RECENT_EXPIRATION
+                )
             return
 
     # -- monitoring ------------------------------------------------------------------------------

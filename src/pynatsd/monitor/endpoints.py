@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from pynatsd.gofmt import NANOS_PER_SECOND, go_duration_ns, go_uptime, rfc3339
 from pynatsd.jetstream import jetstream_of
+from pynatsd.leafnode import leafnodes_of
 from pynatsd.monitor.gatewayz import gateway_counts, varz_gateway
 from pynatsd.monitor.routez import varz_route_counts
 from pynatsd.options import DEFAULT_HOST, TLS_TIMEOUT
@@ -74,6 +75,7 @@ def varz(server: Server) -> dict[str, Any]:
     elapsed = max(now - server.start_time, 1e-9)
     zero_kinds = {"clients": 0, "routes": 0, "gateways": 0, "leafs": 0}
     routes, remotes = varz_route_counts(server)
+    leaf = leafnodes_of(server)
     out = {
         "server_id": server.server_id,
         "server_name": server.server_name,
@@ -99,7 +101,7 @@ def varz(server: Server) -> dict[str, Any]:
         "max_pending": opts.max_pending,
         "cluster": _varz_cluster(server),
         "gateway": varz_gateway(server),
-        "leaf": {},
+        "leaf": leaf.varz() if leaf is not None else {},
         "mqtt": _varz_mqtt(server),
         "websocket": {},
         "jetstream": _varz_jetstream(server),
@@ -116,7 +118,7 @@ def varz(server: Server) -> dict[str, Any]:
         "total_connections": server.total_connections,
         "routes": routes,
         "remotes": remotes,
-        "leafnodes": 0,
+        "leafnodes": len(leaf.leafs) if leaf is not None else 0,
         "in_msgs": totals.in_msgs,
         "in_bytes": totals.in_bytes,
         "in_client_msgs": totals.in_msgs,
@@ -431,10 +433,6 @@ def empty_routez(server: Server) -> dict[str, Any]:
     }
 
 
-def empty_leafz(server: Server) -> dict[str, Any]:
-    return {"server_id": server.server_id, "now": rfc3339(time.time()), "leafnodes": 0, "leafs": []}
-
-
 def _js_config(server: Server) -> dict[str, Any]:
     js = jetstream_of(server)
     assert js is not None
@@ -613,6 +611,7 @@ _METRICS = (
     ("mem_bytes", "Peak resident memory of the process", "gauge", "mem"),
     ("cpu_percent", "Process CPU use", "gauge", "cpu"),
     ("max_payload_bytes", "Maximum message payload", "gauge", "max_payload"),
+    ("leafnodes", "Current leaf node connections", "gauge", "leafnodes"),
 )
 
 

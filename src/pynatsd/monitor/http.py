@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pynatsd.gofmt import go_json_indent
 from pynatsd.logger import log
-from pynatsd.monitor import endpoints, gatewayz, routez
+from pynatsd.monitor import endpoints, gatewayz, leafz, routez
 from pynatsd.monitor.dashboard.assets import EVENTS, PAGE, SECURITY_HEADERS, assets
 from pynatsd.monitor.dashboard.feed import DashboardFeed
 from pynatsd.monitor.dashboard.snapshot import snapshot
@@ -99,7 +99,7 @@ class MonitorServer:
             "/accountz": lambda q: endpoints.accountz(server, q),
             "/routez": lambda q: (200, routez.routez(server, q)),
             "/gatewayz": lambda q: (200, gatewayz.gatewayz(server, q)),
-            "/leafz": lambda q: (200, endpoints.empty_leafz(server)),
+            "/leafz": lambda q: (200, leafz.leafz(server, q)),
         }
         self.routes = {base + path: handler for path, handler in routes.items()}
         self.assets = assets(base)

@@ -34,6 +34,7 @@ from pynatsd.gofmt import go_json, rfc3339, rfc3339_ns
 from pynatsd.jetstream import jetstream_of
 from pynatsd.monitor import endpoints, gatewayz
 from pynatsd.monitor.endpoints import BadRequest
+from pynatsd.monitor.leafz import leafz_of
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import info_frame
 from pynatsd.server.delivery import Stats
@@ -282,7 +283,9 @@ class SystemServices:
             "CONNZ": lambda opts: endpoints.connz(server, _connz_query(opts)),
             "ROUTEZ": lambda opts: endpoints.empty_routez(server),
             "GATEWAYZ": lambda opts: gatewayz.gatewayz(server, {}),
-            "LEAFZ": lambda opts: endpoints.empty_leafz(server),
+            "LEAFZ": lambda opts: leafz_of(
+                server, bool(opts.get("subscriptions")), str(opts.get("account") or "")
+            ),
             "ACCOUNTZ": self._accountz,
             "JSZ": lambda opts: endpoints.jsz(server, _jsz_query(opts))[1],
             "HEALTHZ": self._healthz,
@@ -339,7 +342,7 @@ class SystemServices:
                 server, {**_subsz_query(opts), "subs": "1", "acc": acc}
             ),
             "CONNZ": self._account_connz,
-            "LEAFZ": lambda acc, opts: endpoints.empty_leafz(server),
+            "LEAFZ": lambda acc, opts: leafz_of(server, bool(opts.get("subscriptions")), acc),
             "JSZ": self._account_jsz,
             "INFO": self._account_info,
             "STATZ": self._account_statz,

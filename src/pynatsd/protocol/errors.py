@@ -76,3 +76,4 @@ class CloseReason:
     LAME_DUCK_MODE = "Lame Duck Mode"
     KICKED = "Kicked"
     TLS_HANDSHAKE_ERROR = "TLS Handshake Failure"
+    WRONG_PORT = "Wrong Port"

@@ -19,7 +19,7 @@ Two shortcuts keep the hot paths cheap without a second set of rules:
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import count
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -194,8 +194,10 @@ def _fan_out_with_remotes(
 ) -> bool:
     """`fan_out` where other servers may have interest (nats-server's processMsgResults for a
     message from a client): each such server gets the message once, and a queue group's member
-    is picked at random over the local members and the remote ones, a remote subscription
-    counting as many members as its weight; a remote member picked is final."""
+    is picked at random over the local members and those on the other servers of this
+    cluster, a route's subscription counting as many members as its weight; a route's member
+    picked is final. A leaf's member is picked only when none of those takes it, another
+    cluster's (a gateway's) only when no leaf's does either (`_deliver_member`)."""
     delivered = False
     # Each remote server's receiver: one of its subscriptions (for the account) and the
     # queue groups it was picked for.
@@ -212,16 +214,9 @@ def _fan_out_with_remotes(
             (0 if sub.gateway else sub.weight) if sub.remote else 1  # type: ignore[attr-defined]
             for sub in group
         ]
-        total = sum(weights)
-        if not total:
-            # Members only in other clusters: the first gateway's take it (nats-server gives
-            # a queue group to one gateway, when no member in this cluster took it).
-            first = group[0]
-            remotes.setdefault(cast(RemoteReceiver, first.client), (first, []))[1].append(
-                first.queue_bytes
-            )
-            continue
-        if _deliver_member(publisher, group, _weighted_start(weights, total), msg, remotes, trace):
+        if _deliver_member(
+            publisher, group, _weighted_start(weights, sum(weights)), msg, remotes, trace
+        ):
             delivered = True
     if remotes and (trace is None or not trace.only):
         for receiver, (first, queues) in remotes.items():
@@ -239,7 +234,8 @@ def _fan_out_with_remotes(
 
 def _queue_weight(sub: Subscription) -> int:
     """A queue member's share of the pick: 1 here, its weight on another server of this
-    cluster, none in another cluster (only picked when this cluster has no member)."""
+    cluster, none on a leaf (its weight is 0) or in another cluster: those are only picked
+    when no member of this cluster takes the message."""
     if not sub.remote:
         return 1
     return 0 if sub.gateway else sub.weight  # type: ignore[attr-defined]
@@ -252,26 +248,55 @@ def _deliver_member(
     msg: Pub,
     remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]],
     trace: MsgTrace | None = None,
+    takes: Callable[[Subscription], bool] | None = None,
 ) -> bool:
     """One member of a queue group takes the message, trying from `start` on: a local one now
-    (True), or another server's, added to `remotes` with the group's name (final)."""
+    (True), or one on another server of this cluster, added to `remotes` with the group's name
+    (final). A leaf's member (never the publisher's) is the fallback when none of those takes
+    it, and another cluster's the last one (nats-server's processMsgResults keeps the first
+    leaf member as `rsub`; sendMsgToGateways skips the groups already delivered). `takes`
+    says which other servers' members may be picked at all."""
     n = len(members)
+    leaf: Subscription | None = None
+    gateway: Subscription | None = None
     for i in range(n):
         sub = members[(start + i) % n]
         if sub.remote:
-            remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
-                sub.queue_bytes
-            )
-            return False
+            if takes is not None and not takes(sub):
+                continue
+            if sub.leaf:
+                if leaf is None and sub.client is not publisher:
+                    leaf = sub
+            elif sub.gateway:
+                if gateway is None:
+                    gateway = sub
+            else:
+                _add_remote(remotes, sub)
+                return False
+            continue
         if deliver(publisher, sub, msg, trace):
             return True
+    fallback = leaf or gateway
+    if fallback is not None:
+        _add_remote(remotes, fallback)
     return False
 
 
+def _add_remote(
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]], sub: Subscription
+) -> None:
+    """`sub`'s server is sent the message for `sub`'s queue group."""
+    remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(sub.queue_bytes)
+
+
 def _weighted_start(weights: list[int], total: int) -> int:
-    """Where the pick of a queue member starts: each member's chance is its weight."""
-    if len(weights) == 1:
+    """Where the pick of a queue member starts: each member's chance is its weight (any member
+    when none weighs anything: all are on leafs or in other clusters)."""
+    n = len(weights)
+    if n == 1:
         return 0
+    if not total:
+        return random.randrange(n)
     pick = random.randrange(total)
     start = 0
     while pick >= weights[start]:
@@ -288,10 +313,11 @@ def fan_out_from_gateway(
     local_msg: Pub,
 ) -> bool:
     """Deliver a message that came from another cluster (a gateway's RMSG), as nats-server's
-    processMsgResults does for a GATEWAY connection: to local receivers (`local_msg`: the reply
-    without its `_GR_.` routing prefix) and once to each other server of this cluster with
-    interest (`msg` as it came), never to another gateway; queue groups only those the sender
-    named, a member in this cluster each."""
+    processMsgResults does for a GATEWAY connection: to local receivers and leaf connections
+    (`local_msg`: the reply without its `_GR_.` routing prefix, whose answer the gateway routes
+    back) and once to each other server of this cluster with interest (`msg` as it came),
+    never to another gateway; queue groups only those the sender named, a member in this
+    cluster each (a leaf's as the fallback)."""
     delivered = False
     remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] = {}
     for sub in result.psubs:
@@ -312,7 +338,7 @@ def fan_out_from_gateway(
             delivered = True
     for receiver, (first, names) in remotes.items():
         if not receiver.closed:
-            receiver.deliver_remote(first, msg, names)
+            receiver.deliver_remote(first, local_msg if first.leaf else msg, names)
             delivered = True
     return delivered
 
@@ -324,22 +350,95 @@ def fan_out_routed(
     only (one hop: never to another server), and to queue groups only those the sender
     named, a local member each."""
     delivered = False
+    # Leaf connections to send it to: made only when there is one (routes without leafs pay
+    # nothing for them).
+    leafs: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] | None = None
     for sub in result.psubs:
-        if not sub.remote and deliver(publisher, sub, msg):
-            delivered = True
-    if not queues:
-        return delivered
-    for group in result.qsubs:
-        if group[0].queue_bytes not in queues:
-            continue
-        local = [sub for sub in group if not sub.remote]
-        n = len(local)
-        start = random.randrange(n) if n > 1 else 0
-        for i in range(n):
-            if deliver(publisher, local[(start + i) % n], msg):
+        if not sub.remote:
+            if deliver(publisher, sub, msg):
                 delivered = True
-                break
+        elif sub.leaf and sub.client.leaf_takes_routed(msg.subject):  # type: ignore[attr-defined]
+            if leafs is None:
+                leafs = {}
+            leafs.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
+    if queues:
+        for group in result.qsubs:
+            if group[0].queue_bytes not in queues:
+                continue
+            local = [sub for sub in group if not sub.remote]
+            n = len(local)
+            start = random.randrange(n) if n > 1 else 0
+            for i in range(n):
+                if deliver(publisher, local[(start + i) % n], msg):
+                    delivered = True
+                    break
+            else:
+                # No member here took it: a leaf connected to us may (never another route).
+                for sub in group:
+                    if sub.leaf and sub.client.leaf_takes_routed(b""):  # type: ignore[attr-defined]
+                        if leafs is None:
+                            leafs = {}
+                        leafs.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
+                            sub.queue_bytes
+                        )
+                        break
+    if leafs is not None:
+        for receiver, (first, names) in leafs.items():
+            if not receiver.closed:
+                receiver.deliver_remote(first, msg, names)
+                delivered = True
     return delivered
+
+
+def fan_out_from_leaf(
+    publisher: RemoteReceiver,
+    result: SubListResult[Subscription],
+    msg: Pub,
+    queues: tuple[bytes, ...],
+    to_routes: bool,
+) -> bool:
+    """Deliver a message that came over a leaf connection (nats-server's processMsgResults for
+    a LEAF client, then sendMsgToGateways): to local receivers, to every other leaf connection
+    (never back where it came from, nor to a leaf of the same origin cluster), to the other
+    clusters through the gateways, and to routes only when `to_routes` (the leaf dialed us;
+    what our own hub sends us stays in this cluster). An LMSG without queue names reaches no
+    queue group; with names, a member here or across a route first, then a leaf's, then
+    another cluster's."""
+    delivered = False
+    remotes: dict[RemoteReceiver, tuple[Subscription, list[bytes]]] = {}
+    for sub in result.psubs:
+        if not sub.remote:
+            if deliver(publisher, sub, msg):
+                delivered = True
+        elif _forwards_leaf_msg(publisher, sub, to_routes):
+            remotes.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
+    if queues:
+
+        def takes(sub: Subscription) -> bool:
+            return _forwards_leaf_msg(publisher, sub, to_routes)
+
+        for group in result.qsubs:
+            if group[0].queue_bytes not in queues:
+                continue
+            weights = [_queue_weight(sub) for sub in group]
+            start = _weighted_start(weights, sum(weights))
+            if _deliver_member(publisher, group, start, msg, remotes, takes=takes):
+                delivered = True
+    for receiver, (first, names) in remotes.items():
+        if not receiver.closed:
+            receiver.deliver_remote(first, msg, names)
+            delivered = True
+    return delivered or bool(remotes)
+
+
+def _forwards_leaf_msg(publisher: RemoteReceiver, sub: Subscription, to_routes: bool) -> bool:
+    """The server behind `sub` is sent a message from the leaf connection `publisher`."""
+    receiver = sub.client
+    if receiver is publisher:
+        return False
+    if sub.leaf:
+        return not receiver.same_origin(publisher)  # type: ignore[attr-defined]
+    return to_routes or sub.gateway
 
 
 def deliver_first(result: SubListResult[Subscription], msg: Pub) -> bool:

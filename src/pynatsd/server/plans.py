@@ -112,8 +112,10 @@ class PlanCache:
                 # Another server: one RMSG however many of its subscriptions match.
                 if sub.closed or sub.client.closed or sub.client.outbound is None:
                     return
-                if sub.gateway and not sub.client.plannable(ev):  # type: ignore[attr-defined]
-                    return  # another cluster: a reply to map, a subject to route back
+                if (sub.gateway or sub.leaf) and not sub.client.plannable(ev):  # type: ignore[attr-defined]
+                    # Another cluster or a leaf: a subject denied, a reply to map, a subject
+                    # to route back.
+                    return
                 perms = sub.client.perms
                 if perms.delivery_filter and perms.deny_delivery(
                     ev.subject.decode("utf-8", "surrogateescape"), sub.queue
@@ -162,7 +164,8 @@ def _remote_target(sub: Subscription, ev: Pub) -> Target:
     outbound = sub.client.outbound
     assert outbound is not None
     account: bytes = sub.wire_account  # type: ignore[attr-defined]
-    head = b"RMSG %s%s %s%s\r\n" % (
+    head = b"%s %s%s %s%s\r\n" % (
+        sub.msg_op,  # type: ignore[attr-defined]
         account + b" " if account else b"",
         ev.subject,
         ev.reply + b" " if ev.reply else b"",

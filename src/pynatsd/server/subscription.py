@@ -46,8 +46,14 @@ class Subscription:
     # True for the interest of another server (`RemoteSubscription`): fan_out sends such a
     # server one message however many of its subscriptions match.
     remote = False
+    # True for the interest of a leaf connection (`LeafSubscription`, always remote too): such
+    # a member of a queue group is picked only when no member here or across a route is.
+    leaf = False
+    # True for what our own hub told us on a leaf connection we dialed: routes and gateways
+    # are never told of it (nats-server's processLeafSub on a spoke).
+    from_hub = False
     # True for the interest of another cluster, through a gateway: a queue group's member
-    # there is picked only when the group has none in this cluster.
+    # there is picked only when the group has none in this cluster (nor on a leaf).
     gateway = False
 
     def __init__(
@@ -134,6 +140,8 @@ class RemoteSubscription(Subscription):
     __slots__ = ("account_name", "weight", "wire_account")
 
     remote = True
+    # The op of the messages this server is sent (the frame head a delivery plan builds).
+    msg_op = b"RMSG"
 
     def __init__(
         self,
@@ -151,3 +159,29 @@ class RemoteSubscription(Subscription):
         # The account token in the RMSG to that server: none on a connection pinned to it.
         self.wire_account = account_name if wire_account is None else wire_account
         self.weight = weight
+
+
+class LeafSubscription(RemoteSubscription):
+    """Interest of the server at the other end of a leaf connection (nats-server's
+    subscriptions of a LEAF client). Its `weight` is 0, so a queue group prefers every other
+    member; `queue_weight` is the number of members over there (the LS+ weight)."""
+
+    __slots__ = ("from_hub", "queue_weight")
+
+    leaf = True
+    msg_op = b"LMSG"
+
+    def __init__(
+        self,
+        owner: Any,
+        account_name: bytes,
+        subject: bytes,
+        queue: bytes,
+        queue_weight: int,
+        from_hub: bool,
+    ) -> None:
+        super().__init__(owner, account_name, subject, queue, 0, b"")
+        # nats-server's key of a leaf subscription: the LS+ arguments without the weight.
+        self.sid = subject + b" " + queue if queue else subject
+        self.queue_weight = queue_weight
+        self.from_hub = from_hub

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -20,13 +21,17 @@ from pynatsd.gofmt import format_go_time
 from pynatsd.spark.errors import (
     DataLossError,
     JetStreamError,
+    NatsSparkError,
     NoResponders,
     OptionError,
     ProtocolError,
+    RequestTimeout,
     StreamNotFound,
 )
 from pynatsd.spark.wire import Connection, new_inbox, pub_frame, status_of
 from pynatsd.subjects import subjects_collide
+
+log = logging.getLogger("pynatsd.spark")
 
 _STREAM_NOT_FOUND = 10059
 # An abandoned ephemeral consumer (a killed task) is removed by the server after this long.
@@ -35,6 +40,8 @@ _INACTIVE_THRESHOLD_NS = 30_000_000_000
 # and the first pull, before any size is known, for this many messages at most.
 _PULL_BYTES = 4 << 20
 _FIRST_PULL = 256
+# Messages a filtered pull may ask for beyond its estimate of the matches left in its range.
+_FILTER_SLACK = 16
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,16 @@ def stream_info(conn: Connection, stream: str) -> StreamState:
         messages=int(state.get("messages", 0)),
         subjects=tuple(reply.get("config", {}).get("subjects") or ()),
     )
+
+
+def bucket_info(conn: Connection, bucket: str) -> StreamState:
+    """The state of a key-value bucket's stream `KV_<bucket>`."""
+    try:
+        return stream_info(conn, f"KV_{bucket}")
+    except StreamNotFound:
+        raise OptionError(
+            "bucket", f"bucket '{bucket}' does not exist on {conn.server} (no stream KV_{bucket})"
+        ) from None
 
 
 def streams_capturing(conn: Connection, subject: str) -> list[str]:
@@ -152,6 +169,13 @@ def _delete_consumer(conn: Connection, stream: str, name: str) -> None:
         api(conn, f"CONSUMER.DELETE.{stream}.{name}", None, "deleting a reader")
 
 
+def filters_can_match(state: StreamState, filters: tuple[str, ...]) -> bool:
+    """Can any of `filters` match a subject the stream stores (always, without filters)?"""
+    if not state.subjects or not filters:
+        return True
+    return any(subjects_collide(f, s) for f in filters for s in state.subjects)
+
+
 def check_filters(state: StreamState, filters: tuple[str, ...]) -> None:
     """A filter no subject of the stream can match reads nothing, which is a mistake rather
     than a wish (servers accept it silently): refuse it while the query is planned."""
@@ -181,11 +205,11 @@ def _ack_fields(reply: bytes) -> tuple[int, int, int]:
 class _RangePull:
     """State of one pull loop: the callback appends into the current chunk."""
 
-    def __init__(self, stream: str, consumer: str, end: int, with_headers: bool) -> None:
+    def __init__(self, end: int, with_headers: bool, filters: tuple[str, ...]) -> None:
         self.end = end
         self.with_headers = with_headers
-        # Replies in the common 9-token layout start with this; the tail then splits in 5.
-        self.prefix = f"$JS.ACK.{stream}.{consumer}.".encode()
+        self.filters = filters
+        self.prefix = b""
         self.chunk = Chunk()
         self.first_seq = 0
         self.last_seq = 0
@@ -193,12 +217,29 @@ class _RangePull:
         self.outstanding = 0  # messages asked for by pull requests and not delivered yet
         self.received = 0
         self.error = ""
+        self.stalled = False
+        self.last_ask = 0  # the size of the last pull sent
+        self.serial = False  # a pull was refused as redundant: one pull at a time from now on
+
+    def on_consumer(self, stream: str, consumer: str) -> None:
+        """A (new) consumer: replies in the common 9-token layout start with this prefix, and
+        nothing asked of an abandoned consumer is still on its way to us."""
+        self.prefix = f"$JS.ACK.{stream}.{consumer}.".encode()
+        self.outstanding = 0
+        self.stalled = False
 
     def on_msg(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
         if not reply:
             code = status_of(header)
-            if code in (404, 408):  # nothing more stored: the range is complete
+            if code == 408 and b"Requests Pending" in header:
+                # Refused: the pull already waiting covers every message left (nats-server's
+                # rule for no_wait pulls). Not the end: wait for that one, pipeline no more.
+                self.outstanding -= self.last_ask
+                self.serial = True
+            elif code in (404, 408):  # nothing more stored: the range is complete
                 self.done = True
+            elif code == 503:  # the consumer is not there (yet, or any more): a leader moved
+                self.stalled = True
             elif code != 100:  # 100 is an idle heartbeat; 409 and others end the read
                 self.error = header.split(b"\r\n", 1)[0].decode(errors="replace")
             return
@@ -227,6 +268,58 @@ class _RangePull:
             self.done = True
 
 
+LAST_PER_SUBJECT = "last_per_subject"
+
+# A pull that brings nothing at all within `requestTimeout`, or a 503 status (lost in a cluster
+# while a stream or consumer leader moves), is retried this many times, each from a new consumer.
+PULL_RETRIES = 2
+
+
+class _Puller:
+    """One ephemeral consumer and the inbox its pulls answer to. A stalled one is replaced by a
+    new consumer starting after the last message received, on a new inbox (late messages of the
+    old one are ignored), so a retry can neither skip nor repeat a message."""
+
+    def __init__(
+        self, conn: Connection, stream: str, pull: _RangePull, start: int, deliver: str
+    ) -> None:
+        self.conn = conn
+        self.stream = stream
+        self.pull = pull
+        self.deliver = deliver
+        self.config = _consumer_config("", pull.filters)
+        self.name = ""
+        self.sid = b""
+        self.inbox = b""
+        self.next_subject = b""
+        self.open(start)
+
+    def open(self, start: int) -> None:
+        self.config["name"] = "spark_" + secrets.token_hex(8)
+        if self.deliver == LAST_PER_SUBJECT:
+            self.config["deliver_policy"] = LAST_PER_SUBJECT
+        else:
+            self.config.update(deliver_policy="by_start_sequence", opt_start_seq=start)
+        self.name = _create_consumer(self.conn, self.stream, self.config)
+        self.pull.on_consumer(self.stream, self.name)
+        inbox = new_inbox()
+        self.sid = self.conn.subscribe(inbox, self.pull.on_msg)
+        self.inbox = inbox.encode()
+        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{self.name}".encode()
+
+    def request(self, want: int) -> None:
+        body = b'{"batch":%d,"no_wait":true}' % want
+        self.conn.send(pub_frame(self.next_subject, body, self.inbox))
+
+    def close(self) -> None:
+        self.conn.unsubscribe(self.sid)
+        _delete_consumer(self.conn, self.stream, self.name)
+
+    def reopen(self, start: int) -> None:
+        self.close()
+        self.open(start)
+
+
 def read_range(
     conn: Connection,
     stream: str,
@@ -238,35 +331,40 @@ def read_range(
     chunk_rows: int,
     with_headers: bool,
     fail_on_data_loss: bool,
+    deliver: str = "by_start_sequence",
 ) -> Iterator[Chunk]:
     """The messages of `stream` with start <= seq < end (and matching `filters`), in order, as
     chunks of about `chunk_rows`. An ephemeral AckNone consumer from `start`; pulls with
     `no_wait` (never waiting for new messages), each for at most what is left of the range.
     The next pull is sent when half of the previous one has arrived, so the server prepares a
-    batch while this process parses the last one (measured: +15-25% on a 2-core box)."""
+    batch while this process parses the last one (measured: +15-25% on a 2-core box).
+    With `deliver=LAST_PER_SUBJECT`, only the last message of each subject (a key-value
+    bucket's latest values), from the start of the stream."""
     if end <= start:
         return
-    config = _consumer_config("spark_" + secrets.token_hex(8), filters)
-    config.update(deliver_policy="by_start_sequence", opt_start_seq=start)
-    name = _create_consumer(conn, stream, config)
-    pull = _RangePull(stream, name, end, with_headers)
-    inbox = new_inbox()
-    sid = conn.subscribe(inbox, pull.on_msg)
-    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}".encode()
-    reply_to = inbox.encode()
+    pull = _RangePull(end, with_headers, filters)
+    puller = _Puller(conn, stream, pull, start, deliver)
     timeout = conn.options.request_timeout
     last_want = [0]
     bytes_before = conn.bytes_received
-    checked_loss = False
+    checked_loss = deliver == LAST_PER_SUBJECT  # a gap at the start is the point there
+    # A new last-per-subject consumer starts over: it cannot resume after a stall.
+    retries = 0 if deliver == LAST_PER_SUBJECT else PULL_RETRIES
 
     def wanted() -> int:
         """How many to pull now: 0 while enough is on its way or the range is covered."""
-        if pull.outstanding > last_want[0] // 2:
+        if pull.outstanding > last_want[0] // 2 or (pull.serial and pull.outstanding > 0):
             return 0
         # At most what is left of the range beyond what was already asked for.
         left = end - 1 - max(pull.last_seq, start - 1) - pull.outstanding
         if left <= 0:
             return 0 if pull.outstanding > 0 else 1
+        if filters and pull.received:
+            # A filtered consumer skips sequences, and the server sends what a pull asks for
+            # even past the range's end (the next task's share): ask for about the matches
+            # left in the range at the density seen so far, a little more, never less than 1.
+            seen = pull.last_seq - start + 1
+            left = min(left, pull.received * (end - 1 - pull.last_seq) // seen + _FILTER_SLACK)
         # Bound the bytes one pull brings (large messages would otherwise pile up in the
         # server's buffer for us, up to a slow-consumer disconnect): sized by what came so far.
         if pull.received:
@@ -277,16 +375,38 @@ def read_range(
         return min(cap, left)
 
     def ready() -> bool:
-        return pull.done or len(pull.chunk) >= chunk_rows or wanted() > 0
+        return pull.done or pull.stalled or len(pull.chunk) >= chunk_rows or wanted() > 0
 
     try:
         while not pull.done:
             want = wanted()
             if want:
-                conn.send(pub_frame(next_subject, b'{"batch":%d,"no_wait":true}' % want, reply_to))
+                puller.request(want)
                 pull.outstanding += want
-                last_want[0] = want
-            conn.run(ready, timeout, f"messages of stream '{stream}'")
+                pull.last_ask = last_want[0] = want
+            try:
+                conn.run(ready, timeout, f"messages of stream '{stream}'")
+            except RequestTimeout:
+                if not retries:
+                    raise
+                pull.stalled = True
+            if pull.stalled:
+                if not retries:
+                    raise ProtocolError(
+                        f"reading stream '{stream}' stopped: its consumer is unavailable "
+                        f"on {conn.server} (503)"
+                    )
+                retries -= 1
+                log.warning(
+                    "nats: reading stream '%s' from %s stalled; reading on from sequence %d "
+                    "with a new consumer",
+                    stream,
+                    conn.server,
+                    max(pull.last_seq + 1, start),
+                )
+                puller.reopen(max(pull.last_seq + 1, start))
+                last_want[0] = 0
+                continue
             if pull.error:
                 raise ProtocolError(f"reading stream '{stream}' stopped: {pull.error}")
             if not checked_loss and pull.first_seq:
@@ -300,8 +420,7 @@ def read_range(
         if len(pull.chunk):
             yield pull.chunk
     finally:
-        conn.unsubscribe(sid)
-        _delete_consumer(conn, stream, name)
+        puller.close()
 
 
 def _check_loss(conn: Connection, stream: str, start: int, first_read: int, fail: bool) -> None:
@@ -388,22 +507,30 @@ def publish_core(
 
 
 class _Acks:
+    """Counts acks; keeps the first failure as the exception `check` raises, said once."""
+
     def __init__(self, prefix: bytes) -> None:
         self.prefix_len = len(prefix)
         self.received = 0
         self.duplicates = 0
-        self.error = ""
+        self.error: NatsSparkError | None = None
 
     def on_ack(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
         self.received += 1
-        if header and status_of(header) == 503:
-            self.error = self.error or "no stream captures the subject (no responders)"
-        elif b'"error"' in payload:
-            err = json.loads(payload).get("error", {})
-            self.error = self.error or (
-                f"{err.get('description', '')} (code {err.get('code')}, "
-                f"err_code {err.get('err_code')})"
+        if self.error is None and header and status_of(header) == 503:
+            self.error = NoResponders(
+                "publish: no stream captures the subject (no responders); "
+                "create a stream for it or use publishMode=core"
             )
+        elif b'"error"' in payload:
+            if self.error is None:
+                err = json.loads(payload).get("error", {})
+                self.error = JetStreamError(
+                    "publish",
+                    int(err.get("code", 0)),
+                    int(err.get("err_code", 0)),
+                    str(err.get("description", "")),
+                )
         elif b'"duplicate":true' in payload or b'"duplicate": true' in payload:
             self.duplicates += 1
 
@@ -426,8 +553,8 @@ def publish_acked(
         return lambda: acks.received > floor
 
     def check() -> None:
-        if acks.error:
-            raise JetStreamError("publish", 0, 0, acks.error)
+        if acks.error is not None:
+            raise acks.error
 
     try:
         for subject, header, payload in messages:

@@ -27,6 +27,10 @@ class ProtocolError(NatsSparkError):
     """The server said something we cannot understand, or reported an error (-ERR)."""
 
 
+class ConnectionLost(ProtocolError):
+    """The server closed an established connection (restarted, or a node of a cluster left)."""
+
+
 class RequestTimeout(NatsSparkError, TimeoutError):
     """A request or an ack did not arrive in time."""
 

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 from pynatsd.spark.errors import OptionError
 from pynatsd.subjects import is_valid_subject
 
-Use = Literal["read", "stream-read", "subject-read", "write", "any"]
+Use = Literal["read", "stream-read", "subject-read", "kv-read", "write", "any"]
 Mode = Literal["batch", "stream"]
 
 
@@ -46,8 +46,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "stream",
         ("read", "write"),
         "",
-        "Read: the JetStream stream (replayable). Write: the stream expected to store "
-        "the messages (JetStream publish with acks).",
+        "Read: the JetStream stream (replayable), or a comma list of streams. Write: the "
+        "stream expected to store the messages (JetStream publish with acks).",
     ),
     OptionSpec(
         "subject",
@@ -121,6 +121,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         ("any",),
         "5",
         "Seconds to wait for a JetStream API reply, a pull batch or a publish ack.",
+    ),
+    OptionSpec(
+        "bucket",
+        ("kv-read", "write"),
+        "",
+        "A key-value bucket. Read (batch): one row per key with its latest value, or every "
+        "revision with `history`. Write: each row's `key` column is put with its `data`.",
+    ),
+    OptionSpec(
+        "history",
+        ("kv-read",),
+        "false",
+        "Bucket reads: every revision of every key (puts, deletes and purges), not only the "
+        "latest value of the keys that exist.",
     ),
     OptionSpec(
         "queue",
@@ -278,7 +292,33 @@ class SubjectReadOptions:
     timeout: float
 
 
-ReadOptions = StreamReadOptions | SubjectReadOptions
+@dataclass(frozen=True)
+class KvReadOptions:
+    connect: ConnectOptions
+    bucket: str
+    history: bool
+    fetch_batch_size: int
+
+    @property
+    def stream(self) -> str:
+        """The stream a bucket lives in (nats-server's and the clients' naming)."""
+        return f"KV_{self.bucket}"
+
+    @property
+    def prefix(self) -> str:
+        """The subject of key K is `<prefix>K`."""
+        return f"$KV.{self.bucket}."
+
+
+@dataclass(frozen=True)
+class MultiStreamReadOptions:
+    """Several streams in one query (`stream` is a comma list): one set of options each, the
+    same but for their positions, which JSON offsets give per stream."""
+
+    parts: tuple[StreamReadOptions, ...]
+
+
+ReadOptions = StreamReadOptions | SubjectReadOptions | KvReadOptions | MultiStreamReadOptions
 
 
 class PublishMode(Enum):
@@ -295,6 +335,7 @@ class WriteOptions:
     publish_mode: PublishMode
     msg_id_column: str
     max_in_flight: int
+    bucket: str = ""  # a key-value bucket: subjects are `$KV.<bucket>.<key column>`
 
 
 # --- parsing -----------------------------------------------------------------------------------
@@ -318,11 +359,15 @@ class _Raw:
                 )
             spec = _SPECS.get(low)
             if spec is None:
+                # The likely fix alone when there is one: a message's last line is what Spark
+                # (and Spark Connect, which cuts long messages) shows.
                 close = difflib.get_close_matches(low, list(_SPECS), n=1)
-                hint = f"; did you mean '{_SPECS[close[0]].name}'?" if close else ""
+                if close:
+                    raise OptionError(
+                        key, f"unknown option; did you mean '{_SPECS[close[0]].name}'?"
+                    )
                 raise OptionError(
-                    key,
-                    f"unknown option{hint} Known options: " + ", ".join(s.name for s in OPTIONS),
+                    key, "unknown option; known options: " + ", ".join(s.name for s in OPTIONS)
                 )
             if "any" not in spec.uses and not _applies(spec.uses, allowed):
                 raise OptionError(spec.name, f"does not apply to {what}")
@@ -521,6 +566,8 @@ def parse_read_options(options: Mapping[str, str], mode: Mode | None) -> ReadOpt
     """Validate a read's options. `mode` is None when only the schema is wanted (Spark asks for
     it before it says whether the query is batch or streaming)."""
     probe = {k.lower(): v for k, v in options.items()}
+    if probe.get("bucket", "").strip():
+        return _kv_read_options(_Raw(options, ("read", "kv-read"), "bucket reads"), mode)
     stream = probe.get("stream", "").strip()
     subject_raw = probe.get("subject", "")
     if not stream and not subject_raw.strip():
@@ -530,12 +577,66 @@ def parse_read_options(options: Mapping[str, str], mode: Mode | None) -> ReadOpt
             "'subject' (a core subject, live); with both, 'subject' "
             "filters the stream",
         )
+    if "," in stream:
+        return MultiStreamReadOptions(
+            tuple(
+                _stream_read_options(_Raw(part, ("read", "stream-read"), "stream reads"), s, mode)
+                for s, part in _per_stream(options, stream)
+            )
+        )
     if stream:
         return _stream_read_options(
             _Raw(options, ("read", "stream-read"), "stream reads"), stream, mode
         )
     what = "subject reads (no 'stream' given)"
     return _subject_read_options(_Raw(options, ("read", "subject-read"), what), mode)
+
+
+def _kv_read_options(raw: _Raw, mode: Mode | None) -> KvReadOptions:
+    bucket = raw.text("bucket")
+    if not all(c.isalnum() or c in "-_" for c in bucket):
+        raise OptionError("bucket", f"invalid bucket name {bucket!r}")
+    if mode == "stream":
+        raise OptionError("bucket", "a bucket is read in batch only; stream its 'KV_<bucket>'")
+    if raw.has("includeHeaders"):
+        raise OptionError("includeHeaders", "does not apply to bucket reads")
+    return KvReadOptions(
+        connect=_connect_options(raw),
+        bucket=bucket,
+        history=raw.boolean("history"),
+        fetch_batch_size=5000,
+    )
+
+
+def _per_stream(options: Mapping[str, str], raw: str) -> list[tuple[str, dict[str, str]]]:
+    """The options of each stream of a comma list: the same options, with `stream` one name
+    and JSON `startingOffsets`/`endingOffsets` reduced to that stream's entry."""
+    names = [n.strip() for n in raw.split(",")]
+    if "" in names or len(set(names)) != len(names):
+        raise OptionError("stream", f"expected distinct stream names, got {raw!r}")
+    json_positions: dict[str, dict[str, object]] = {}
+    for key, value in options.items():
+        if key.lower() in ("startingoffsets", "endingoffsets") and value.strip().startswith("{"):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise OptionError(key, f"invalid JSON {value!r}") from None
+            if not isinstance(parsed, dict) or set(parsed) != set(names):
+                raise OptionError(key, f"the JSON must name exactly the streams {names}")
+            json_positions[key] = parsed
+        elif key.lower() in ("startingoffsets", "endingoffsets") and value.strip().lower() not in (
+            "earliest",
+            "latest",
+        ):
+            raise OptionError(key, "with several streams: 'earliest', 'latest' or JSON per stream")
+    parts = []
+    for name in names:
+        part = {k: v for k, v in options.items() if k.lower() != "stream"}
+        part["stream"] = name
+        for key, parsed in json_positions.items():
+            part[key] = json.dumps({name: parsed[name]})
+        parts.append((name, part))
+    return parts
 
 
 def _check_stream_name(name: str, stream: str) -> None:
@@ -605,6 +706,16 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     stream = raw.text("stream")
     if stream:
         _check_stream_name("stream", stream)
+    bucket = raw.text("bucket")
+    if bucket:
+        if not all(c.isalnum() or c in "-_" for c in bucket):
+            raise OptionError("bucket", f"invalid bucket name {bucket!r}")
+        for other in ("stream", "subject"):
+            if raw.has(other):
+                raise OptionError(other, "a bucket write takes its subjects from 'key'")
+        if raw.text("publishMode").lower() == "core":
+            raise OptionError("publishMode", "a bucket is written with JetStream publishes")
+        stream = f"KV_{bucket}"
     subjects = _subjects("subject", raw.text("subject"))
     if len(subjects) > 1:
         raise OptionError("subject", "a write takes one subject")
@@ -633,4 +744,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         publish_mode=mode,
         msg_id_column=raw.text("msgIdColumn"),
         max_in_flight=raw.integer("maxInFlight", 1),
+        bucket=bucket,
     )

@@ -4,15 +4,17 @@ each Spark task then reads one contiguous sub-range with its own ephemeral consu
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from pynatsd.spark import client, offsets
 from pynatsd.spark.errors import DataLossError
 from pynatsd.spark.options import StreamReadOptions
+from pynatsd.spark.pushdown import Pushed, push_filters
 from pynatsd.spark.schema import arrow_schema, chunk_to_batch
 from pynatsd.spark.wire import Connection
 
@@ -24,12 +26,14 @@ CHUNK_ROWS = 20_000
 
 
 class SeqRange(InputPartition):
-    """One task's share of a read: sequences start <= seq < end."""
+    """One task's share of a read: sequences start <= seq < end (of `stream`, when a query
+    reads several)."""
 
-    def __init__(self, start: int, end: int) -> None:
-        super().__init__((start, end))
+    def __init__(self, start: int, end: int, stream: str = "") -> None:
+        super().__init__((stream, start, end) if stream else (start, end))
         self.start = start
         self.end = end
+        self.stream = stream
 
 
 def checked_start(opts: StreamReadOptions, start: int, state: client.StreamState) -> int:
@@ -74,24 +78,64 @@ def read_partition(
 
 
 class StreamBatchReader(DataSourceReader):
-    """Built by the planner on the driver (range resolved here, errors surface before any task
-    runs), then pickled to the executors, which only call `read`."""
+    """Built by the planner on the driver, then pickled to the executors, which only call
+    `read`. The range is resolved in `partitions` (still on the driver, while the query is
+    planned, so errors surface before any task runs): with pushdown on, Spark calls
+    `pushFilters` between the two (`PushdownStreamBatchReader`)."""
 
     def __init__(self, opts: StreamReadOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
-        with Connection.open(opts.connect) as conn:
-            state = client.stream_info(conn, opts.stream)
-            client.check_filters(state, opts.filters)
-            start = offsets.resolve_start(conn, opts, state)
-            start = checked_start(opts, start, state)
-        end = offsets.resolve_end(opts.ending, state)
-        self.ranges = offsets.split_range(
-            start, end, opts.min_partitions, opts.min_rows_per_partition
-        )
+        self.pushed = Pushed()
+        self.option_filters = opts.filters
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [SeqRange(s, e) for s, e in self.ranges]
+        opts, pushed = self.opts, self.pushed
+        with Connection.open(opts.connect) as conn:
+            state = client.stream_info(conn, opts.stream)
+            client.check_filters(state, self.option_filters)
+            if pushed.empty:
+                return []
+            start = offsets.resolve_start(conn, opts, state)
+            start = checked_start(opts, start, state)
+            end = offsets.resolve_end(opts.ending, state)
+            start, end = max(start, pushed.seq_start), min(end, pushed.seq_end)
+            if pushed.time_start_ns and start < end:
+                found = client.sequence_at_time(conn, opts.stream, pushed.time_start_ns, ())
+                start = max(start, found if found is not None else end)
+            if pushed.time_end_ns < 2**63 and start < end:
+                found = client.sequence_at_time(conn, opts.stream, pushed.time_end_ns, ())
+                if found is not None:
+                    end = min(end, found)
+        if self.pushed.described:
+            log.info("nats: pushed to the consumer: %s", self.pushed.describe())
+        return [
+            SeqRange(s, e)
+            for s, e in offsets.split_range(
+                start, end, opts.min_partitions, opts.min_rows_per_partition
+            )
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(self.opts, partition, self.schema)
+
+
+class PushdownStreamBatchReader(StreamBatchReader):
+    """The reader Spark's filter-pushdown planner gets. PySpark refuses every read of a reader
+    that implements `pushFilters` while `spark.sql.python.filterPushdown.enabled` is off, and
+    tells the data source nothing of the setting: so this class is handed out only by the
+    planner that pushes filters (`NatsDataSource.reader`)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        pushed, remaining = push_filters(filters, self.opts.filters)
+        if pushed.subjects:
+            # A subject the stream cannot hold selects no rows, and the server would refuse a
+            # consumer filtering on it: keep the others.
+            with Connection.open(self.opts.connect) as conn:
+                state = client.stream_info(conn, self.opts.stream)
+            subjects = tuple(s for s in pushed.subjects if client.filters_can_match(state, (s,)))
+            pushed = replace(pushed, subjects=subjects)
+            # Here, not in `partitions`: Spark pickles the reader for the tasks in between.
+            self.opts = replace(self.opts, filters=subjects)
+        self.pushed = pushed
+        return remaining

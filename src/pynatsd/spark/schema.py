@@ -76,16 +76,17 @@ def chunk_to_batch(chunk: Chunk, stream: str, schema: Any) -> Any:
         columns["headers"] = pa.array(
             [header_entries(h) for h in chunk.headers], schema.field("headers").type
         )
-    return _batch(columns, schema)
+    return batch_of(columns, schema)
 
 
 def rows_to_batch(rows: Sequence[tuple[Any, ...]], schema: Any) -> Any:
     """Row tuples in schema order as a record batch (for the small live-subject batches)."""
     columns = {name: [row[i] for row in rows] for i, name in enumerate(schema.names)}
-    return _batch({k: pa.array(v, schema.field(k).type) for k, v in columns.items()}, schema)
+    return batch_of({k: pa.array(v, schema.field(k).type) for k, v in columns.items()}, schema)
 
 
-def _batch(columns: dict[str, Any], schema: Any) -> Any:
+def batch_of(columns: dict[str, Any], schema: Any) -> Any:
+    """Arrow arrays by column name as a record batch in exactly `schema` (types cast)."""
     arrays = []
     for f in schema:
         array = columns[f.name]

@@ -22,7 +22,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition, SimpleDataS
 from pyspark.sql.types import StructType
 
 from pynatsd.protocol.headers import parse_headers
-from pynatsd.spark.errors import NatsSparkError
+from pynatsd.spark.errors import ConnectionLost, NatsSparkError
 from pynatsd.spark.options import SubjectReadOptions
 from pynatsd.spark.schema import arrow_schema, rows_to_batch
 from pynatsd.spark.wire import Connection
@@ -47,25 +47,41 @@ def to_row(msg: Received, seq: int, include_headers: bool) -> tuple[Any, ...]:
     return tuple(row)
 
 
+# A subject read whose connection drops reconnects (to any of `servers`) for this long before
+# the query fails; what is published meanwhile is not received (core NATS keeps nothing).
+RECONNECT_FOR = 60.0
+_RECONNECT_WAIT = 0.5
+
+
 class _Subscriber:
-    """The subscription thread: reads into a bounded buffer until stopped or the connection
-    fails (then the error is kept and raised by the next micro-batch)."""
+    """The subscription thread: reads into a bounded buffer until stopped. A dropped connection
+    is re-established and the subscriptions made again; if that fails for `RECONNECT_FOR`
+    seconds the error is kept and raised by the next micro-batch."""
 
     def __init__(self, opts: SubjectReadOptions) -> None:
         self.opts = opts
         self.lock = threading.Lock()
         self.buffer: deque[Received] = deque()
         self.dropped = 0
+        self.reconnects = 0
         self.error: BaseException | None = None
         self.stop = threading.Event()
-        self.conn = Connection.open(opts.connect)
-        for subject in opts.subjects:
-            self.conn.subscribe(subject, self._on_msg, opts.queue)
-        # After the PONG the server has registered the subscriptions: messages published from
-        # now on are ours.
-        self.conn.flush(opts.connect.request_timeout)
+        self.conn = self._subscribe()
         self.thread = threading.Thread(target=self._run, name="nats-subject-reader", daemon=True)
         self.thread.start()
+
+    def _subscribe(self) -> Connection:
+        conn = Connection.open(self.opts.connect)
+        try:
+            for subject in self.opts.subjects:
+                conn.subscribe(subject, self._on_msg, self.opts.queue)
+            # After the PONG the server has registered the subscriptions: messages published
+            # from now on are ours.
+            conn.flush(self.opts.connect.request_timeout)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _on_msg(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
         with self.lock:
@@ -83,11 +99,34 @@ class _Subscriber:
     def _run(self) -> None:
         try:
             while not self.stop.is_set():
-                self.conn.poll(0.2)
+                try:
+                    self.conn.poll(0.2)
+                except (OSError, ConnectionLost) as e:
+                    self.conn.close()
+                    self.conn = self._reconnect(e)
         except BaseException as e:  # the query sees it at the next micro-batch
             self.error = self.error or e
         finally:
             self.conn.close()
+
+    def _reconnect(self, cause: BaseException) -> Connection:
+        log.warning("nats: subject read lost its connection (%s); reconnecting", cause)
+        deadline = time.monotonic() + RECONNECT_FOR
+        while not self.stop.is_set():
+            try:
+                conn = self._subscribe()
+            except (OSError, NatsSparkError):
+                if time.monotonic() > deadline:
+                    raise NatsSparkError(
+                        f"subject read: connection lost ({cause}) and no server of option "
+                        f"'servers' could be reached for {RECONNECT_FOR:.0f} s"
+                    ) from cause
+                self.stop.wait(_RECONNECT_WAIT)
+                continue
+            self.reconnects += 1
+            log.warning("nats: subject read reconnected to %s", conn.server)
+            return conn
+        return self.conn  # stopping: `_run` ends
 
     def take(self) -> list[Received]:
         with self.lock:

@@ -20,6 +20,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import re
 import secrets
 import socket
@@ -28,7 +29,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pynatsd.spark.errors import ConnectError, NoResponders, ProtocolError, RequestTimeout
+from pynatsd.spark.errors import (
+    ConnectError,
+    ConnectionLost,
+    NoResponders,
+    ProtocolError,
+    RequestTimeout,
+)
 from pynatsd.spark.options import ConnectOptions, ServerAddress
 
 # (subject, reply, header block or b"", payload). The header block includes the `NATS/1.0` line.
@@ -82,8 +89,10 @@ class Connection:
         return conn
 
     def connect(self) -> None:
+        """Connect to one of the servers, tried in random order (as NATS clients do, so that the
+        tasks of a job spread over a cluster's nodes); an unreachable one is skipped."""
         errors = []
-        for server in self.options.servers:
+        for server in random.sample(self.options.servers, len(self.options.servers)):
             try:
                 self._connect_to(server)
                 self.server = server
@@ -241,7 +250,7 @@ class Connection:
             ) from None
         if not chunk:
             self._closed = True
-            raise ProtocolError(f"{self.server} closed the connection")
+            raise ConnectionLost(f"{self.server} closed the connection")
         self.bytes_received += len(chunk)
         if self._pos < len(self._buf):
             self._buf = self._buf[self._pos :] + chunk
@@ -320,6 +329,9 @@ class Connection:
         if not self._inbox_prefix:
             self._inbox_prefix = new_inbox().encode() + b"."
             self.subscribe(self._inbox_prefix.decode() + "*", self._on_reply)
+            # In a cluster the answer may come from another node (a JetStream leader): once the
+            # server has our SUB, its interest is on the routes ahead of the request.
+            self.flush(self.options.request_timeout)
         self._next_token += 1
         token = str(self._next_token).encode()
         self._send(pub_frame(subject.encode(), payload, self._inbox_prefix + token, header))

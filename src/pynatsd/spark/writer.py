@@ -56,6 +56,7 @@ class WritePlan:
     headers_column: str
     id_column: str
     source_id_columns: bool  # `stream` and `seq` columns: ids "<stream>:<seq>"
+    subject_prefix: bytes = b""  # put before the subject column's values (`$KV.<bucket>.`)
 
 
 @dataclass
@@ -81,7 +82,11 @@ def plan_write(opts: WriteOptions, schema: StructType) -> WritePlan:
             data, f"column '{data}' must be binary or string, not {types[data].simpleString()}"
         )
     subject_column = ""
-    if not opts.subject:
+    if opts.bucket:
+        if not isinstance(types.get("key"), StringType):
+            raise OptionError("bucket", "a bucket write needs a string 'key' column")
+        subject_column = "key"
+    elif not opts.subject:
         if "subject" not in types:
             raise OptionError("subject", "a write needs the 'subject' option or a 'subject' column")
         if not isinstance(types["subject"], StringType):
@@ -120,12 +125,17 @@ def plan_write(opts: WriteOptions, schema: StructType) -> WritePlan:
         types.get("seq"), LongType | IntegerType
     )
     mode = _publish_mode(opts)
-    return WritePlan(opts, mode, data, subject_column, headers, opts.msg_id_column, source_ids)
+    prefix = f"$KV.{opts.bucket}.".encode() if opts.bucket else b""
+    return WritePlan(
+        opts, mode, data, subject_column, headers, opts.msg_id_column, source_ids, prefix
+    )
 
 
 def _publish_mode(opts: WriteOptions) -> PublishMode:
     with Connection.open(opts.connect) as conn:
-        if opts.stream:
+        if opts.bucket:
+            client.bucket_info(conn, opts.bucket)
+        elif opts.stream:
             client.stream_info(conn, opts.stream)
         if opts.stream and opts.subject:
             capturing = client.streams_capturing(conn, opts.subject)
@@ -213,7 +223,7 @@ def messages(
                 payload = payload.encode()
             if subjects is not None:
                 value = subjects[i]
-                subject = value.encode() if value is not None else b""
+                subject = plan.subject_prefix + value.encode() if value is not None else b""
                 _check_subject(subject, row)
             else:
                 subject = fixed_subject
