@@ -203,6 +203,22 @@ class AccountConfig:
 
 
 @dataclass(slots=True)
+class TLSBlock:
+    """A `tls {}` block of a connection between servers (nats-server's TLSConfigOpts as
+    getTLSConfig reads it for routes): both sides verify, so a peer's certificate is always
+    required, and the CA file verifies the peers we dial too."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    insecure: bool = False  # dialing: skip verifying the peer's certificate (nats-server warns)
+    timeout: float = 2.0  # seconds the handshake may take
+    min_version: str = ""  # "1.2" or "1.3"; "" is TLS 1.2
+    ciphers: list[str] = field(default_factory=list)  # Go cipher suite names
+    pinned_certs: list[str] = field(default_factory=list)  # hex sha256 of SPKI DER
+
+
+@dataclass(slots=True)
 class ClusterOptions:
     """The `cluster {}` block and the `--cluster*`/`--routes` flags (nats-server's
     ClusterOpts): routes to the other servers of a cluster."""
@@ -219,6 +235,7 @@ class ClusterOptions:
     password: str = ""
     auth_timeout: float = 2.0
     tls_timeout: float = 2.0
+    tls: TLSBlock | None = None  # `tls {}`: every route connection is TLS, both ways
     # Route permissions: `import` is what peers may send us (publish), `export` what we send
     # them (subscribe interest).
     permissions: Permissions | None = None
@@ -301,6 +318,9 @@ class RemoteGatewayOptions:
 
     name: str = ""
     urls: list[str] = field(default_factory=list)
+    # Its own `tls {}` (its dials use it instead of the gateway's), and that block's timeout.
+    tls: TLSBlock | None = None
+    tls_timeout: float = 0.0
 
 
 @dataclass(slots=True)
@@ -316,6 +336,7 @@ class GatewayOptions:
     password: str = ""
     auth_timeout: float = 0.0
     tls_timeout: float = 0.0
+    tls: TLSBlock | None = None  # `tls {}`: every gateway connection is TLS, both ways
     connect_retries: int = 0  # extra attempts for implicit (gossiped) gateways
     connect_backoff: bool = False
     gateways: list[RemoteGatewayOptions] = field(default_factory=list)

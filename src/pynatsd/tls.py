@@ -12,15 +12,21 @@ from __future__ import annotations
 import hashlib
 import logging
 import ssl
+from dataclasses import dataclass
 
-from pynatsd.options import Options
+from pynatsd.options import Options, TLSBlock
 
 log = logging.getLogger("pynatsd.tls")
 
 __all__ = [
     "CIPHER_SUITES",
+    "PeerTLS",
     "TLSConfigError",
     "cipher_names",
+    "go_handshake_error",
+    "go_tls_names",
+    "peer_contexts",
+    "pin_matches",
     "pinned_cert_ok",
     "server_context",
 ]
@@ -77,6 +83,10 @@ _DEFAULT_CIPHERS = (
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 )
+# OpenSSL's TLS 1.2 suite names -> Go's, for the debug line after a handshake (TLS 1.3 suites
+# have the same name in both).
+_GO_CIPHER_NAMES = {openssl: go for go, openssl in CIPHER_SUITES.items()}
+_GO_TLS_VERSIONS = {"TLSv1.2": "1.2", "TLSv1.3": "1.3"}
 _MIN_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
 
@@ -97,19 +107,86 @@ def server_context(options: Options) -> ssl.SSLContext | None:
     Raises TLSConfigError with nats-server's message when the files cannot be used."""
     if not options.tls:
         return None
-    cert, key = options.tls_cert, options.tls_key
+    context = _context(
+        ssl.PROTOCOL_TLS_SERVER,
+        options.tls_cert,
+        options.tls_key,
+        options.tls_ca_cert,
+        options.tls_min_version,
+        options.tls_ciphers,
+    )
+    if options.tls_verify or options.tls_map:
+        # Go's RequireAndVerifyClientCert; without a CA file, the system roots verify.
+        context.verify_mode = ssl.CERT_REQUIRED
+        if not options.tls_ca_cert:
+            context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    else:
+        # A CA file alone does not make the server ask for client certificates (as in Go).
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+@dataclass(frozen=True, slots=True)
+class PeerTLS:
+    """The two contexts of TLS between servers (nats-server's getTLSConfig for routes): a
+    connection we accept asks for and verifies the peer's certificate whatever `verify` says,
+    and the CA file verifies the servers we dial too (RootCAs = ClientCAs)."""
+
+    accept: ssl.SSLContext
+    dial: ssl.SSLContext
+    block: TLSBlock
+
+
+def peer_contexts(block: TLSBlock) -> PeerTLS:
+    """Both contexts for a `tls {}` block between servers; TLSConfigError as server_context."""
+    contexts = []
+    for protocol in (ssl.PROTOCOL_TLS_SERVER, ssl.PROTOCOL_TLS_CLIENT):
+        context = _context(
+            protocol,
+            block.cert_file,
+            block.key_file,
+            block.ca_file,
+            block.min_version,
+            block.ciphers,
+        )
+        if not block.ca_file:
+            purpose = (
+                ssl.Purpose.CLIENT_AUTH
+                if protocol == ssl.PROTOCOL_TLS_SERVER
+                else ssl.Purpose.SERVER_AUTH
+            )
+            context.load_default_certs(purpose)
+        context.verify_mode = ssl.CERT_REQUIRED
+        contexts.append(context)
+    accept, dial = contexts
+    if block.insecure:
+        dial.check_hostname = False
+        dial.verify_mode = ssl.CERT_NONE
+    return PeerTLS(accept, dial, block)
+
+
+def _context(
+    protocol: ssl._SSLMethod,
+    cert: str,
+    key: str,
+    ca: str,
+    min_version: str,
+    ciphers: list[str],
+) -> ssl.SSLContext:
+    """A context with nats-server's GenTLSConfig settings: the key pair, the CA file, the
+    minimum version and the cipher suites."""
     if cert and not key:
         raise TLSConfigError("missing 'key_file' in TLS configuration")
     if key and not cert:
         raise TLSConfigError("missing 'cert_file' in TLS configuration")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    version = options.tls_min_version or "1.2"
+    context = ssl.SSLContext(protocol)
+    version = min_version or "1.2"
     if version not in _MIN_VERSIONS:
         raise TLSConfigError(f"unsupported minimum TLS version: TLS {version}")
     context.minimum_version = _MIN_VERSIONS[version]
     # Compression and renegotiation are off in Go's crypto/tls; keep OpenSSL in line.
     context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
-    _set_ciphers(context, options.tls_ciphers)
+    _set_ciphers(context, ciphers)
     if cert:
         try:
             context.load_cert_chain(cert, key)
@@ -121,21 +198,13 @@ def server_context(options: Options) -> ssl.SSLContext | None:
             ) from None
         except (OSError, ssl.SSLError) as e:
             raise TLSConfigError(f"error parsing X509 certificate/key pair: {e}") from None
-    if options.tls_ca_cert:
+    if ca:
         try:
-            context.load_verify_locations(cafile=options.tls_ca_cert)
+            context.load_verify_locations(cafile=ca)
         except FileNotFoundError:
-            raise TLSConfigError(f"open {options.tls_ca_cert}: no such file or directory") from None
+            raise TLSConfigError(f"open {ca}: no such file or directory") from None
         except (OSError, ssl.SSLError):
             raise TLSConfigError("failed to parse root ca certificate") from None
-    if options.tls_verify or options.tls_map:
-        # Go's RequireAndVerifyClientCert; without a CA file, the system roots verify.
-        context.verify_mode = ssl.CERT_REQUIRED
-        if not options.tls_ca_cert:
-            context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-    else:
-        # A CA file alone does not make the server ask for client certificates (as in Go).
-        context.verify_mode = ssl.CERT_NONE
     return context
 
 
@@ -189,7 +258,13 @@ def _set_ciphers(context: ssl.SSLContext, names: list[str]) -> None:
 def pinned_cert_ok(options: Options, peer_cert_der: bytes | None) -> bool:
     """`tls { pinned_certs }`: the client certificate's SubjectPublicKeyInfo, hashed with
     SHA-256, must be listed. True when no pins are configured."""
-    if not options.tls_pinned_certs:
+    return pin_matches(options.tls_pinned_certs, peer_cert_der)
+
+
+def pin_matches(pins: list[str], peer_cert_der: bytes | None) -> bool:
+    """The peer certificate's SubjectPublicKeyInfo, hashed with SHA-256, is one of `pins`
+    (nats-server's matchesPinnedCert); True when there are none."""
+    if not pins:
         return True
     if not peer_cert_der:
         return False
@@ -201,4 +276,44 @@ def pinned_cert_ok(options: Options, peer_cert_der: bytes | None) -> bool:
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     digest = hashlib.sha256(spki).hexdigest()
-    return digest in {p.lower() for p in options.tls_pinned_certs}
+    return digest in {p.lower() for p in pins}
+
+
+# OpenSSL's reason for a failed handshake -> the error crypto/tls reports for it.
+_GO_HANDSHAKE_ERRORS = {
+    "PEER_DID_NOT_RETURN_A_CERTIFICATE": "tls: client didn't provide a certificate",
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "remote error: tls: certificate required",
+    "TLSV1_ALERT_UNKNOWN_CA": "remote error: tls: unknown certificate authority",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "remote error: tls: bad certificate",
+    "SSLV3_ALERT_HANDSHAKE_FAILURE": "remote error: tls: handshake failure",
+    "WRONG_VERSION_NUMBER": "tls: first record does not look like a TLS handshake",
+}
+# X509_V_ERR_* codes -> crypto/x509's words for them.
+_GO_VERIFY_ERRORS = {
+    2: "x509: certificate signed by unknown authority",  # unable to get issuer certificate
+    18: "x509: certificate signed by unknown authority",  # self-signed leaf
+    19: "x509: certificate signed by unknown authority",  # self-signed in chain
+    20: "x509: certificate signed by unknown authority",  # unable to get local issuer
+    10: "x509: certificate has expired or is not yet valid",
+    9: "x509: certificate has expired or is not yet valid",
+}
+
+
+def go_handshake_error(error: ssl.SSLError) -> str:
+    """A failed handshake in crypto/tls's words, as nats-server logs it."""
+    reason = error.reason or ""
+    if isinstance(error, ssl.SSLCertVerificationError):
+        code = error.verify_code
+        text = _GO_VERIFY_ERRORS.get(code)
+        if text is None:
+            text = f"x509: {error.verify_message}"
+        return f"tls: failed to verify certificate: {text}"
+    return _GO_HANDSHAKE_ERRORS.get(reason, reason.lower().replace("_", " ") or str(error))
+
+
+def go_tls_names(ssl_object: ssl.SSLObject) -> tuple[str, str]:
+    """The TLS version and cipher suite of an established connection, named as Go names them."""
+    cipher = ssl_object.cipher()
+    name = cipher[0] if cipher else ""
+    version = ssl_object.version() or ""
+    return _GO_TLS_VERSIONS.get(version, version), _GO_CIPHER_NAMES.get(name, name)

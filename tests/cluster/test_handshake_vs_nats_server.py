@@ -19,8 +19,8 @@ GOOD_CONNECT = (
 )
 
 
-def peer_info(port: int) -> bytes:
-    info = {
+def peer_info(port: int, **extra: object) -> bytes:
+    info: dict[str, object] = {
         "server_id": PEER_ID,
         "server_name": "RAW",
         "version": "2.15.1",
@@ -30,6 +30,7 @@ def peer_info(port: int) -> bytes:
         "headers": True,
         "max_payload": 1048576,
         "cluster": CLUSTER,
+        **extra,
     }
     return b"INFO " + json.dumps(info).encode() + b"\r\n"
 
@@ -87,6 +88,18 @@ async def _both(scenario: bytes) -> list[tuple[list[bytes], bool]]:
         ),
         (GOOD_CONNECT + peer_info(1) + b"FOO\r\n", [b"-ERR 'Unknown Protocol Operation'"]),
         (GOOD_CONNECT + peer_info(1) + b"RS+ $G\r\n", []),
+        (
+            GOOD_CONNECT + peer_info(1, route_pool_size=3, route_pool_idx=7),
+            [b"-ERR 'Invalid route pool index: 7 - pool size is 3'"],
+        ),
+        (
+            GOOD_CONNECT + peer_info(1, route_pool_size=3, route_account="$G"),
+            [b"-ERR 'No route for account \"$G\"'"],
+        ),
+        (
+            GOOD_CONNECT + peer_info(1, route_pool_size=3, route_account="NOPE"),
+            [b"-ERR 'Unable to lookup account \"NOPE\": account missing'"],
+        ),
     ],
 )
 async def test_refusals(scenario: bytes, expected: list[bytes]) -> None:

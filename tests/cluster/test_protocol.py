@@ -15,7 +15,9 @@ from pynatsd.cluster.protocol import (
     RouteConnect,
     RouteInfo,
     RouteMsg,
+    RouteMsgRun,
     RouteParser,
+    RouteRunParser,
     RouteSub,
     RouteUnsub,
     js_ack_deliver_index,
@@ -28,7 +30,20 @@ from pynatsd.cluster.protocol import (
 from pynatsd.protocol.events import Err, Event, Ok, Ping, Pong, ProtocolError, Pub
 
 
-def describe(ev: Event) -> tuple[object, ...]:
+def describe_all(events: list[Event | Pub], parser: RouteParser) -> list[tuple[object, ...]]:
+    """Each event described; a run of messages as its messages."""
+    out = []
+    for ev in events:
+        if isinstance(ev, RouteMsgRun):
+            out += [describe(ev.pub(tail), parser) for tail in ev.tails]
+        else:
+            out.append(describe(ev, parser))
+    return out
+
+
+def describe(ev: Event | Pub, parser: RouteParser) -> tuple[object, ...]:
+    if type(ev) is Pub:
+        ev = parser.route_msg(ev)
     if isinstance(ev, RouteSub):
         return ("RS+", ev.origin, ev.account, ev.subject, ev.queue, ev.weight)
     if isinstance(ev, RouteUnsub):
@@ -57,7 +72,8 @@ def describe(ev: Event) -> tuple[object, ...]:
 
 
 def parse(data: bytes, expect_connect: bool = False) -> list[tuple[object, ...]]:
-    return [describe(ev) for ev in RouteParser(expect_connect).feed(data)]
+    parser = RouteParser(expect_connect)
+    return describe_all(parser.feed(data), parser)
 
 
 @pytest.mark.parametrize(
@@ -177,18 +193,22 @@ def _stream(draw: st.DrawFn) -> bytes:
     return b"".join(parts)
 
 
+@pytest.mark.parametrize("parser_class", [RouteParser, RouteRunParser])
 @settings(max_examples=200, deadline=None)
-@given(_stream(), st.lists(st.integers(0, 2000), max_size=8))
-def test_any_split_gives_the_same_events(data: bytes, cuts: list[int]) -> None:
+@given(data=_stream(), cuts=st.lists(st.integers(0, 2000), max_size=8))
+def test_any_split_gives_the_same_events(
+    parser_class: type[RouteParser], data: bytes, cuts: list[int]
+) -> None:
+    """Whole or cut anywhere, the same messages; the route's parser (runs) reads the same."""
     whole = parse(data)
     assert all(ev[0] != "PROTOCOL" for ev in whole)
-    parser = RouteParser()
+    parser = parser_class()
     events: list[tuple[object, ...]] = []
     start = 0
     for cut in sorted(c % (len(data) + 1) for c in cuts):
-        events += [describe(ev) for ev in parser.feed(data[start:cut])]
+        events += describe_all(parser.feed(data[start:cut]), parser)
         start = cut
-    events += [describe(ev) for ev in parser.feed(data[start:])]
+    events += describe_all(parser.feed(data[start:]), parser)
     assert events == whole
 
 
@@ -206,6 +226,30 @@ def test_byte_at_a_time_is_linear() -> None:
     assert events[0].msg.payload == body
 
 
+def test_repeated_lines_take_the_fast_path() -> None:
+    """Whole plain RMSGs come out as bare Pubs whose line names the account, and once a line
+    repeats, the messages right after it with the same line as one run; one line object per
+    distinct line; mixed with other ops and other lines they keep their order."""
+    parser = RouteRunParser()
+    data = b"RMSG $G foo 2\r\nhi\r\n" * 4 + b"RMSG A bar r 1\r\nx\r\nPING\r\n"
+    data += b"RMSG $G foo 2\r\nyo\r\n"
+    events = parser.feed(data)
+    assert describe_all(events, parser) == [
+        *[("MSG", b"", b"$G", b"foo", b"", b"hi", -1, ())] * 4,
+        ("MSG", b"", b"A", b"bar", b"r", b"x", -1, ()),
+        ("Ping",),
+        ("MSG", b"", b"$G", b"foo", b"", b"yo", -1, ()),
+    ]
+    assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun, Pub, Ping, RouteMsgRun]
+    runs = [ev for ev in events if isinstance(ev, RouteMsgRun)]
+    assert [run.tails for run in runs] == [[b"hi\r\n", b"hi\r\n"], [b"yo\r\n"]]
+    foo = [ev.line for ev in events if type(ev) is Pub][:2] + [run.line for run in runs]
+    assert all(line is foo[0] for line in foo)
+    # A plain RouteParser (the base of other server links) gives RouteMsg events instead.
+    plain = RouteParser()
+    assert [type(ev) for ev in plain.feed(data)] == [RouteMsg] * 5 + [Ping, RouteMsg]
+
+
 def test_ping_pong_ok_events() -> None:
     events = RouteParser().feed(b"PING\r\nPONG\r\n+OK\r\n")
     assert [type(e) for e in events] == [Ping, Pong, Ok]
@@ -214,13 +258,13 @@ def test_ping_pong_ok_events() -> None:
 def test_pinned_connection_ops_carry_no_account() -> None:
     """On a connection pinned to `$SYS`, ops name no account; the parser supplies it."""
     parser = RouteParser(account=b"$SYS")
-    events = [
-        describe(ev)
-        for ev in parser.feed(
+    events = describe_all(
+        parser.feed(
             b"RS+ $SYS.REQ.SERVER.PING\r\nRS+ q.sub g 2\r\nRS- q.sub g\r\n"
             b"RMSG $SYS.SERVER.X.STATSZ 2\r\nhi\r\nRMSG a.b | g 1\r\nx\r\n"
-        )
-    ]
+        ),
+        parser,
+    )
     assert events == [
         ("RS+", b"", b"$SYS", b"$SYS.REQ.SERVER.PING", b"", 0),
         ("RS+", b"", b"$SYS", b"q.sub", b"g", 2),
@@ -242,7 +286,7 @@ def test_hold_after_info_until_the_next_feed() -> None:
     assert parser.held
     parser.account = b"$SYS"
     parser.hold_after_info = False
-    assert [describe(ev) for ev in parser.feed(b"")] == [("RS+", b"", b"$SYS", b"foo", b"", 0)]
+    assert describe_all(parser.feed(b""), parser) == [("RS+", b"", b"$SYS", b"foo", b"", 0)]
 
 
 def test_pool_index_is_nats_servers() -> None:
@@ -254,6 +298,18 @@ def test_pool_index_is_nats_servers() -> None:
     assert pool_index(b"$G", 3) == 2
     assert pool_index(b"$SYS", 3) == 0
     assert pool_index(b"$G", 1) == 0
+
+
+def test_a_split_payload_is_never_read_as_a_repeated_line() -> None:
+    """The rest of a payload split over reads is payload, even when it reads like the line
+    being repeated; so is the rest of a control line split over reads."""
+    parser = RouteRunParser()
+    line = b"RMSG $G foo 17\r\n"
+    events = parser.feed(line + b"a" * 17 + b"\r\n" + line + b"b" * 17 + b"\r\n" + line)
+    events += parser.feed(line + b"x\r\n" + line + b"c" * 17 + b"\r\nRMSG $G f")
+    events += parser.feed(b"oo 17\r\n" + b"d" * 17 + b"\r\n")
+    payloads = [m[5] for m in describe_all(events, parser)]
+    assert payloads == [b"a" * 17, b"b" * 17, line + b"x", b"c" * 17, b"d" * 17]
 
 
 ACK = b"$JS.ACK.S.C.1.2.3.1700000000000000000.0"

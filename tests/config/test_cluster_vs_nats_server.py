@@ -209,9 +209,9 @@ def test_compression_mode_is_settled_to_its_name(written: str, mode: str, tmp_pa
     assert cluster is not None and cluster.compression == mode
 
 
-def test_cluster_tls_is_read_and_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A valid route `tls {}` passes `-t` on both servers; pynatsd keeps its timeout and logs
-    that route TLS is not implemented yet (not a `-t` warning)."""
+def test_cluster_tls_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A valid route `tls {}` passes `-t` on both servers; pynatsd keeps its files and
+    timeout for the routes (tests/cluster/test_tls_vs_nats_server.py runs them)."""
     ca = make_ca()
     ca_path, _ = ca.write(tmp_path, "ca")
     cert, key = make_cert(ca, [(NameOID.COMMON_NAME, "route")], ips=("127.0.0.1",)).write(
@@ -229,5 +229,7 @@ def test_cluster_tls_is_read_and_ignored(tmp_path: Path, monkeypatch: pytest.Mon
     assert real.returncode == 0
     monkeypatch.chdir(tmp_path)
     loaded = check_config("main.conf")
-    assert loaded.ignored == ["cluster.tls"]
-    assert loaded.options.cluster is not None and loaded.options.cluster.tls_timeout == 3
+    assert loaded.ignored == []
+    cluster = loaded.options.cluster
+    assert cluster is not None and cluster.tls_timeout == 3
+    assert cluster.tls is not None and (cluster.tls.cert_file, cluster.tls.timeout) == (cert, 3)

@@ -362,8 +362,6 @@ def test_warnings(text: str, warning: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "cluster { port: 6222, tls { timeout: 3 } }",
-        "gateway { name: A, port: 7222, tls { timeout: 3 } }",
         "websocket { port: 8080, jwt_cookie: x }",
         # tls, accounts, operator and resolver are supported now (tests/config/test_security*).
         "ocsp: false",

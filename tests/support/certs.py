@@ -121,3 +121,17 @@ def loopback_server_files(directory: Path) -> tuple[str, str, str]:
     )
     cert, key = server.write(directory, "server")
     return cert, key, ca_file
+
+
+def server_tls_block(directory: Path, name: str = "server", ca_name: str = "ca") -> str:
+    """A `tls {}` block for a cluster or gateway block: a fresh CA (`ca_name`) and a
+    certificate it signs for 127.0.0.1 and localhost, their files in `directory`."""
+    ca = make_ca(f"{ca_name} CA")
+    ca_path, _ = ca.write(directory, ca_name)
+    cert = make_cert(ca, [(NameOID.COMMON_NAME, name)], ips=("127.0.0.1",), dns=("localhost",))
+    cert_path, key_path = cert.write(directory, f"{name}-{ca_name}")
+    return (
+        "  tls {\n"
+        f'    cert_file: "{cert_path}"\n    key_file: "{key_path}"\n    ca_file: "{ca_path}"\n'
+        "    timeout: 3\n  }\n"
+    )

@@ -41,6 +41,7 @@ from typing import Any, Literal
 import nats
 import nats.errors
 from nats.aio.client import Client
+from nats.aio.subscription import Subscription
 
 from support.natsserver import NATS_SERVER
 from support.ports import LOOPBACK, free_port
@@ -61,6 +62,10 @@ GO_ROUTES_PER_PEER = 4
 # Kinds whose /routez the harness waits on (a kind whose /routez cannot be trusted yet is left
 # out: its routes are then known from its peers' /routez and from client messages crossing).
 ROUTEZ_KINDS = frozenset({"nats-server", "pynatsd"})
+
+
+# What both servers log once a SIGHUP's reload is done.
+RELOADED = "Reloaded server configuration"
 
 
 class ClusterError(RuntimeError):
@@ -157,6 +162,7 @@ class ProcessCluster:
         name: str = "C1",
         via: Literal["config", "flags"] = "config",
         extra_config: str = "",
+        cluster_config: str | Sequence[str] = "",
         node_config: dict[int, str] | None = None,
     ) -> None:
         for kind in kinds:
@@ -168,10 +174,14 @@ class ProcessCluster:
         self.via = via
         # Top-level configuration lines added to every node's file (config mode only).
         self.extra_config = extra_config
+        # Lines added inside every node's `cluster {}` block, or one text per node.
+        self.cluster_config = (
+            [cluster_config] * len(kinds) if isinstance(cluster_config, str) else cluster_config
+        )
         # Top-level configuration lines for one node, by index (JetStream on one node).
         self.node_config = dict(node_config or {})
-        if (extra_config or self.node_config) and via != "config":
-            raise ValueError("extra_config and node_config need via='config'")
+        if (extra_config or any(self.cluster_config) or self.node_config) and via != "config":
+            raise ValueError("extra_config, cluster_config and node_config need via='config'")
         ports: set[int] = set()
 
         def port() -> int:
@@ -203,6 +213,7 @@ class ProcessCluster:
             f"  name: {self.cluster_name}\n"
             f'  listen: "{LOOPBACK}:{node.cluster_port}"\n'
             f"  routes: [{routes}\n  ]\n"
+            f"{self.cluster_config[node.index]}"
             "}\n" + self.extra_config + self.node_config.get(node.index, "")
         )
 
@@ -282,6 +293,22 @@ class ProcessCluster:
         self._start_node(node)
         if wait:
             self.wait_routes(timeout)
+
+    def reload(self, index: int, cluster_config: str, timeout: float = ROUTES_TIMEOUT) -> None:
+        """Rewrite node `index`'s file with `cluster_config` in its cluster block, SIGHUP it
+        and return once its log says the reload is done."""
+        node = self.nodes[index]
+        assert node.process is not None and self.via == "config"
+        done = node.log_text().count(RELOADED)
+        self.cluster_config = list(self.cluster_config)
+        self.cluster_config[index] = cluster_config
+        self.argv(node)  # writes the file
+        node.process.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while node.log_text().count(RELOADED) == done:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{node.name} did not reload:{self.describe()}")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -402,6 +429,32 @@ class ProcessCluster:
 
 
 # -- interest across routes, as clients see it ----------------------------------------------------
+
+
+async def reaches(publisher: Client, subscriber: Client, subject: str, tries: int = 100) -> bool:
+    """Publish `subject` until `subscriber`'s new subscription to it receives one (its interest
+    has reached the publisher's node): False when none came after `tries` attempts."""
+    sub = await subscriber.subscribe(subject)
+    await subscriber.flush()
+    try:
+        return await arrives(publisher, sub, tries)
+    finally:
+        await sub.unsubscribe()
+
+
+async def arrives(publisher: Client, sub: Subscription, tries: int = 100) -> bool:
+    """Publish to `sub`'s subject until `sub` receives one: False when none came after
+    `tries` attempts (0.1 s apart)."""
+    for _ in range(tries):
+        await publisher.publish(sub.subject, b"")
+        await publisher.flush()
+        try:
+            await sub.next_msg(timeout=0.1)
+            return True
+        except nats.errors.TimeoutError:
+            continue
+    return False
+
 
 PROBE_TIMEOUT = 10.0
 

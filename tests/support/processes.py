@@ -9,6 +9,7 @@ server exits or never greets.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -171,3 +172,21 @@ def run_nats_server(conf: str, directory: Path) -> Iterator[int]:
         yield port
     finally:
         server.stop()
+
+
+def wait_for_log_line(
+    log_text: Callable[[], str], pattern: str, timeout: float = 15.0, context: str = ""
+) -> str:
+    """The first line of a server's log (`log_text`) matching `pattern`, once there, as
+    "[LEVEL] text": without its prefix and connection label, so that nats-server's and
+    pynatsd's lines compare."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for line in log_text().splitlines():
+            if re.search(pattern, line):
+                # "[pid] date time [ERR] 127.0.0.1:port - rid:N - text" -> "[ERR] text"
+                level = re.search(r"\[(ERR|WRN|INF|DBG)\]", line)
+                return f"[{level.group(1) if level else '?'}] {line.rsplit(' - ', 1)[-1]}"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no log line {pattern!r}{context}")
+        time.sleep(0.1)

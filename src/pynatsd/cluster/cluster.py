@@ -22,18 +22,30 @@ import contextlib
 import random
 import secrets
 import socket
+from collections.abc import Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from pynatsd.cluster.link import LinkListener, count_interest
+from pynatsd.cluster.link_tls import first_host_name, server_name
+from pynatsd.cluster.permissions import (
+    export_changed,
+    importable,
+    info_fields,
+    reload_permissions,
+    route_permissions,
+)
+from pynatsd.cluster.pinned import PinnedAccounts
 from pynatsd.cluster.pool import Peer, Slot
 from pynatsd.cluster.protocol import rs_minus_frame, rs_plus_frame
 from pynatsd.cluster.route import Route, route_info_frame
+from pynatsd.cluster.route_tls import TLSRoute
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import go_json_bytes
 from pynatsd.server.delivery import enable_remote_delivery
 from pynatsd.server.listen import WILDCARD_HOSTS, join_host_port
+from pynatsd.tls import PeerTLS, peer_contexts
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
@@ -49,10 +61,35 @@ ROUTE_PROTO = 2
 # Explicit routes are retried forever, every second plus up to 100 ms of jitter.
 RETRY_DELAY = 1.0
 RETRY_JITTER = 0.1
+# The longest wait between dials with connect_backoff (nats-server's DEFAULT_ROUTE_CONNECT_MAX).
+RETRY_MAX_DELAY = 30.0
+CLUSTER_TLS_INSECURE_WARNING = (
+    "TLS certificate chain and hostname of solicited routes will not be verified. "
+    "DO NOT USE IN PRODUCTION!"
+)
 
 
 def _retry_delay() -> float:
     return RETRY_DELAY + random.random() * RETRY_JITTER
+
+
+class RetryDelays:
+    """The waits between failed dials of one route (nats-server's attemptDelay in
+    connectToRoute): a second each, or with `connect_backoff` a second doubled after each
+    failed attempt, up to 30 s. A route that connects starts again from a second."""
+
+    def __init__(self, backoff: bool) -> None:
+        self.backoff = backoff
+        self.delay = RETRY_DELAY
+
+    def next(self) -> float:
+        delay = self.delay
+        if self.backoff:
+            self.delay = min(delay * 2, RETRY_MAX_DELAY)
+        return delay
+
+    def reset(self) -> None:
+        self.delay = RETRY_DELAY
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -97,12 +134,18 @@ class Cluster(LinkListener):
         # Connections per peer: `pool_size` (0: one carrying every account, nats-server's
         # -1) plus one per pinned account ($SYS unless there is no system account).
         self.pool_size = max(opts.pool_size, 0)
-        pinned = {name.encode() for name in opts.accounts}
-        if self.pool_size and not server.options.no_system_account:
-            pinned.add(server.system_account.name.encode())
-        self.pinned_accounts = frozenset(pinned) if self.pool_size else frozenset()
+        self.pinned_accounts = self._pinned_of(opts)
+        self.pinned_changes = PinnedAccounts(self)  # what a reload does to them
         self.connecting: set[Route] = set()  # every open route connection
         self.self_urls: set[str] = set()  # configured URLs that turned out to be ourselves
+        # `tls {}`: every route is TLS, both ways (its contexts built once).
+        self.tls: PeerTLS | None = peer_contexts(opts.tls) if opts.tls is not None else None
+        self._route_class: type[Route] = Route if self.tls is None else TLSRoute
+        # The first host name among the configured routes: what a dialed TLS route verifies
+        # when its URL names an IP (nats-server's routeTLSName).
+        self._tls_name = first_host_name(_host_port(u)[0] for u in opts.routes)
+        # `cluster { permissions { import } }`: which local interest is announced to peers.
+        self.imports = route_permissions(opts.permissions)
         self.host = opts.host
         self._dialing: set[str] = set()
         self.gateways: Gateways | None = None
@@ -122,24 +165,45 @@ class Cluster(LinkListener):
             self._watch(account)
         server.account_added_hooks.append(self._watch)
         server.lame_duck_hooks.append(self._announce_lame_duck)
-        server.ready_hooks.append(lambda: self._spawn(self._serve()))
+        server.ready_hooks.append(lambda: self.spawn(self._serve()))
 
     async def _serve(self) -> None:
         opts = self.opts
-        if not await self.serve(lambda: Route(self, solicited=False)):
+        # The class read per connection: a reload that turns TLS on or off applies to the next.
+        if not await self.serve(lambda: self._route_class(self, solicited=False)):
             return
         log.info("Cluster name is %s", self.cluster_name)
         log.info("Listening for route connections on %s", join_host_port(opts.host, self.port))
+        if opts.tls is not None and opts.tls.insecure:
+            log.warning(CLUSTER_TLS_INSECURE_WARNING)
         for url in opts.routes:
             self._explicit.add(url)
-            self._spawn(self._keep_route(url))
+            self.spawn(self._keep_route(url))
 
     # -- configuration reload (called by pynatsd.reload) -----------------------------------------
 
     def reload_options(self, cluster: ClusterOptions) -> None:
         """The cluster block changed (other than its routes, host and port, which a reload
-        refuses to change): its settings apply from here on."""
-        self.opts = cluster
+        refuses to change): its settings apply from here on, and the pinned accounts move."""
+        old, self.opts = self.opts, cluster
+        if cluster.tls != old.tls:
+            # New connections only, as nats-server: the routes up stay as they are.
+            self.tls = peer_contexts(cluster.tls) if cluster.tls is not None else None
+            self._route_class = Route if self.tls is None else TLSRoute
+        if cluster.permissions != old.permissions:
+            reload_permissions(self, cluster.permissions)
+        self.pinned_changes.reload(self._pinned_of(cluster))
+
+    def _pinned_of(self, opts: ClusterOptions) -> frozenset[bytes]:
+        """The accounts with a connection of their own: `accounts` and the system account,
+        when the routes are pooled."""
+        if not self.pool_size:
+            return frozenset()
+        server = self.server
+        pinned = {name.encode() for name in opts.accounts}
+        if not server.options.no_system_account:
+            pinned.add(server.system_account.name.encode())
+        return frozenset(pinned)
 
     def reload_routes(self, routes: list[str]) -> None:
         """The explicit routes changed (nats-server's routesOption.Apply): the added ones are
@@ -159,13 +223,17 @@ class Cluster(LinkListener):
         for url in routes:
             if url not in self._explicit:
                 self._explicit.add(url)
-                self._spawn(self._keep_route(url))
+                self.spawn(self._keep_route(url))
 
     async def stop(self) -> None:
         self.stop_listening()
         for route in list(self.connecting):
             route.close(CloseReason.SERVER_SHUTDOWN)
         self.server.connect_urls = []
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """A background task of the cluster's (dials, also those of pinned.py)."""
+        self._spawn(coro)
 
     # -- what we tell peers ----------------------------------------------------------------------
 
@@ -202,6 +270,8 @@ class Cluster(LinkListener):
         }
         if opts.username:
             info["auth_required"] = True
+        if self.tls is not None:
+            info["tls_required"] = info["tls_verify"] = True
         info["max_payload"] = server.options.max_payload
         if server.options.jetstream:
             info["jetstream"] = True
@@ -216,6 +286,7 @@ class Cluster(LinkListener):
                 info["connect_urls"] = urls
         if server.lame_duck:
             info["ldm"] = True
+        info.update(info_fields(opts.permissions))
         if self.pool_size:
             info["route_pool_size"] = self.pool_size
             if route is not None and route.solicited:
@@ -228,6 +299,10 @@ class Cluster(LinkListener):
         info.update(extra)
         return info
 
+    def info_frame(self) -> bytes:
+        """The route INFO as a reload sends it to every route (no pool place)."""
+        return route_info_frame(self.route_info())
+
     def connect_frame(self, url: str) -> bytes:
         """The CONNECT a dialed route sends first; the URL's user and password go in it."""
         connect: dict[str, Any] = {"echo": True, "verbose": False, "pedantic": False}
@@ -238,13 +313,18 @@ class Cluster(LinkListener):
         elif self.opts.username:
             connect["user"] = self.opts.username
             connect["pass"] = self.opts.password
-        connect["tls_required"] = False
+        connect["tls_required"] = self.tls is not None
         connect["headers"] = not self.server.options.no_header_support
         connect["name"] = self.server.server_id
         connect["cluster"] = self.cluster_name
         if self.dynamic:
             connect["cluster_dynamic"] = True
         return b"CONNECT " + go_json_bytes(connect) + b"\r\n"
+
+    def tls_server_name(self, url: str) -> str:
+        """The name a dialed TLS route checks the peer's certificate against: the URL's host,
+        or for an IP the first host name among the configured routes, if any."""
+        return server_name(_host_port(url)[0], self._tls_name)
 
     def authorized(self, connect: dict[str, Any]) -> bool:
         """The cluster's one user (`authorization { user, password }`), if any."""
@@ -315,6 +395,25 @@ class Cluster(LinkListener):
                 self.gateways.route_gateway_url(gateway_url, True)
         return True
 
+    def pool_problem(self, route: Route) -> str:
+        """Why the pool place a peer's INFO gives `route` cannot be (nats-server's addRoute
+        checks, its texts), or "" when it can."""
+        info = route.remote_info
+        peer_pool = int(info.get("route_pool_size") or 0)
+        if peer_pool <= 0 or not self.pool_size:
+            return ""  # one connection carrying every account
+        index = int(info.get("route_pool_idx") or 0)
+        if route.solicited:
+            # The accepting side never names an index.
+            return f"Route pool index should not be set but is set to {index}" if index else ""
+        if isinstance(route.slot, bytes):
+            if route.slot in self.pinned_accounts:
+                return ""
+            return f'No route for account "{route.slot.decode(errors="replace")}"'
+        if not 0 <= index < max(self.pool_size, peer_pool):
+            return f"Invalid route pool index: {index} - pool size is {peer_pool}"
+        return ""
+
     def fill_pool(self, route: Route) -> None:
         """After a connection we dialed registers: dial the peer's next missing slot (pool
         indexes first, then the pinned accounts), one at a time, as nats-server does."""
@@ -324,8 +423,16 @@ class Cluster(LinkListener):
         for slot in peer.wanted():
             if slot not in peer.slots:
                 url = route.url or peer.url
-                self._spawn(self._dial_slot(peer, slot, url))
+                self.spawn(self._dial_slot(peer, slot, url))
                 return
+
+    def pooled_peers(self) -> list[Peer]:
+        return [peer for peer in self.peers.values() if peer.pool_size]
+
+    def dial_pinned(self, peer: Peer, account: bytes) -> None:
+        """Open `account`'s own connection to `peer` (after a reload pinned it)."""
+        if account not in peer.slots and self.running:
+            self.spawn(self._dial_slot(peer, account, peer.url))
 
     async def _dial_slot(self, peer: Peer, slot: Slot, url: str, delay: float = 0.0) -> None:
         if delay:
@@ -343,7 +450,7 @@ class Cluster(LinkListener):
         if peer.slots:
             # The peer is still there: this slot is dialed again by the side that dialed it.
             if self.running and (route.solicited or route.retry):
-                self._spawn(self._dial_slot(peer, route.slot, route.url or peer.url, RETRY_DELAY))
+                self.spawn(self._dial_slot(peer, route.slot, route.url or peer.url, RETRY_DELAY))
             return
         del self.peers[route.remote_id]
         self._update_connect_urls()
@@ -353,7 +460,7 @@ class Cluster(LinkListener):
         if self.gateways is not None and gateway_url:
             self.gateways.route_gateway_url(gateway_url, False)
         if self.running and not route.configured and (route.solicited or route.retry):
-            self._spawn(self._dial_implicit(peer.url, retry=True))
+            self.spawn(self._dial_implicit(peer.url, retry=True))
 
     def _peer_url(self, route: Route) -> str:
         info = route.remote_info
@@ -398,7 +505,7 @@ class Cluster(LinkListener):
             )
         if url in self.self_urls or url in self._dialing:
             return
-        self._spawn(self._dial_implicit(url, retry=False))
+        self.spawn(self._dial_implicit(url, retry=False))
 
     def broadcast_info(self, frame: bytes) -> None:
         """An INFO for every peer (on its first connection)."""
@@ -406,8 +513,14 @@ class Cluster(LinkListener):
             peer.first.send_now(frame)
 
     def peer_update(self, route: Route, info: dict[str, Any]) -> None:
-        """An INFO from a registered peer about itself: lame duck, new client URLs."""
+        """An INFO from a registered peer about itself: lame duck, new client URLs, its
+        route permissions changed by a reload."""
+        if not info.get("ldm") and info.get("export") != route.remote_info.get("export"):
+            export_changed(self, route, route.remote_info.get("export"), info.get("export"))
         route.remote_info.update(info)
+        for key in ("import", "export"):
+            if key not in info:
+                route.remote_info.pop(key, None)
         self._update_connect_urls()
 
     def _update_connect_urls(self) -> None:
@@ -439,9 +552,12 @@ class Cluster(LinkListener):
 
     async def _dial(self, url: str, configured: bool, attempt: int, slot: Slot = 0) -> Route | None:
         host, port = _host_port(url)
+        route_class = self._route_class
         try:
             _, protocol = await self.server.loop.create_connection(
-                lambda: Route(self, solicited=True, url=url, configured=configured, slot=slot),
+                lambda: route_class(
+                    self, solicited=True, url=url, configured=configured, slot=slot
+                ),
                 host,
                 port,
             )
@@ -471,6 +587,7 @@ class Cluster(LinkListener):
     async def _keep_route(self, url: str) -> None:
         """An explicit route: connected, and dialed again a second after it closes, forever
         (unless it leads to ourselves)."""
+        delays = RetryDelays(self.opts.connect_backoff)
         attempt = 0
         while self.running and url in self._explicit:
             if url in self.self_urls:
@@ -486,18 +603,24 @@ class Cluster(LinkListener):
             if route is None:
                 attempt += 1
                 route = await self._dial(url, True, attempt)
-            if route is not None:
-                attempt = 0
-                await route.done
+                if route is None:
+                    await asyncio.sleep(delays.next())
+                    continue
+            attempt = 0
+            delays.reset()
+            await route.done
             await asyncio.sleep(_retry_delay())
 
     async def _dial_implicit(self, url: str, retry: bool) -> None:
         """A route learned by gossip (or kept over a duplicate): `connect_retries` + 1
         attempts."""
         self._dialing.add(url)
+        delays = RetryDelays(self.opts.connect_backoff)
         try:
             for attempt in range(1, self.opts.connect_retries + 2):
-                if retry or attempt > 1:
+                if attempt > 1:
+                    await asyncio.sleep(delays.next())
+                elif retry:
                     await asyncio.sleep(_retry_delay())
                 if not self.running or url in self.self_urls or self._route_for_url(url):
                     return
@@ -525,6 +648,8 @@ class Cluster(LinkListener):
             peers = self.peers
             if not peers:
                 return
+            if not importable(self.imports, sub.subject_bytes):
+                return  # not for us to import: the peers are not told (importFilter)
             subject, queue = sub.subject_bytes, sub.queue_bytes
             if queue:
                 plus = n > 0
@@ -558,19 +683,31 @@ class Cluster(LinkListener):
             changed(sub, 1)
         account.sublist.add_watcher(changed)
 
-    def interest_frames(self, route: Route) -> bytes:
-        """RS+ for the local interest of the accounts `route` carries: what a new connection
-        is told after the handshake."""
+    def carried_interest(
+        self, route: Route, only: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes, bytes, int]]:
+        """The local interest of the accounts `route` carries (or of account `only`): the
+        account as it goes on that connection (none on a pinned one), subject, queue, count."""
         peer = self.peers.get(route.remote_id)
-        frames: list[bytes] = []
         for account, counts in self._interest.items():
             name = account.encode()
+            if only is not None and name != only:
+                continue
             if peer is not None and not peer.carries(route, name):
                 continue
             wire = b"" if route.pinned_account else name
             for (subject, queue), n in counts.items():
-                frames.append(rs_plus_frame(wire, subject, queue, n))
-        return b"".join(frames)
+                yield wire, subject, queue, n
+
+    def interest_frames(self, route: Route, only: bytes | None = None) -> bytes:
+        """RS+ for the local interest `route` carries that this server may import: what a
+        new connection is told after the handshake."""
+        imports = self.imports
+        return b"".join(
+            rs_plus_frame(wire, subject, queue, n)
+            for wire, subject, queue, n in self.carried_interest(route, only)
+            if importable(imports, subject)
+        )
 
     # -- monitoring ------------------------------------------------------------------------------
 

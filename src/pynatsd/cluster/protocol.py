@@ -1,5 +1,8 @@
 """Sans-IO codec of the route protocol: `RouteParser.feed(bytes) -> list[event]`, and the frames
-a server sends to a route.
+a server sends to a route. A route's parser (`RouteRunParser`) hands out a plain RMSG whole in
+one read as a bare `Pub`, and the ones that repeat its line right after it as one `RouteMsgRun`
+(the receiving route's hot path); `RouteParser.route_msg` and `RouteMsgRun.pub` turn them into
+what they stand for.
 
 Corresponds to the route half of nats-server's `server/parser.go` (`RS+`, `RS-`, `RMSG`,
 `HMSG`, `LS+`, `LS-`, `LMSG`, and the gateways' `A+`, `A-`) and the argument parsing of
@@ -49,7 +52,9 @@ __all__ = [
     "RouteConnect",
     "RouteInfo",
     "RouteMsg",
+    "RouteMsgRun",
     "RouteParser",
+    "RouteRunParser",
     "RouteSub",
     "RouteUnsub",
     "js_ack_deliver_index",
@@ -66,6 +71,10 @@ MAX_CONTROL_LINE = 1024 * 1024
 _MAX_SIZE_DIGITS = 9
 
 RouteEvent = Event | Ping | Pong | Ok
+# A plain RMSG line: account, subject, reply, size, size as written, the argument.
+_RmsgLine = tuple[bytes, bytes, bytes, int, bytes, bytes]
+# Distinct plain RMSG lines remembered per connection; cleared wholesale when full.
+_MEMO_SIZE = 1024
 
 
 class RouteInfo(Event):
@@ -147,6 +156,23 @@ class RouteMsg(Event):
         self.origin = origin
 
 
+class RouteMsgRun(Event):
+    """Plain RMSGs with the same line, one after the other in one read (a peer forwarding a
+    stream): the line's account, subject, reply, payload size, size as written and argument
+    (the same bytes object as the `line` of the bare `Pub` that came first), and each
+    message's payload with its CRLF, as it came."""
+
+    __slots__ = ("account", "line", "reply", "size", "size_text", "subject", "tails")
+
+    def __init__(self, memo: _RmsgLine) -> None:
+        self.account, self.subject, self.reply, self.size, self.size_text, self.line = memo
+        self.tails: list[bytes] = []
+
+    def pub(self, tail: bytes) -> Pub:
+        """One of the run's messages as the `Pub` it stands for."""
+        return make_pub((self.subject, self.reply, tail[:-2], -1, self.line, self.size_text, b""))
+
+
 def _split(arg: bytes) -> list[bytes]:
     return arg.replace(b"\t", b" ").split()
 
@@ -189,14 +215,21 @@ class RouteParser:
     __slots__ = (
         "_dead",
         "_held",
+        "_memo",
         "_partial",
         "_payload",
         "_pending",
+        "_repeat",
+        "_repeat_memo",
         "account",
         "expect_connect",
         "hold_after_info",
     )
 
+    # How a plain message whole in one read comes out: as a `RouteMsg` like every other
+    # message, or (`RouteRunParser`) as a bare `Pub`, the messages repeating its line right
+    # after it as one `RouteMsgRun`.
+    message_runs = False
     # The op names this protocol knows (upper case) and the handler kind of each, and the
     # message op the common-case path looks for; a leaf connection reads its own (leafnode/).
     ops: dict[bytes, str] = _OPS
@@ -216,6 +249,13 @@ class RouteParser:
         self._pending: tuple[bytes, bytes, bytes, tuple[bytes, ...], int, int, bytes] | None = None
         self._payload = bytearray()
         self._dead = False
+        # Plain RMSG lines seen: argument -> (account, subject, reply, size, size as written,
+        # the argument). A peer forwarding a stream of messages repeats the same few lines.
+        self._memo: dict[bytes, _RmsgLine] = {}
+        # The last such line, whole (`RMSG $G foo 16\r\n`), and what it means: a peer repeating
+        # it costs a `startswith` per message.
+        self._repeat = b""
+        self._repeat_memo: _RmsgLine | None = None
 
     @property
     def dead(self) -> bool:
@@ -226,23 +266,46 @@ class RouteParser:
         """Bytes after an INFO wait for the next feed (see `hold_after_info`)."""
         return bool(self._held)
 
-    def feed(self, data: bytes) -> list[Event]:
-        events: list[Event] = []
+    def feed(self, data: bytes) -> list[Event | Pub]:
+        events: list[Event | Pub] = []
         if self._held:
             data, self._held = self._held + data, b""
         if self._dead or not data:
             return events
         pos = 0
         n = len(data)
+        append = events.append
+        rep = self._repeat
+        # Not while the start of a line waits for its end: those bytes continue it.
+        rep_len = 0 if self._partial else len(rep)
+        run: list[bytes] | None = None  # the tails of the run being read, if any
         while pos < n and not self._dead:
             if self._pending is not None:
+                # A payload split over reads: what comes first is its rest, whatever it reads.
                 pos = self._take_payload(data, pos, events)
+                run = None
                 continue
+            if rep_len and data.startswith(rep, pos):
+                memo = self._repeat_memo
+                assert memo is not None
+                start = pos + rep_len
+                end = start + memo[3] + 2
+                if end <= n and data[end - 2] == 0x0D and data[end - 1] == 0x0A:
+                    if run is None:
+                        run_event = RouteMsgRun(memo)
+                        run = run_event.tails
+                        append(run_event)
+                    run.append(data[start:end])
+                    pos = end
+                    continue
+            run = None
             nl = data.find(b"\n", pos)
             if nl > 0 and not self._partial and data.startswith(self.fast_op, pos):
                 # The common message, whole in this read: no per-op dispatch.
                 end = self._whole_rmsg(data, pos, nl, events)
                 if end > 0:
+                    rep = self._repeat
+                    rep_len = len(rep)
                     pos = end
                     continue
             if nl < 0:
@@ -265,10 +328,35 @@ class RouteParser:
                 return events
         return events
 
-    def _whole_rmsg(self, data: bytes, pos: int, nl: int, events: list[Event]) -> int:
-        """An upper-case `RMSG acc subject [reply] size` (`fast_op`) with its payload in `data`: the
-        position after it, or 0 to take the general path (any other form, or incomplete)."""
+    def _whole_rmsg(self, data: bytes, pos: int, nl: int, events: list[Event | Pub]) -> int:
+        """An upper-case `RMSG acc subject [reply] size` (`fast_op`) with its payload in `data`:
+        the position after it, or 0 to take the general path (any other form, or incomplete).
+        With `message_runs` the message is appended as a bare `Pub` whose `line` (one bytes
+        object per distinct line) names its account through `account_of`."""
         arg = data[pos + 5 : nl - 1] if data[nl - 1] == 0x0D else data[pos + 5 : nl]
+        memo = self._memo.get(arg)
+        seen = memo is not None
+        if memo is None:
+            memo = self._rmsg_line(arg)
+            if memo is None:
+                return 0
+        start = nl + 1
+        end = start + memo[3]
+        if end + 2 > len(data) or data[end] != 0x0D or data[end + 1] != 0x0A:
+            return 0
+        msg = make_pub((memo[1], memo[2], data[start:end], -1, memo[5], memo[4], b""))
+        if not self.message_runs:
+            events.append(RouteMsg(memo[0], msg, ()))
+            return end + 2
+        events.append(msg)
+        if seen:  # a line seen before may well come again next
+            self._repeat = data[pos:start]
+            self._repeat_memo = memo
+        return end + 2
+
+    def _rmsg_line(self, arg: bytes) -> _RmsgLine | None:
+        """Account, subject, reply and size of a plain RMSG argument (memoised), or None for
+        a form the general path reads (queues, tabs, a bad size, before CONNECT)."""
         args = arg.split(b" ")
         if self.account:
             args.insert(0, self.account)
@@ -279,7 +367,7 @@ class RouteParser:
         elif nargs == 4:
             account, subject, reply, size_text = args
         else:
-            return 0
+            return None
         if (
             not account
             or not subject
@@ -288,18 +376,25 @@ class RouteParser:
             or self.expect_connect
             or b"\t" in arg
         ):
-            return 0
-        start = nl + 1
-        end = start + int(size_text)
-        if end + 2 > len(data) or data[end : end + 2] != b"\r\n":
-            return 0
-        msg = make_pub((subject, reply, data[start:end], -1, arg, size_text, b""))
-        events.append(RouteMsg(account, msg, ()))
-        return end + 2
+            return None
+        memo = self._memo
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        entry = memo[arg] = (account, subject, reply, int(size_text), size_text, arg)
+        return entry
+
+    def account_of(self, line: bytes) -> bytes:
+        """The account of a bare `Pub` this parser made: the connection's, or its line's
+        first token."""
+        return self.account or line.split(b" ", 1)[0]
+
+    def route_msg(self, msg: Pub) -> RouteMsg:
+        """A bare `Pub` of this parser as the RouteMsg it stands for."""
+        return RouteMsg(self.account_of(msg.line), msg, ())
 
     # -- payloads --------------------------------------------------------------------------------
 
-    def _take_payload(self, data: bytes, pos: int, events: list[Event]) -> int:
+    def _take_payload(self, data: bytes, pos: int, events: list[Event | Pub]) -> int:
         assert self._pending is not None
         size = self._pending[4]
         need = size + 2 - len(self._payload)
@@ -327,11 +422,13 @@ class RouteParser:
         head = head.upper()
         return not any(head.startswith(name) or name.startswith(head) for name in self.ops)
 
-    def _fail(self, events: list[Event], reply: str | None, detail: str, reason: str = "") -> None:
+    def _fail(
+        self, events: list[Event | Pub], reply: str | None, detail: str, reason: str = ""
+    ) -> None:
         events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail))
         self._dead = True
 
-    def _line(self, line: bytes, events: list[Event]) -> None:
+    def _line(self, line: bytes, events: list[Event | Pub]) -> None:
         body = line[:-2] if line.endswith(b"\r\n") else line[:-1]
         stripped = body.lstrip(b" \t")
         sp = len(stripped)
@@ -358,7 +455,7 @@ class RouteParser:
         except _BadArgs as e:
             self._fail(events, None, str(e))
 
-    def _dispatch(self, kind: str, arg: bytes, events: list[Event]) -> None:
+    def _dispatch(self, kind: str, arg: bytes, events: list[Event | Pub]) -> None:
         if kind == "ping":
             events.append(PING)
         elif kind == "pong":
@@ -399,7 +496,7 @@ class RouteParser:
         # A connection pinned to one account carries no account token.
         return [self.account, *args] if self.account else args
 
-    def _start_msg(self, kind: str, arg: bytes, events: list[Event]) -> None:
+    def _start_msg(self, kind: str, arg: bytes, events: list[Event | Pub]) -> None:
         args = _split(arg)
         if kind != "lmsg":
             args = self._with_account(args)
@@ -414,6 +511,13 @@ class RouteParser:
             hdr = -1  # LMSG always carries a header length; 0 means no header block
         self._pending = (account, subject, reply, queues, size, hdr, origin)
         self._payload = bytearray()
+
+
+class RouteRunParser(RouteParser):
+    """The parser of a route connection: plain messages as bare `Pub`s and runs, which the
+    route delivers through its plans without an event object per message."""
+
+    message_runs = True
 
 
 def _route_sub(args: list[bytes], leaf: bool) -> RouteSub:
@@ -563,3 +667,21 @@ def with_deliver_subject(reply: bytes, shown: bytes) -> bytes:
     if not reply or js_ack_deliver_index(reply) != -1:
         return reply
     return reply + b"@" + shown
+
+
+def bare_info(**fields: Any) -> dict[str, Any]:
+    """An INFO with only some fields set (`fields`, in order), as Go marshals its Info: the
+    fields without omitempty are always there."""
+    info: dict[str, Any] = {
+        "server_id": "",
+        "server_name": "",
+        "version": "",
+        "proto": 0,
+        "go": "",
+        "host": "",
+        "port": 0,
+        "headers": False,
+        "max_payload": 0,
+    }
+    info.update(fields)
+    return info

@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.cluster.link import Link
+from pynatsd.cluster.permissions import route_permissions
 from pynatsd.cluster.protocol import (
     RouteMsg,
-    RouteParser,
+    RouteMsgRun,
+    RouteRunParser,
     RouteSub,
     RouteUnsub,
     js_ack_deliver_index,
@@ -33,7 +36,7 @@ from pynatsd.cluster.protocol import (
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import Pub
+from pynatsd.protocol.events import Event, Pub
 from pynatsd.protocol.frames import PING_FRAME, go_json_bytes
 from pynatsd.server.delivery import fan_out_routed
 from pynatsd.server.routed import ShownPub
@@ -88,11 +91,13 @@ class Route(Link):
         # dialed connection knows it now, an accepted one from the peer's INFO).
         self.slot: Slot = slot
         self.pinned_account = slot if isinstance(slot, bytes) else b""
-        self.parser = RouteParser(expect_connect=not solicited, account=self.pinned_account)
+        self.parser = RouteRunParser(expect_connect=not solicited, account=self.pinned_account)
         self.parser.hold_after_info = True
         self.registered = False
         self.retry = False  # closed after being kept over a duplicate: dial the peer again
         self.pinned = False  # a peer's pinned connection we cannot take (no pool), left to it
+        # `cluster { permissions }`: export decides which of the peer's RS+ are taken.
+        self.perms = route_permissions(cluster.opts.permissions)
         self.remote_id = ""
         self.remote_name = ""
         self.remote_info: dict[str, Any] = {}
@@ -124,14 +129,23 @@ class Route(Link):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, base: asyncio.BaseTransport) -> None:
+        if self._opened(base):
+            self._begin()
+
+    def _opened(self, base: asyncio.BaseTransport) -> bool:
+        """The connection is there: name it and keep it (False when the cluster stopped
+        meanwhile and the connection is dropped)."""
         transport = self.attach(base)
         if not self.cluster.running:
-            # The cluster stopped while this connection was being made.
             self.closed = True
             transport.abort()
-            return
-        log.info("%s - Route connection created", self.label)
+            return False
         self.cluster.connecting.add(self)
+        return True
+
+    def _begin(self) -> None:
+        """The route protocol starts (after the TLS handshake on a TLS cluster)."""
+        log.info("%s - Route connection created", self.label)
         if self.solicited:
             self.send_now(self.cluster.connect_frame(self.url))
         else:
@@ -146,16 +160,55 @@ class Route(Link):
         parser = self.parser
         events = parser.feed(data)
         while True:
-            for ev in events:
-                if self.closed:
-                    break
-                self._handle(ev)
+            self._handle_events(events)
             if self.closed or not parser.held:
                 break
             events = parser.feed(b"")  # what came after an INFO, read as it now says
         self.plans.settle()
         server = self.server
         server.flush_dirty()
+
+    def _handle_events(self, events: list[Event | Pub]) -> None:
+        """One read's events. The hot path, inlined: a plain RMSG (a bare `Pub` from the
+        parser) whose line has a plan under its SubList's generation goes straight to the
+        planned receivers (as ClientSession._process_pub does for a client's PUB)."""
+        plans = self.plans
+        dirty = self.server.dirty
+        touched = plans.touched
+        count = nbytes = 0
+        for ev in events:
+            if type(ev) is Pub:
+                line = ev[4]
+                plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
+                if plan is not None and plan.genid == plan.sublist.genid:  # type: ignore[union-attr]
+                    payload = ev[2]
+                    size = len(payload)
+                    count += 1
+                    nbytes += size
+                    if not plan.count:
+                        touched.append(plan)
+                    plan.count += 1
+                    plan.nbytes += size
+                    tail = payload + b"\r\n"
+                    for outbound, _, head in plan.targets:
+                        frames = outbound.frames
+                        frames.append(head)
+                        frames.append(tail)
+                        if not outbound.dirty:
+                            outbound.dirty = True
+                            dirty.append(outbound)
+                    continue
+                self._process_msg(self.parser.route_msg(ev))
+            elif type(ev) is RouteMsgRun:
+                self._deliver_run(ev)
+            else:
+                self._handle(cast(Event, ev))
+            if self.closed:
+                break
+        if count:
+            stats = self.stats
+            stats.in_msgs += count
+            stats.in_bytes += nbytes
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -199,7 +252,9 @@ class Route(Link):
     def _process_info(self, info: dict[str, Any]) -> None:
         server_id = str(info.get("server_id") or "")
         if self.registered:
-            if info.get("gateway"):
+            if info.get("route_acc_add_reqid"):
+                self.cluster.pinned_changes.peer_request(self, info)
+            elif info.get("gateway"):
                 # About a gateway (processGatewayInfoFromRoute): for the gateways, if any.
                 self._gateway_info(info)
             elif server_id and server_id != self.remote_id:
@@ -239,6 +294,13 @@ class Route(Link):
                 self.pinned = True
                 return
             if pinned:
+                if pinned.decode(errors="replace") not in self.server.accounts:
+                    text = f'Unable to lookup account "{pinned.decode(errors="replace")}": ' + (
+                        "account missing"
+                    )
+                    log.error("%s - %s", self.label, text)
+                    self.refuse(text, CloseReason.MISSING_ACCOUNT)
+                    return
                 self.slot = self.pinned_account = self.parser.account = pinned
             else:
                 self.slot = int(info.get("route_pool_idx") or 0)
@@ -248,6 +310,12 @@ class Route(Link):
                 if not self.solicited
                 else bool(info.get("headers"))
             )
+        problem = cluster.pool_problem(self)
+        if problem:
+            # nats-server's sendErrAndErr: the peer is told, the log says it too.
+            log.error("%s - %s", self.label, problem)
+            self.refuse(problem, CloseReason.PROTOCOL_VIOLATION)
+            return
         if self.solicited:
             # The dialer's INFO waits for the peer's (nats-server delays it the same way).
             self.send_now(route_info_frame(cluster.route_info(route=self)))
@@ -276,6 +344,37 @@ class Route(Link):
 
     # -- interest and messages -------------------------------------------------------------------
 
+    def _deliver_run(self, run: RouteMsgRun) -> None:
+        """Messages with the same line, one after the other: once the line has a plan, all
+        the rest go to each planned receiver as one frame (its MSG line before each payload)."""
+        plans = self.plans
+        line = run.line
+        tails = run.tails
+        for i, tail in enumerate(tails):
+            plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
+            if plan is None or plan.genid != plan.sublist.genid:  # type: ignore[union-attr]
+                self._process_msg(RouteMsg(run.account, run.pub(tail), ()))
+                if self.closed:
+                    return
+                continue
+            rest = tails[i:] if i else tails
+            k = len(rest)
+            nbytes = k * run.size
+            stats = self.stats
+            stats.in_msgs += k
+            stats.in_bytes += nbytes
+            if not plan.count:
+                plans.touched.append(plan)
+            plan.count += k
+            plan.nbytes += nbytes
+            dirty = self.server.dirty
+            for outbound, _, head in plan.targets:
+                outbound.frames.append(head + head.join(rest))
+                if not outbound.dirty:
+                    outbound.dirty = True
+                    dirty.append(outbound)
+            return
+
     def _process_sub(self, ev: RouteSub) -> None:
         account = self.server.accounts.get(ev.account.decode(errors="replace"))
         if account is None:
@@ -291,6 +390,15 @@ class Route(Link):
         sub = self.subs.get(key)
         if sub is not None:
             sub.weight = max(ev.weight, 1)  # a queue group's new size over there
+            return
+        perms = self.perms
+        if perms.sub_restricted and not perms.can_subscribe(ev.subject.decode(errors="replace")):
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s - Can not export %r, ignoring remote subscription request",
+                    self.label,
+                    ev.subject.decode(errors="replace"),
+                )
             return
         wire = b"" if self.pinned_account else ev.account
         sub = RemoteSubscription(self, ev.account, ev.subject, ev.queue, max(ev.weight, 1), wire)
@@ -325,14 +433,14 @@ class Route(Link):
         if gateways is not None and gateways.message_from_route(self, account, ev):
             return
         sublist = account.sublist
-        if self.delivered_by_plan(msg.line if not ev.queues else b"", msg.payload, sublist.genid):
-            return
+        line = msg.line
         reply = msg.reply
         if reply and reply.startswith(b"$JS.ACK."):
             at = js_ack_deliver_index(reply)
             if 0 < at < len(reply) - 1:
                 # A JetStream delivery, routed on the subject it came on: its clients here
-                # see the subject after the reply's `@` (never planned, so no plan above).
+                # see the subject after the reply's `@` (never planned: `_handle_events`
+                # finds no plan for its line).
                 shown = ShownPub(
                     reply[at + 1 :], reply[:at], msg.payload, msg.header_size, msg.subject
                 )
@@ -342,12 +450,35 @@ class Route(Link):
                 return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
-            if msg.line and not ev.queues and not any(sub.leaf for sub in result.psubs):
-                # Local plain receivers only (one hop), no queue group (none named); a leaf
-                # connected to us is sent it by fan_out_routed, with no plan.
+            if line and not ev.queues and not any(sub.leaf for sub in result.psubs):
+                # Local plain receivers only (one hop), no queue group (none named), used by
+                # the next RMSG with this line (`_handle_events`); a leaf connected to us is
+                # sent it by fan_out_routed, with no plan.
                 local = tuple(sub for sub in result.psubs if not sub.remote)
-                self.plans.remember(self, msg, SubListResult(local), sublist.genid)
+                self.plans.remember(self, msg, SubListResult(local), sublist.genid, sublist)
             fan_out_routed(self, result, msg, ev.queues)
+
+    def drop_interest(
+        self,
+        account: bytes | None = None,
+        which: Callable[[tuple[bytes, bytes, bytes]], bool] | None = None,
+    ) -> None:
+        """Forget the interest the peer announced on this connection: all of it, one
+        account's (moving to a connection of its own: nats-server's removeRemoteSubsForAcc),
+        or the (account, subject, queue) keys `which` picks."""
+        by_account: dict[bytes, list[RemoteSubscription]] = {}
+        for key, sub in list(self.subs.items()):
+            if account is not None and key[0] != account:
+                continue
+            if which is not None and not which(key):
+                continue
+            del self.subs[key]
+            sub.closed = True
+            by_account.setdefault(key[0], []).append(sub)
+        for name, subs in by_account.items():
+            account_obj = self.server.accounts.get(name.decode(errors="replace"))
+            if account_obj is not None:
+                account_obj.sublist.remove_batch(subs)
 
     # -- output and closing ----------------------------------------------------------------------
 

@@ -9,14 +9,12 @@ collected and the next key is read, as there.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pynatsd.config.authorization import parse_authorization
 from pynatsd.config.parser import ConfigError, Node, to_plain
 from pynatsd.config.registry import (
-    HANDLERS,
     Abort,
     Loader,
     config_key,
@@ -28,6 +26,7 @@ from pynatsd.config.registry import (
     want_map,
     want_str,
 )
+from pynatsd.config.tls import read_tls_block
 from pynatsd.config.urls import URLError, host_port_error, parse_url
 from pynatsd.config.users import _check_subjects, parse_permissions
 from pynatsd.config.values import NANOS, go_atoi, go_type, split_host_port
@@ -38,7 +37,9 @@ from pynatsd.options import (
     ClusterOptions,
     Options,
     Permissions,
+    TLSBlock,
 )
+from pynatsd.tls import TLSConfigError, peer_contexts
 
 # Routes never ping less often than this (nats-server's routeMaxPingInterval).
 ROUTE_MAX_PING_INTERVAL = 30.0
@@ -228,22 +229,34 @@ def _routes(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> N
 
 
 def _tls(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
-    cluster.tls_timeout = read_ignored_tls(loader, key, entry, "cluster.tls", "TLS on routes")
+    cluster.tls = read_peer_tls(loader, entry)
+    cluster.tls_timeout = cluster.tls.timeout
 
 
-def read_ignored_tls(loader: Loader, key: str, entry: Node, name: str, what: str) -> float:
-    """A `tls` block read (and its files loaded) as the client one is, so that a bad one fails
-    as it fails in nats-server, then ignored (TLS between servers is not implemented yet):
-    its timeout."""
-    scratch = Loader(Options())
-    with contextlib.suppress(Abort):
-        HANDLERS["tls"](scratch, key, entry)
-    loader.errors.extend(scratch.errors)
-    loader.warnings.extend(scratch.warnings)
-    if scratch.errors:
-        raise _Skip()
-    loader.ignore(name, entry, what)
-    return scratch.opts.tls_timeout
+def read_peer_tls(loader: Loader, entry: Node) -> TLSBlock:
+    """A `tls` block between servers (cluster, gateway), read as the client `tls` block is
+    (nats-server's getTLSConfig), its files loaded now so that a bad block fails the load as
+    it does there; _Skip when it does."""
+    try:
+        draft = read_tls_block(loader, entry)
+    except Abort as e:
+        raise _Skip() from e
+    block = TLSBlock(
+        cert_file=draft.cert,
+        key_file=draft.key,
+        ca_file=draft.ca,
+        insecure=draft.insecure,
+        timeout=draft.timeout,
+        min_version=draft.min_version,
+        ciphers=draft.ciphers,
+        pinned_certs=draft.pinned,
+    )
+    try:
+        peer_contexts(block)
+    except TLSConfigError as e:
+        loader.error(entry, str(e))
+        raise _Skip() from None
+    return block
 
 
 def _advertise(loader: Loader, cluster: Listener, key: str, entry: Node) -> None:
@@ -423,6 +436,8 @@ def settle(opts: Options) -> None:
     if cluster.port != 0:
         cluster.host = cluster.host or "0.0.0.0"
         cluster.tls_timeout = cluster.tls_timeout or TLS_TIMEOUT
+        if cluster.tls is not None:
+            cluster.tls.timeout = cluster.tls_timeout
         cluster.auth_timeout = cluster.auth_timeout or AUTH_TIMEOUT
         cluster.pool_size = cluster.pool_size or DEFAULT_POOL_SIZE
         if cluster.pool_size > 0:

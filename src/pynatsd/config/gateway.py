@@ -4,13 +4,11 @@ gives it and the checks `validateGatewayOptions` (server/gateway.go) and `valida
 (server/server.go) make at start-up.
 
 A wrong type for a key is a recovered Go panic that ends the block, as in config/cluster.py;
-other problems are collected and the next key is read. The `tls` block is read and checked as
-the client one is, then ignored: TLS on gateways is not implemented yet.
+other problems are collected and the next key is read. A `tls` block (the gateway's, or a
+remote's own) is read as the cluster's is (nats-server's getTLSConfig).
 """
 
 from __future__ import annotations
-
-import contextlib
 
 from pynatsd.config.authorization import parse_authorization
 from pynatsd.config.cluster import (
@@ -24,7 +22,7 @@ from pynatsd.config.cluster import (
     _Skip,
     _write_deadline,
     _write_timeout,
-    read_ignored_tls,
+    read_peer_tls,
 )
 from pynatsd.config.parser import ConfigError, Node
 from pynatsd.config.registry import (
@@ -98,7 +96,8 @@ def _authorization(loader: Loader, gateway: GatewayOptions, key: str, entry: Nod
 
 
 def _tls(loader: Loader, gateway: GatewayOptions, key: str, entry: Node) -> None:
-    gateway.tls_timeout = read_ignored_tls(loader, key, entry, "gateway.tls", "TLS on gateways")
+    gateway.tls = read_peer_tls(loader, entry)
+    gateway.tls_timeout = gateway.tls.timeout
 
 
 def _reject_unknown(loader: Loader, gateway: GatewayOptions, key: str, entry: Node) -> None:
@@ -152,8 +151,11 @@ def _remote_field(loader: Loader, remote: RemoteGatewayOptions, key: str, entry:
             urls.append(text.strip())
         remote.urls = urls
     elif lowered == "tls":
-        with contextlib.suppress(_Skip):
-            read_ignored_tls(loader, key, entry, "gateway.gateways.tls", "TLS on gateways")
+        try:
+            remote.tls = read_peer_tls(loader, entry)
+        except _Skip:
+            return
+        remote.tls_timeout = remote.tls.timeout
     elif not entry.used_variable:
         loader.error(entry, f'unknown field "{key}"')
 
@@ -195,6 +197,8 @@ def settle(opts: Options) -> None:
         return
     gateway.host = gateway.host or "0.0.0.0"
     gateway.tls_timeout = gateway.tls_timeout or TLS_TIMEOUT
+    if gateway.tls is not None:
+        gateway.tls.timeout = gateway.tls_timeout
     gateway.auth_timeout = gateway.auth_timeout or AUTH_TIMEOUT
     cluster = opts.cluster
     if gateway.name and cluster is not None and not cluster.name:

@@ -47,7 +47,7 @@ def _apply_allow_non_tls(loader: Loader, name: str, node: Node) -> None:
 
 
 @dataclass(slots=True)
-class _TlsDraft:
+class TlsDraft:
     """A `tls` block while its fields are read; it reaches `Options` only when all are valid."""
 
     cert: str = ""
@@ -60,15 +60,17 @@ class _TlsDraft:
     ciphers: list[str] = field(default_factory=list)
     insecure_ciphers: list[str] = field(default_factory=list)
     allow_insecure: bool = False
+    insecure: bool = False  # do not verify the servers this one dials
     pinned: list[str] = field(default_factory=list)
     rate_limit: int = 0
     first: bool = False  # handshake_first
     fallback: float = 0.0  # seconds handshake_first waits for a client that speaks first
 
 
-@config_key("tls")
-def _apply_tls(loader: Loader, name: str, node: Node) -> None:
-    draft = _TlsDraft()
+def read_tls_block(loader: Loader, node: Node) -> TlsDraft:
+    """Every field of a `tls` block (nats-server's parseTLS), checked; the caller builds its
+    context from the draft."""
+    draft = TlsDraft()
     for field_name, entry in want_map(loader, node).items():
         read = _TLS_FIELDS.get(field_name.lower())
         if read is None:
@@ -80,6 +82,14 @@ def _apply_tls(loader: Loader, name: str, node: Node) -> None:
             "insecure cipher suites configured without 'allow_insecure_cipher_suites' option "
             "set: " + ", ".join(draft.insecure_ciphers),
         )
+    return draft
+
+
+@config_key("tls")
+def _apply_tls(loader: Loader, name: str, node: Node) -> None:
+    draft = read_tls_block(loader, node)
+    if draft.insecure:
+        loader.ignore("tls.insecure", node, "insecure TLS for outgoing connections")
     opts = loader.opts
     opts.tls = True
     opts.tls_cert, opts.tls_key, opts.tls_ca_cert = draft.cert, draft.key, draft.ca
@@ -98,7 +108,7 @@ def _apply_tls(loader: Loader, name: str, node: Node) -> None:
         raise loader.abort(node, str(e)) from None
 
 
-def _tls_file(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_file(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     lowered = name.lower()
     if not isinstance(entry.value, str):
         raise loader.abort(entry, f"error parsing tls config, expected '{lowered}' to be filename")
@@ -110,7 +120,7 @@ def _tls_file(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
         draft.ca = entry.value
 
 
-def _tls_flag(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_flag(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     lowered, value = name.lower(), entry.value
     if not isinstance(value, bool):
         raise loader.abort(entry, f"error parsing tls config, expected '{lowered}' to be a boolean")
@@ -123,11 +133,11 @@ def _tls_flag(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
         raise loader.abort(entry, "verify_cert_and_check_known_urls not supported in this context")
     elif lowered == "allow_insecure_cipher_suites":
         draft.allow_insecure = value
-    elif lowered == "insecure" and value:
-        loader.ignore("tls.insecure", entry, "insecure TLS for outgoing connections")
+    elif lowered == "insecure":
+        draft.insecure = value
 
 
-def _tls_cipher_suites(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_cipher_suites(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     entries = want_list(loader, entry)
     if not entries:
         raise loader.abort(entry, "error parsing tls config, 'cipher_suites' cannot be empty")
@@ -140,7 +150,7 @@ def _tls_cipher_suites(loader: Loader, draft: _TlsDraft, name: str, entry: Node)
             draft.insecure_ciphers.append(suite)
 
 
-def _tls_curve_preferences(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_curve_preferences(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     entries = want_list(loader, entry)
     if not entries:
         raise loader.abort(entry, "error parsing tls config, 'curve_preferences' cannot be empty")
@@ -151,7 +161,7 @@ def _tls_curve_preferences(loader: Loader, draft: _TlsDraft, name: str, entry: N
     loader.ignore("tls.curve_preferences", entry, "TLS curve preferences")
 
 
-def _tls_timeout(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_timeout(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     value = entry.value
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise loader.abort(entry, "error parsing tls config, 'timeout' wrong type")
@@ -164,14 +174,14 @@ def _tls_timeout(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> No
         draft.timeout = float(value)
 
 
-def _tls_rate_limit(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_rate_limit(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     value = entry.value
     if isinstance(value, bool) or not isinstance(value, int):
         raise loader.abort(entry, "error parsing tls config, 'connection_rate_limit' wrong type")
     draft.rate_limit = value
 
 
-def _tls_pinned_certs(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_pinned_certs(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     if not isinstance(entry.value, list):
         raise loader.abort(
             entry,
@@ -189,7 +199,7 @@ def _tls_pinned_certs(loader: Loader, draft: _TlsDraft, name: str, entry: Node) 
         draft.pinned.append(pin)
 
 
-def _tls_handshake_first(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_handshake_first(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     """true/on, false/off, auto (the default fallback delay) or a fallback duration."""
     value = entry.value
     if isinstance(value, bool):
@@ -213,7 +223,7 @@ def _tls_handshake_first(loader: Loader, draft: _TlsDraft, name: str, entry: Nod
             raise loader.abort(entry, f'field "{name}"\'s value "{value}" is invalid') from None
 
 
-def _tls_min_version(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_min_version(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     value = entry.value
     if not isinstance(value, str):
         raise loader.abort(entry, f"error parsing tls config: 'min_version' wrong type: {value}")
@@ -224,15 +234,15 @@ def _tls_min_version(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -
     draft.min_version = value
 
 
-def _tls_certificate_store(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_certificate_store(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     loader.ignore(f"tls.{name}", entry, "Windows certificate store and OCSP")
 
 
-def _tls_certificates(loader: Loader, draft: _TlsDraft, name: str, entry: Node) -> None:
+def _tls_certificates(loader: Loader, draft: TlsDraft, name: str, entry: Node) -> None:
     loader.ignore(f"tls.{name}", entry, "several certificates")
 
 
-_TlsField = Callable[[Loader, _TlsDraft, str, Node], None]
+_TlsField = Callable[[Loader, TlsDraft, str, Node], None]
 
 # Lower-cased field of a `tls` block -> how it is read; any other field is an error.
 _TLS_FIELDS: dict[str, _TlsField] = {

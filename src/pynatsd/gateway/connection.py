@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.cluster.link import Link
 from pynatsd.cluster.protocol import (
@@ -125,16 +125,27 @@ class GatewayConnection(Link):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, base: asyncio.BaseTransport) -> None:
+        if self._opened(base):
+            self._begin()
+
+    def _opened(self, base: asyncio.BaseTransport) -> bool:
+        """The connection is there: name it and keep it (False when the gateway stopped
+        meanwhile and the connection is dropped)."""
         transport = self.attach(base)
         if not self.gateway.running:
             self.closed = True
             transport.abort()
-            return
+            return False
         self.gateway.connecting.add(self)
         if self.is_outbound:
             log.info('%s - Creating outbound gateway connection to "%s"', self.label, self.name)
         else:
             log.info("%s - Processing inbound gateway connection", self.label)
+        return True
+
+    def _begin(self) -> None:
+        """The gateway protocol starts (after the TLS handshake when TLS is on)."""
+        if not self.is_outbound:
             self.send_now(self.gateway.info_frame())
         self.start_pinging()
 
@@ -142,10 +153,11 @@ class GatewayConnection(Link):
         if self.closed:
             return
         self.last_activity = time.time()
+        # A plain RouteParser: events only (bare `Pub`s come from the route's RouteRunParser).
         for ev in self.parser.feed(data):
             if self.closed:
                 break
-            self._handle(ev)
+            self._handle(cast(Event, ev))
         self.plans.settle()
         self.server.flush_dirty()
 

@@ -28,9 +28,11 @@ from urllib.parse import unquote, urlparse
 
 from pynatsd.cluster.cluster import Cluster, non_local_ips
 from pynatsd.cluster.link import LinkListener, count_interest
-from pynatsd.cluster.protocol import rmsg_frame, rs_minus_frame, rs_plus_frame
+from pynatsd.cluster.link_tls import first_host_name, server_name
+from pynatsd.cluster.protocol import bare_info, rmsg_frame, rs_minus_frame, rs_plus_frame
 from pynatsd.gateway import replies
 from pynatsd.gateway.connection import CMD_GOSSIP, INTEREST_ONLY, GatewayConnection
+from pynatsd.gateway.connection_tls import TLSGatewayConnection
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Pub
@@ -38,12 +40,13 @@ from pynatsd.protocol.frames import go_json_bytes
 from pynatsd.server.delivery import enable_remote_delivery, fan_out_routed
 from pynatsd.server.listen import join_host_port
 from pynatsd.sublist import SubList
+from pynatsd.tls import PeerTLS, peer_contexts
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
     from pynatsd.cluster.protocol import RouteMsg
     from pynatsd.cluster.route import Route
-    from pynatsd.options import GatewayOptions
+    from pynatsd.options import GatewayOptions, RemoteGatewayOptions
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
     from pynatsd.server.subscription import Subscription
@@ -53,6 +56,11 @@ if TYPE_CHECKING:
 SOLICIT_DELAY = 1.0
 CONNECT_DELAY = 1.0  # between attempts (defaultGatewayConnectDelay)
 CONNECT_MAX_DELAY = 30.0  # with connect_backoff
+# nats-server's gatewayTLSInsecureWarning.
+GATEWAY_TLS_INSECURE_WARNING = (
+    "TLS certificate chain and hostname of solicited gateways will not be verified. "
+    "DO NOT USE IN PRODUCTION!"
+)
 RECONNECT_DELAY = 1.0  # an explicit gateway's connection closed (defaultGatewayReconnectDelay)
 # The gateway protocol version announced: 2, as for routes (no message tracing).
 GATEWAY_PROTO = 2
@@ -62,13 +70,25 @@ class RemoteGateway:
     """A remote cluster we keep an outbound connection to (nats-server's gatewayCfg): from the
     configuration, or learned by gossip (implicit)."""
 
-    def __init__(self, name: str, urls: list[str], implicit: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        urls: list[str],
+        implicit: bool,
+        tls: PeerTLS | None = None,
+        tls_timeout: float = 0.0,
+    ) -> None:
         self.name = name
         self.urls: list[str] = []
         self.implicit = implicit
         self.hash = replies.gw_hash(name)
         self.old_hash = replies.old_hash(name)
         self.attempts = 0
+        # Its TLS (its own block's, else the gateway's: every dial is TLS) and the handshake's
+        # timeout; the first host name among its URLs, for dialing an IP (tlsName).
+        self.tls = tls
+        self.tls_timeout = tls_timeout
+        self.tls_name = ""
         self.add_urls(urls)
 
     def add_urls(self, urls: list[str]) -> None:
@@ -76,6 +96,11 @@ class RemoteGateway:
             full = url if "://" in url else f"nats://{url}"
             if full not in self.urls and _host_port(full) not in map(_host_port, self.urls):
                 self.urls.append(full)
+                if self.tls is not None and not self.tls_name:
+                    self.tls_name = first_host_name([_host_port(full)[0]])
+
+    def tls_server_name(self, url: str) -> str:
+        return server_name(_host_port(url)[0], self.tls_name)
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -94,10 +119,12 @@ class Gateway(LinkListener):
         super().__init__(server)
         self.opts: GatewayOptions = opts
         self.gateway_name = opts.name
+        # `tls {}`: every gateway connection is TLS, both ways (its contexts built once).
+        self.tls: PeerTLS | None = peer_contexts(opts.tls) if opts.tls is not None else None
         self.remotes: dict[str, RemoteGateway] = {}
         for remote in opts.gateways:
             if remote.name != opts.name:
-                self.remotes[remote.name] = RemoteGateway(remote.name, remote.urls, False)
+                self.remotes[remote.name] = self._remote(remote.name, remote.urls, remote)
         self.own_urls = [
             u for r in opts.gateways if r.name == opts.name for u in r.urls
         ]  # ownCfgURLs, for /varz
@@ -139,8 +166,22 @@ class Gateway(LinkListener):
         server.account_added_hooks.append(self._account_added)
         server.ready_hooks.append(lambda: self._spawn(self._serve()))
 
+    def _remote(
+        self, name: str, urls: list[str], opts: RemoteGatewayOptions | None
+    ) -> RemoteGateway:
+        """A remote cluster to dial, from the configuration (`opts`) or learned (None): with
+        its own TLS block, else the gateway's (validateGatewayOptions)."""
+        tls: PeerTLS | None
+        if opts is not None and opts.tls is not None:
+            tls = peer_contexts(opts.tls)
+            timeout = opts.tls_timeout or self.opts.tls_timeout
+        else:
+            tls, timeout = self.tls, self.opts.tls_timeout
+        return RemoteGateway(name, urls, opts is None, tls, timeout)
+
     async def _serve(self) -> None:
-        if not await self.serve(lambda: GatewayConnection(self)):
+        connection = GatewayConnection if self.tls is None else TLSGatewayConnection
+        if not await self.serve(lambda: connection(self)):
             return
         log.info("Gateway name is %s", self.gateway_name)
         log.info(
@@ -150,6 +191,11 @@ class Gateway(LinkListener):
             log.info('Advertise address for gateway "%s" is set to %s', self.gateway_name, self.url)
         else:
             log.info('Address for gateway "%s" is %s', self.gateway_name, self.url)
+        opts = self.opts
+        if (opts.tls is not None and opts.tls.insecure) or any(
+            r.tls is not None and r.tls.insecure for r in opts.gateways
+        ):
+            log.warning(GATEWAY_TLS_INSECURE_WARNING)
         await asyncio.sleep(SOLICIT_DELAY)
         for remote in list(self.remotes.values()):
             if not remote.implicit:
@@ -178,6 +224,8 @@ class Gateway(LinkListener):
         }
         if self.opts.username:
             info["auth_required"] = True
+        if self.tls is not None:
+            info["tls_required"] = info["tls_verify"] = True
         info["max_payload"] = server.options.max_payload
         info["gateway"] = self.gateway_name
         info["gateway_urls"] = list(self.urls)
@@ -201,7 +249,7 @@ class Gateway(LinkListener):
         if user:
             connect["user"] = user
             connect["pass"] = password
-        connect["tls_required"] = False
+        connect["tls_required"] = conn.remote is not None and conn.remote.tls is not None
         connect["headers"] = False
         connect["name"] = self.server.server_id
         connect["cluster"] = ""
@@ -210,7 +258,7 @@ class Gateway(LinkListener):
 
     def command_frame(self, cmd: int, account: bytes) -> bytes:
         """An INFO carrying a command and its account (a bare Info with the gateway name)."""
-        info = _bare_info(
+        info = bare_info(
             gateway=self.gateway_name,
             gateway_cmd=cmd,
             gateway_cmd_payload=base64.b64encode(account).decode(),
@@ -224,7 +272,7 @@ class Gateway(LinkListener):
         for name, remote in self.remotes.items():
             if name == skip or not remote.urls:
                 continue
-            info = _bare_info(
+            info = bare_info(
                 server_id=self.server.server_id,
                 gateway=name,
                 gateway_urls=[_url_host(u) for u in remote.urls],
@@ -268,7 +316,7 @@ class Gateway(LinkListener):
         if remote is not None:
             remote.add_urls(urls)
             return
-        remote = RemoteGateway(name, urls, True)
+        remote = self._remote(name, urls, None)
         if not remote.urls:
             return
         self.remotes[name] = remote
@@ -279,7 +327,7 @@ class Gateway(LinkListener):
         routes) about a gateway, so that each has its own outbound connection to it."""
         if self.cluster is None:
             return
-        info = _bare_info(
+        info = bare_info(
             server_id="GW" + self.server.server_id,
             server_name=self.server.server_name,
             gateway=name,
@@ -308,7 +356,7 @@ class Gateway(LinkListener):
         for conn in self.outbound.values():
             if conn.remote is None or not conn.remote.urls:
                 continue
-            info = _bare_info(
+            info = bare_info(
                 server_id="GW" + self.server.server_id,
                 gateway=conn.name,
                 gateway_urls=[_url_host(u) for u in conn.remote.urls],
@@ -417,8 +465,9 @@ class Gateway(LinkListener):
             attempt,
         )
         try:
+            connection = GatewayConnection if remote.tls is None else TLSGatewayConnection
             _, conn = await self.server.loop.create_connection(
-                lambda: GatewayConnection(self, remote, url), host, port
+                lambda: connection(self, remote, url), host, port
             )
         except OSError as e:
             reason = "connection refused" if isinstance(e, ConnectionRefusedError) else str(e)
@@ -581,24 +630,6 @@ class Gateway(LinkListener):
     @property
     def num_inbound(self) -> int:
         return len(self.inbound)
-
-
-def _bare_info(**fields: Any) -> dict[str, Any]:
-    """An Info with only some fields set, marshalled as Go does (its fields without omitempty
-    are always there)."""
-    info: dict[str, Any] = {
-        "server_id": "",
-        "server_name": "",
-        "version": "",
-        "proto": 0,
-        "go": "",
-        "host": "",
-        "port": 0,
-        "headers": False,
-        "max_payload": 0,
-    }
-    info.update(fields)
-    return info
 
 
 def _url_host(url: str) -> str:

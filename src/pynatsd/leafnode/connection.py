@@ -32,7 +32,7 @@ from pynatsd.leafnode.protocol import LeafParser, lmsg_frame
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import Pub
+from pynatsd.protocol.events import Event, Pub
 from pynatsd.protocol.frames import err_frame, go_json_bytes
 from pynatsd.server.delivery import fan_out_from_leaf
 from pynatsd.server.subscription import LeafSubscription
@@ -207,10 +207,11 @@ class Leaf(Link):
                 return
             if not data:
                 return
+        # A plain RouteParser's events (bare `Pub`s come from the route's RouteRunParser only).
         for ev in self.parser.feed(data):
             if self.closed:
                 break
-            self._handle(ev)
+            self._handle(cast(Event, ev))
         self.plans.settle()
         self.server.flush_dirty()
 

@@ -59,7 +59,7 @@ class LeafParser(RouteParser):
     def __init__(self, expect_connect: bool = False) -> None:
         super().__init__(expect_connect=expect_connect, account=ACCOUNT_TOKEN)
 
-    def _dispatch(self, kind: str, arg: bytes, events: list[Event]) -> None:
+    def _dispatch(self, kind: str, arg: bytes, events: list[Event | Pub]) -> None:
         if kind == "route":
             raise _BadArgs("route protocol on a leaf node connection")
         super()._dispatch(kind, arg, events)

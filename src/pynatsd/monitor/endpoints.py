@@ -166,6 +166,8 @@ def _varz_cluster(server: Server) -> dict[str, Any]:
         # A route URL as Go's url.URL.Host: host:port without the credentials.
         "urls": [urlsplit(route).netloc.rpartition("@")[2] for route in cluster.routes],
         "tls_timeout": cluster.tls_timeout,
+        "tls_required": cluster.tls is not None,
+        "tls_verify": cluster.tls is not None,
         "pool_size": cluster.pool_size,
         "write_deadline": round(cluster.write_deadline * NANOS_PER_SECOND),
         "write_timeout": cluster.write_timeout,

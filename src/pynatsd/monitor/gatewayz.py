@@ -133,23 +133,27 @@ def varz_gateway(server: Server) -> dict[str, Any]:
         "auth_timeout": opts.auth_timeout,
         "tls_timeout": opts.tls_timeout,
     }
+    if opts.tls is not None:
+        out["tls_required"] = out["tls_verify"] = True
     if opts.advertise:
         out["advertise"] = opts.advertise
     if opts.connect_retries:
         out["connect_retries"] = opts.connect_retries
     if opts.gateways:
-        out["gateways"] = [_varz_remote(gateway, r.name) for r in opts.gateways]
+        out["gateways"] = [_varz_remote(gateway, r.name, r.tls_timeout) for r in opts.gateways]
     if opts.reject_unknown:
         out["reject_unknown"] = True
     return out
 
 
-def _varz_remote(gateway: Any, name: str) -> dict[str, Any]:
+def _varz_remote(gateway: Any, name: str, tls_timeout: float) -> dict[str, Any]:
     remote = gateway.remotes.get(name)
     urls = [u.split("://", 1)[-1].rsplit("@", 1)[-1] for u in remote.urls] if remote else []
     if remote is None and name == gateway.gateway_name:
         urls = [u.split("://", 1)[-1].rsplit("@", 1)[-1] for u in gateway.own_urls]
     out: dict[str, Any] = {"name": name}
+    if tls_timeout:
+        out["tls_timeout"] = tls_timeout
     if urls:
         out["urls"] = urls
     return out

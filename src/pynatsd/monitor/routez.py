@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.cluster import cluster_of
+from pynatsd.cluster.permissions import info_fields
 from pynatsd.gofmt import go_duration_ns, go_uptime, rfc3339
 
 if TYPE_CHECKING:
@@ -21,13 +22,16 @@ def routez(server: Server, query: dict[str, str]) -> dict[str, Any]:
     cluster = cluster_of(server)
     routes = sorted(cluster.connections(), key=lambda r: r.rid) if cluster else []
     now = time.time()
-    return {
+    out: dict[str, Any] = {
         "server_id": server.server_id,
         "server_name": server.server_name,
         "now": rfc3339(now),
-        "num_routes": len(routes),
-        "routes": [_route(r, now, listed, detail) for r in routes],
     }
+    # The permissions every route has (this server's), then each route's peer's own.
+    out.update(info_fields(server.options.cluster.permissions if server.options.cluster else None))
+    out["num_routes"] = len(routes)
+    out["routes"] = [_route(r, now, listed, detail) for r in routes]
+    return out
 
 
 def _route(route: Route, now: float, listed: bool, detail: bool) -> dict[str, Any]:
@@ -47,6 +51,9 @@ def _route(route: Route, now: float, listed: bool, detail: bool) -> dict[str, An
         out["rtt"] = rtt_text(route.rtt)
     out["uptime"] = go_uptime(now - route.start)
     out["idle"] = go_uptime(now - route.last_activity)
+    for key in ("import", "export"):
+        if key in route.remote_info:
+            out[key] = route.remote_info[key]
     out["pending_size"] = route.outbound.pending_bytes
     out["in_msgs"] = stats.in_msgs
     out["out_msgs"] = stats.out_msgs

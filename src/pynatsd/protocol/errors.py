@@ -68,6 +68,8 @@ class CloseReason:
     MAX_CONTROL_LINE_EXCEEDED = "Maximum Control Line Exceeded"
     MAX_SUBSCRIPTIONS_EXCEEDED = "Maximum Subscriptions Exceeded"
     SERVER_SHUTDOWN = "Server Shutdown"
+    MISSING_ACCOUNT = "Missing Account"
+    ROUTE_REMOVED = "Route Removed"
     AUTHENTICATION_EXPIRED = "Authentication Expired"
     MESSAGE_HEADER_VIOLATION = "Message Header Violation"
     NO_RESPONDERS_REQUIRES_HEADERS = "No Responders Requires Headers"

@@ -193,10 +193,11 @@ class Parser:
         if self._dead or not data:
             return events
         if self._pending_pub is not None:
-            data = self._continue_payload(data, events)
-            if not data:
-                return events
-        elif self._skip_line is not None:
+            pos = self._continue_payload(data, events)
+            if 0 <= pos < len(data):
+                self._parse(data, pos, events)
+            return events
+        if self._skip_line is not None:
             nl = data.find(b"\n")
             if nl < 0:
                 return events
@@ -211,27 +212,30 @@ class Parser:
 
     # -- payloads split over reads -------------------------------------------------------------
 
-    def _continue_payload(self, data: bytes, events: list[Event | Pub]) -> bytes:
-        """Collect payload bytes; returns what follows the payload's CRLF once complete."""
+    def _continue_payload(self, data: bytes, events: list[Event | Pub]) -> int:
+        """Collect payload bytes: the position in `data` after the payload's CRLF once it is
+        complete, else -1. Only the payload's own bytes are copied, never the rest of the
+        read (a large read that completes a split payload would otherwise be copied whole)."""
         assert self._pending_pub is not None
         subject, reply, size, header_size, line, size_text, header_text = self._pending_pub
         pending = self._payload
         before = len(pending)
-        pending += data
         need = size + 2
+        take = need - before
+        pending += data[:take]
         if len(pending) < need:
             if before <= size < len(pending) and pending[size] != 0x0D:
                 # The byte after the payload has arrived: it must be the CR.
                 self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
-            return b""
-        buf = bytes(pending)
+            return -1
         self._payload = bytearray()
         self._pending_pub = None
-        if buf[size : size + 2] != b"\r\n":
+        if pending[size:need] != b"\r\n":
             self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not followed by CRLF")
-            return b""
-        events.append(Pub(subject, reply, buf[:size], header_size, line, size_text, header_text))
-        return buf[need:]
+            return -1
+        payload = bytes(pending[:size])
+        events.append(Pub(subject, reply, payload, header_size, line, size_text, header_text))
+        return take
 
     # -- the main loop ---------------------------------------------------------------------------
 

@@ -220,9 +220,15 @@ def _fan_out_with_remotes(
             delivered = True
     if remotes and (trace is None or not trace.only):
         for receiver, (first, queues) in remotes.items():
-            if not receiver.closed:
-                receiver.deliver_remote(first, msg, queues)
-                delivered = True
+            if receiver.closed:
+                continue
+            perms = receiver.perms
+            if perms.delivery_filter and perms.deny_delivery(
+                msg.subject.decode("utf-8", "surrogateescape"), first.queue
+            ):
+                continue  # a route's export deny list (nats-server's checkDenySub)
+            receiver.deliver_remote(first, msg, queues)
+            delivered = True
     return delivered
 
 

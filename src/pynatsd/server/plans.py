@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.outbound import Outbound
     from pynatsd.server.subscription import Subscription
-    from pynatsd.sublist import SubListResult
+    from pynatsd.sublist import SubList, SubListResult
 
 # One receiver of a planned delivery: (its outbound queue, the subscription, its MSG line).
 Target = tuple["Outbound", "Subscription", bytes]
@@ -35,12 +35,19 @@ class Plan:
     receivers are counted here and added to their statistics once per read (`settle`), not once
     per message and receiver."""
 
-    __slots__ = ("count", "genid", "groups", "nbytes", "targets")
+    __slots__ = ("count", "genid", "groups", "nbytes", "sublist", "targets")
 
     def __init__(
-        self, genid: int, targets: tuple[Target, ...], groups: tuple[tuple[Target, ...], ...]
+        self,
+        genid: int,
+        targets: tuple[Target, ...],
+        groups: tuple[tuple[Target, ...], ...],
+        sublist: SubList[Subscription] | None = None,
     ) -> None:
         self.genid = genid
+        # The SubList whose generation `genid` is, for a connection whose lines belong to
+        # several accounts (a route's); None when the owner knows its one SubList.
+        self.sublist = sublist
         self.targets = targets
         self.groups = groups
         self.count = 0
@@ -94,6 +101,7 @@ class PlanCache:
         ev: Pub,
         result: SubListResult[Subscription],
         genid: int,
+        sublist: SubList[Subscription] | None = None,
     ) -> None:
         """Cache the receivers of a plain PUB line: every plain subscriber, and the members of
         each queue group to pick from; no plan when any receiver needs a check per message."""
@@ -108,6 +116,11 @@ class PlanCache:
                     # Another cluster or a leaf: a subject denied, a reply to map, a subject
                     # to route back.
                     return
+                perms = sub.client.perms
+                if perms.delivery_filter and perms.deny_delivery(
+                    ev.subject.decode("utf-8", "surrogateescape"), sub.queue
+                ):
+                    continue  # the route's export deny list: never sent this subject
                 if sub.client not in remotes:
                     remotes.add(sub.client)
                     receivers.append(_remote_target(sub, ev))
@@ -133,7 +146,7 @@ class PlanCache:
         self.last_line = b""
         if len(by_line) >= PLAN_CACHE_SIZE:
             by_line.clear()
-        by_line[ev.line] = Plan(genid, tuple(receivers), tuple(groups))
+        by_line[ev.line] = Plan(genid, tuple(receivers), tuple(groups), sublist)
 
 
 def _plannable(sub: Subscription) -> bool:

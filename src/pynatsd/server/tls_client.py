@@ -28,15 +28,10 @@ from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import err_frame
 from pynatsd.server.client import Client
 from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
-from pynatsd.tls import CIPHER_SUITES, pinned_cert_ok
+from pynatsd.tls import go_tls_names, pinned_cert_ok
 
 if TYPE_CHECKING:
     from pynatsd.server.server import Server
-
-# OpenSSL's TLS 1.2 suite names -> Go's, for the debug line after the handshake (TLS 1.3 suites
-# have the same name in both).
-_GO_CIPHER_NAMES = {openssl: go for go, openssl in CIPHER_SUITES.items()}
-_GO_TLS_VERSIONS = {"TLSv1.2": "1.2", "TLSv1.3": "1.3"}
 
 
 class Stage(enum.Enum):
@@ -258,17 +253,9 @@ class TLSClient(Client):
             self._tls.write(Client.greeting(self))
         self.start_timers()
         if log.isEnabledFor(logging.DEBUG):
-            ssl_object = session.ssl_object
-            cipher = ssl_object.cipher()
-            name = cipher[0] if cipher else ""
-            version = ssl_object.version() or ""
+            version, cipher = go_tls_names(session.ssl_object)
             log.debug("%s - TLS handshake complete", self.label)
-            log.debug(
-                "%s - TLS version %s, cipher suite %s",
-                self.label,
-                _GO_TLS_VERSIONS.get(version, version),
-                _GO_CIPHER_NAMES.get(name, name),
-            )
+            log.debug("%s - TLS version %s, cipher suite %s", self.label, version, cipher)
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
