@@ -17,8 +17,10 @@ from pynatsd.config.parser import ConfigError, Node, to_plain
 from pynatsd.config.registry import (
     Abort,
     Loader,
+    SkipKey,
     config_key,
     conversion,
+    read_block,
     string_or_list,
     want_bool,
     want_int,
@@ -76,18 +78,7 @@ def _apply_cluster(loader: Loader, name: str, node: Node) -> None:
     if not isinstance(node.value, dict):
         raise loader.abort(node, f"Expected map to define cluster, got {go_type(node.value)}")
     cluster = _cluster_of(loader.opts)
-    for key, entry in node.value.items():
-        read = _FIELDS.get(key.lower())
-        if read is None:
-            loader.unknown(key, entry)
-            continue
-        try:
-            read(loader, cluster, key, entry)
-        except _Skip:
-            continue
-        except Abort:
-            # A failed type assertion: nats-server gives up on the rest of the block.
-            return
+    read_block(loader, _FIELDS, cluster, node)
 
 
 def _cluster_of(opts: Options) -> ClusterOptions:
@@ -119,13 +110,9 @@ class Listener(Protocol):
     write_timeout: str
 
 
-class _Skip(Exception):
-    """An error was recorded for this key; go on with the next one."""
-
-
-def _error(loader: Loader, node: Node, reason: str) -> _Skip:
+def _error(loader: Loader, node: Node, reason: str) -> SkipKey:
     loader.error(node, reason)
-    return _Skip()
+    return SkipKey()
 
 
 def _name(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None:
@@ -173,12 +160,12 @@ def _authorization(loader: Loader, cluster: ClusterOptions, key: str, entry: Nod
         auth = parse_authorization(loader, key, entry)
     except Abort:
         if loader.errors[-1].reason.startswith("error parsing authorization config"):
-            raise _Skip() from None  # an error parseAuthorization returns
+            raise SkipKey() from None  # an error parseAuthorization returns
         # parseAuthorization recovers a panic and returns no result, which parseCluster then
         # dereferences: a second panic, that ends the block.
         raise loader.abort(entry, NIL_POINTER) from None
     if len(loader.errors) > errors_before:
-        raise _Skip()
+        raise SkipKey()
     if auth.users is not None or auth.nkeys:
         raise _error(loader, entry, "Cluster authorization does not allow multiple users")
     if auth.token:
@@ -210,7 +197,7 @@ def _routes(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> N
             text = want_str(loader, element)
         except Abort:
             # parseURLs recovers its own panic: the routes stay unset, the block goes on.
-            raise _Skip() from None
+            raise SkipKey() from None
         if text in seen:
             loader.warn(element, text, "Duplicate route entry detected")
             continue
@@ -224,7 +211,7 @@ def _routes(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> N
             continue
         routes.append(trimmed)
     if failed:
-        raise _Skip()
+        raise SkipKey()
     cluster.routes = routes
 
 
@@ -236,11 +223,11 @@ def _tls(loader: Loader, cluster: ClusterOptions, key: str, entry: Node) -> None
 def read_peer_tls(loader: Loader, entry: Node) -> TLSBlock:
     """A `tls` block between servers (cluster, gateway), read as the client `tls` block is
     (nats-server's getTLSConfig), its files loaded now so that a bad block fails the load as
-    it does there; _Skip when it does."""
+    it does there; SkipKey when it does."""
     try:
         draft = read_tls_block(loader, entry)
     except Abort as e:
-        raise _Skip() from e
+        raise SkipKey() from e
     block = TLSBlock(
         cert_file=draft.cert,
         key_file=draft.key,
@@ -255,7 +242,7 @@ def read_peer_tls(loader: Loader, entry: Node) -> TLSBlock:
         peer_contexts(block)
     except TLSConfigError as e:
         loader.error(entry, str(e))
-        raise _Skip() from None
+        raise SkipKey() from None
     return block
 
 
@@ -280,11 +267,11 @@ def _permissions(loader: Loader, cluster: ClusterOptions, key: str, entry: Node)
         # parseUserPermissions' own error carries no position.
         reason = f"Expected permissions to be a map/struct, got {to_plain(entry.value)}"
         loader.errors.append(ConfigError(reason))
-        raise _Skip()
+        raise SkipKey()
     errors_before = len(loader.errors)
     perms = parse_permissions(loader, entry)
     if perms is None or len(loader.errors) > errors_before:
-        raise _Skip()
+        raise SkipKey()
     if perms.response is not None:
         raise _error(loader, entry, "Cluster permissions do not support dynamic responses")
     problem = _cluster_subjects_problem(perms)

@@ -19,7 +19,6 @@ from pynatsd.config.cluster import (
     _host,
     _listen,
     _port,
-    _Skip,
     _write_deadline,
     _write_timeout,
     read_peer_tls,
@@ -28,7 +27,9 @@ from pynatsd.config.parser import ConfigError, Node
 from pynatsd.config.registry import (
     Abort,
     Loader,
+    SkipKey,
     config_key,
+    read_block,
     want_bool,
     want_list,
     want_map,
@@ -56,17 +57,7 @@ def _apply_gateway(loader: Loader, name: str, node: Node) -> None:
     gateway = loader.opts.gateway
     if gateway is None:
         gateway = loader.opts.gateway = GatewayOptions()
-    for key, entry in node.value.items():
-        read = _FIELDS.get(key.lower())
-        if read is None:
-            loader.unknown(key, entry)
-            continue
-        try:
-            read(loader, gateway, key, entry)
-        except _Skip:
-            continue
-        except Abort:
-            return  # a failed type assertion: nats-server gives up on the rest of the block
+    read_block(loader, _FIELDS, gateway, node)
 
 
 def _name(loader: Loader, gateway: GatewayOptions, key: str, entry: Node) -> None:
@@ -82,9 +73,9 @@ def _authorization(loader: Loader, gateway: GatewayOptions, key: str, entry: Nod
     try:
         auth = parse_authorization(loader, key, entry)
     except Abort:
-        raise _Skip() from None
+        raise SkipKey() from None
     if len(loader.errors) > errors_before:
-        raise _Skip()
+        raise SkipKey()
     if auth.users is not None or auth.nkeys:
         raise _error(loader, entry, "Gateway authorization does not allow multiple users")
     if auth.token:
@@ -153,7 +144,7 @@ def _remote_field(loader: Loader, remote: RemoteGatewayOptions, key: str, entry:
     elif lowered == "tls":
         try:
             remote.tls = read_peer_tls(loader, entry)
-        except _Skip:
+        except SkipKey:
             return
         remote.tls_timeout = remote.tls.timeout
     elif not entry.used_variable:

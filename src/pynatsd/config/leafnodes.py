@@ -25,7 +25,9 @@ from pynatsd.config.registry import (
     HANDLERS,
     Abort,
     Loader,
+    SkipKey,
     config_key,
+    read_block,
     want_bool,
     want_int,
     want_map,
@@ -52,27 +54,13 @@ LEAF_AND_GATEWAY_NEED_SYSTEM_ACCOUNT = (
 _HIGH_AUTH_TIMEOUT = 60.0
 
 
-class _Skip(Exception):
-    """An error was recorded for this key; go on with the next one."""
-
-
 @config_key("leafnodes", "leaf")
 def _apply_leafnodes(loader: Loader, name: str, node: Node) -> None:
     if not isinstance(node.value, dict):
         raise loader.abort(node, f"Expected map to define a leafnode, got {go_type(node.value)}")
     leaf = loader.opts.leafnodes or LeafNodeOptions()
     loader.opts.leafnodes = leaf
-    for key, entry in node.value.items():
-        read = _FIELDS.get(key.lower())
-        if read is None:
-            loader.unknown(key, entry)
-            continue
-        try:
-            read(loader, leaf, key, entry)
-        except _Skip:
-            continue
-        except Abort:
-            return  # a failed type assertion: nats-server gives up on the rest of the block
+    read_block(loader, _FIELDS, leaf, node)
 
 
 def _listen(loader: Loader, leaf: LeafNodeOptions, key: str, entry: Node) -> None:
@@ -82,13 +70,13 @@ def _listen(loader: Loader, leaf: LeafNodeOptions, key: str, entry: Node) -> Non
         return
     if not isinstance(value, str):
         loader.error(entry, f"expected port or host:port, got {go_type(value)}")
-        raise _Skip()
+        raise SkipKey()
     try:
         host, port = split_host_port(value)
         leaf.port = go_atoi(port)
     except ValueError:
         loader.error(entry, f'could not parse address string "{value}"')
-        raise _Skip() from None
+        raise SkipKey() from None
     leaf.host = host
 
 
@@ -117,20 +105,20 @@ def _authorization(loader: Loader, leaf: LeafNodeOptions, key: str, entry: Node)
             loader.unknown(field_name, value)
     if leaf.users and (leaf.username or leaf.nkey):
         loader.error(entry, "can not have a single user/pass and a users array")
-        raise _Skip()
+        raise SkipKey()
 
 
 def _auth_timeout(loader: Loader, key: str, entry: Node) -> float:
     value = entry.value
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         loader.error(entry, "error parsing leafnode authorization config, 'timeout' wrong type")
-        raise _Skip()
+        raise SkipKey()
     if isinstance(value, str):
         try:
             seconds = parse_go_duration(value) / NANOS
         except ValueError as e:
             loader.error(entry, f"error parsing leafnode authorization config, 'timeout' {e}")
-            raise _Skip() from None
+            raise SkipKey() from None
     else:
         seconds = float(value)
     if seconds > _HIGH_AUTH_TIMEOUT:
@@ -146,7 +134,7 @@ def _auth_timeout(loader: Loader, key: str, entry: Node) -> float:
 def _users(loader: Loader, node: Node) -> list[LeafUser]:
     if not isinstance(node.value, list):
         loader.error(node, f"Expected users field to be an array, got {node.value}")
-        raise _Skip()
+        raise SkipKey()
     users: list[LeafUser] = []
     for element in node.value:
         if not isinstance(element.value, dict):
@@ -172,7 +160,7 @@ def _users(loader: Loader, node: Node) -> list[LeafUser]:
 def _remotes(loader: Loader, leaf: LeafNodeOptions, key: str, entry: Node) -> None:
     if not isinstance(entry.value, list):
         loader.error(entry, f"Expected remotes field to be an array, got {go_type(entry.value)}")
-        raise _Skip()
+        raise SkipKey()
     remotes: list[RemoteLeafOptions] = []
     for element in entry.value:
         if not isinstance(element.value, dict):
@@ -186,7 +174,7 @@ def _remotes(loader: Loader, leaf: LeafNodeOptions, key: str, entry: Node) -> No
             if read is None:
                 loader.unknown(field_name, value)
                 continue
-            with contextlib.suppress(_Skip):
+            with contextlib.suppress(SkipKey):
                 read(loader, remote, field_name, value)
         remotes.append(remote)
     leaf.remotes = remotes
@@ -200,7 +188,7 @@ def _remote_urls(loader: Loader, remote: RemoteLeafOptions, key: str, entry: Nod
         elements = value
     else:
         loader.error(entry, f"Expected remote leafnode url to be an array or string, got {value}")
-        raise _Skip()
+        raise SkipKey()
     for element in elements:
         text = want_str(loader, element).strip()
         try:
@@ -215,7 +203,7 @@ def _remote_credentials(loader: Loader, remote: RemoteLeafOptions, key: str, ent
     path = want_str(loader, entry)
     if remote.nkey:
         loader.error(entry, "Remote leafnode can not have both creds and nkey defined")
-        raise _Skip()
+        raise SkipKey()
     remote.credentials = path
 
 
@@ -228,10 +216,10 @@ def _remote_nkey(loader: Loader, remote: RemoteLeafOptions, key: str, entry: Nod
         valid = False
     if not valid:
         loader.error(entry, f'Remote leafnode nkey is not a valid seed: "{seed}"')
-        raise _Skip()
+        raise SkipKey()
     if remote.credentials:
         loader.error(entry, "Remote leafnode can not have both creds and nkey defined")
-        raise _Skip()
+        raise SkipKey()
     remote.nkey = seed
 
 
@@ -248,7 +236,7 @@ def _remote_deny(attribute: str) -> Callable[[Loader, RemoteLeafOptions, str, No
     def read(loader: Loader, remote: RemoteLeafOptions, key: str, entry: Node) -> None:
         subjects = _subjects(loader, entry, False)
         if subjects is None and loader.errors:
-            raise _Skip()
+            raise SkipKey()
         setattr(remote, attribute, subjects or [])
 
     return read
@@ -281,7 +269,7 @@ def _read_tls(loader: Loader, key: str, entry: Node) -> Options:
     loader.errors.extend(scratch.errors)
     loader.warnings.extend(scratch.warnings)
     if scratch.errors:
-        raise _Skip()
+        raise SkipKey()
     scratch.opts.tls = True
     return scratch.opts
 
@@ -301,7 +289,7 @@ def _compression_mode(loader: Loader, entry: Node) -> str:
     text = want_str(loader, entry)
     if text.lower() not in COMPRESSION_MODES:
         loader.error(entry, f'unsupported compression mode "{text}"')
-        raise _Skip()
+        raise SkipKey()
     return COMPRESSION_MODES[text.lower()]
 
 

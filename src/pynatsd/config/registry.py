@@ -14,8 +14,8 @@ recovers a panic per key.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from pynatsd.config.parser import ConfigError, Node
 from pynatsd.config.values import NANOS, go_type, shown
@@ -27,6 +27,13 @@ log = logging.getLogger("pynatsd.config")
 
 class Abort(Exception):
     """Stop processing the current top-level key (nats-server recovers a panic per key)."""
+
+
+class SkipKey(Exception):
+    """An error was recorded for this key of a block; go on with the block's next key."""
+
+
+Block = TypeVar("Block")
 
 
 class Loader:
@@ -206,3 +213,26 @@ def _claim(name: str) -> None:
     # Two sections claiming one key would make the outcome depend on import order.
     if name in HANDLERS or name in UNSUPPORTED:
         raise RuntimeError(f"configuration key {name!r} is registered twice")
+
+
+def read_block(
+    loader: Loader,
+    fields: Mapping[str, Callable[[Loader, Block, str, Node], None]],
+    block: Block,
+    node: Node,
+) -> None:
+    """Read the keys of a map-valued block (`cluster {}`, `gateway {}`, `leafnodes {}`) into
+    `block`, each through its reader in `fields` (keyed lower-case): an unknown key is an error,
+    a reader's `SkipKey` goes on with the next key, and a failed type assertion (`Abort`) gives
+    up on the rest of the block, as nats-server does."""
+    for key, entry in node.value.items():
+        read = fields.get(key.lower())
+        if read is None:
+            loader.unknown(key, entry)
+            continue
+        try:
+            read(loader, block, key, entry)
+        except SkipKey:
+            continue
+        except Abort:
+            return
