@@ -112,6 +112,8 @@ class Leaf(Link):
         self._timer: asyncio.TimerHandle | None = None
         self._connect_sent = False
         self.tls: TLSTransport | None = None  # TLS after the INFO, when either side asks
+        # Dialed over WebSocket (`ws://`, `wss://`): TLS, if any, came before the upgrade.
+        self.websocket = False
         # After a loop was detected, the remote is dialed again only after this many seconds.
         self.reconnect_delay = 0.0
         # Interest told to the other side: (subject, queue) -> count (nats-server's smap).
@@ -252,7 +254,7 @@ class Leaf(Link):
         self.nonce = str(info.get("nonce") or "")
         remote = self.remote
         assert remote is not None
-        if info.get("tls_required") or remote.tls:
+        if (info.get("tls_required") or remote.tls) and not self.websocket:
             # TLS after the INFO, as nats-server's leafClientHandshakeIfNeeded; the CONNECT
             # below waits in the TLS transport until the handshake is done.
             context = self.part.remote_tls_context(remote)

@@ -30,6 +30,7 @@ from pynatsd.cluster.link import LinkListener
 from pynatsd.config.leafnodes import remote_host_port, url_host
 from pynatsd.leafnode.connection import Leaf
 from pynatsd.leafnode.protocol import ls_minus_frame, ls_plus_frame
+from pynatsd.leafnode.websocket import LeafWebSocket, is_websocket_url, upgrade_uri
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.server.delivery import enable_remote_delivery
@@ -117,6 +118,8 @@ class LeafNodes(LinkListener):
     async def _dial(self, remote: RemoteLeafOptions, url: str, attempt: int) -> Leaf | None:
         host, port = remote_host_port(url)
         try:
+            if is_websocket_url(url):
+                return await self._dial_websocket(remote, url, host, port)
             _, protocol = await asyncio.wait_for(
                 self.server.loop.create_connection(
                     lambda: Leaf(self, remote=remote, url=url), host, port
@@ -135,6 +138,33 @@ class LeafNodes(LinkListener):
             )
             return None
         return protocol
+
+    async def _dial_websocket(
+        self, remote: RemoteLeafOptions, url: str, host: str, port: int
+    ) -> Leaf | None:
+        """A `ws://` or `wss://` remote: TLS first for `wss://`, then the upgrade; None when the
+        hub refused it (logged)."""
+        context = None
+        if url.lower().startswith("wss"):
+            context = self.remote_tls_context(remote)
+            if context is None:
+                return None
+        leaf = Leaf(self, remote=remote, url=url)
+        _, adapter = await asyncio.wait_for(
+            self.server.loop.create_connection(
+                lambda: LeafWebSocket(leaf, upgrade_uri(url, host, port)),
+                host,
+                port,
+                ssl=context,
+                server_hostname=host if context is not None else None,
+            ),
+            self.opts.dial_timeout or None,
+        )
+        if not await adapter.upgraded:
+            if adapter.raw is not None:
+                adapter.raw.close()
+            return None
+        return leaf
 
     def local_account_name(self, remote: RemoteLeafOptions) -> str:
         return remote.local_account or "$G"
