@@ -27,10 +27,10 @@ import bcrypt
 from pynatsd.auth.authenticator import is_bcrypt
 from pynatsd.auth.keys import decode_signature, new_nonce, verify_signature
 from pynatsd.cluster.link import LinkListener
-from pynatsd.config.leafnodes import remote_host_port, url_host
+from pynatsd.config.leafnodes import is_websocket_url, remote_host_port, url_host
 from pynatsd.leafnode.connection import Leaf
 from pynatsd.leafnode.protocol import ls_minus_frame, ls_plus_frame
-from pynatsd.leafnode.websocket import LeafWebSocket, is_websocket_url, upgrade_uri
+from pynatsd.leafnode.websocket import LeafWebSocket, upgrade_uri
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.server.delivery import enable_remote_delivery

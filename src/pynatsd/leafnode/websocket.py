@@ -27,11 +27,6 @@ if TYPE_CHECKING:
 LEAFNODE_PATH = "/leafnode"
 
 
-def is_websocket_url(url: str) -> bool:
-    """nats-server's isWSURL: the scheme starts with `ws` (`ws://`, `wss://`)."""
-    return url.lower().startswith("ws")
-
-
 def upgrade_uri(url: str, host: str, port: int) -> str:
     """The URI the upgrade asks for: the remote URL's path (if any) followed by `/leafnode`."""
     scheme = "wss" if url.lower().startswith("wss") else "ws"
