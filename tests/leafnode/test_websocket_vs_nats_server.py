@@ -51,3 +51,20 @@ async def test_pub_sub_over_a_secure_websocket_remote(tmp_path: Path, leaf_kind:
         on_leaf, on_hub = await exchange(hub, leaf, "wss")
         assert on_leaf == ["wss.toleaf.1:a:", "wss.toleaf.2:b:X-K=v"]
         assert on_hub == ["wss.tohub.1:c:", "wss.tohub.2:d:X-K=w"]
+
+
+@pytest.mark.parametrize("leaf_kind", ["go", "py"], ids=["go-leaf", "py-leaf"])
+async def test_a_refused_upgrade_moves_on_to_the_next_url(tmp_path: Path, leaf_kind: str) -> None:
+    """The first URL is the hub's client port, which answers the upgrade with its INFO: the
+    leaf gives that up and joins through the second, the websocket listener."""
+    ws_port = free_port()
+    websocket = f"websocket {{ listen: {LOOPBACK}:{ws_port}, no_tls: true }}\n"
+    hub = Node("go", "HUB", hub_conf(free_port(), websocket), tmp_path)
+    urls = f'["ws://{LOOPBACK}:{hub.port}", "ws://{LOOPBACK}:{ws_port}"]'
+    leaf_remote = f"    {{ urls: {urls}, dont_randomize: true }}"
+    leaf = Node(leaf_kind, "LEAF", leaf_conf(leaf_remote), tmp_path)
+    async with running(hub, leaf):
+        await wait_leafs(hub, 1)
+        on_leaf, on_hub = await exchange(hub, leaf, "next")
+        assert on_leaf == ["next.toleaf.1:a:", "next.toleaf.2:b:X-K=v"]
+        assert on_hub == ["next.tohub.1:c:", "next.tohub.2:d:X-K=w"]

@@ -30,7 +30,7 @@ from pynatsd.cluster.link import LinkListener
 from pynatsd.config.leafnodes import is_websocket_url, remote_host_port, url_host
 from pynatsd.leafnode.connection import Leaf
 from pynatsd.leafnode.protocol import ls_minus_frame, ls_plus_frame
-from pynatsd.leafnode.websocket import LeafWebSocket, upgrade_uri
+from pynatsd.leafnode.websocket import UPGRADE_WAIT, LeafWebSocket, upgrade_uri
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.server.delivery import enable_remote_delivery
@@ -160,7 +160,12 @@ class LeafNodes(LinkListener):
             ),
             self.opts.dial_timeout or None,
         )
-        if not await adapter.upgraded:
+        try:
+            upgraded = await asyncio.wait_for(adapter.upgraded, UPGRADE_WAIT)
+        except TimeoutError:
+            log.error("Error soliciting leafnode websocket: i/o timeout")
+            upgraded = False
+        if not upgraded:
             if adapter.raw is not None:
                 adapter.raw.close()
             return None

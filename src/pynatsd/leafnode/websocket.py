@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from pynatsd.leafnode.connection import Leaf
 
 LEAFNODE_PATH = "/leafnode"
+# How long the hub has to answer the upgrade (nats-server's default first_info_timeout, the
+# deadline it sets on the handshake).
+UPGRADE_WAIT = 1.0
 
 
 def upgrade_uri(url: str, host: str, port: int) -> str:
