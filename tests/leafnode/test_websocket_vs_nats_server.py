@@ -1,6 +1,6 @@
-"""A leaf dialing its hub's websocket listener (`ws://` remote URLs), pynatsd against
-nats-server: a nats-server hub with `websocket { no_tls: true }` and a leaf of either kind;
-messages and headers cross both ways, and /leafz shows the connection on both sides."""
+"""A leaf dialing its hub's websocket listener (`ws://` and `wss://` remote URLs), pynatsd
+against nats-server: a hub with `websocket { no_tls: true }` (or TLS) and a leaf, each of either
+kind; messages and headers cross both ways, and /leafz shows the connection on both sides."""
 
 from __future__ import annotations
 
@@ -9,16 +9,30 @@ from pathlib import Path
 import pytest
 from cryptography.x509.oid import NameOID
 
-from leafnode.topology import Node, exchange, hub_conf, leaf_conf, remote, running, wait_leafs
+from leafnode.topology import (
+    SETUP_IDS,
+    SETUPS,
+    Node,
+    exchange,
+    hub_conf,
+    leaf_conf,
+    remote,
+    running,
+    wait_leafs,
+)
 from support.certs import make_ca, make_cert
 from support.ports import LOOPBACK, free_port
 
 
-@pytest.mark.parametrize("leaf_kind", ["go", "py"], ids=["go-leaf", "py-leaf"])
-async def test_pub_sub_over_a_websocket_remote(tmp_path: Path, leaf_kind: str) -> None:
+@pytest.mark.parametrize(
+    ("hub_kind", "leaf_kind"), [*SETUPS, ("py", "py")], ids=[*SETUP_IDS, "py-hub-py-leaf"]
+)
+async def test_pub_sub_over_a_websocket_remote(
+    tmp_path: Path, hub_kind: str, leaf_kind: str
+) -> None:
     ws_port = free_port()
     websocket = f"websocket {{ listen: {LOOPBACK}:{ws_port}, no_tls: true }}\n"
-    hub = Node("go", "HUB", hub_conf(free_port(), websocket), tmp_path)
+    hub = Node(hub_kind, "HUB", hub_conf(free_port(), websocket), tmp_path)
     leaf = Node(leaf_kind, "LEAF", leaf_conf(remote(f"ws://{LOOPBACK}:{ws_port}")), tmp_path)
     async with running(hub, leaf):
         await wait_leafs(hub, 1)
@@ -32,8 +46,12 @@ async def test_pub_sub_over_a_websocket_remote(tmp_path: Path, leaf_kind: str) -
         assert (leaf_view["name"], leaf_view["is_spoke"]) == ("HUB", True)
 
 
-@pytest.mark.parametrize("leaf_kind", ["go", "py"], ids=["go-leaf", "py-leaf"])
-async def test_pub_sub_over_a_secure_websocket_remote(tmp_path: Path, leaf_kind: str) -> None:
+@pytest.mark.parametrize(
+    ("hub_kind", "leaf_kind"), [*SETUPS, ("py", "py")], ids=[*SETUP_IDS, "py-hub-py-leaf"]
+)
+async def test_pub_sub_over_a_secure_websocket_remote(
+    tmp_path: Path, hub_kind: str, leaf_kind: str
+) -> None:
     ca = make_ca()
     ca_file, _ = ca.write(tmp_path, "ca")
     hub_cert = make_cert(ca, [(NameOID.COMMON_NAME, "hub")], ips=(LOOPBACK,))
@@ -41,7 +59,7 @@ async def test_pub_sub_over_a_secure_websocket_remote(tmp_path: Path, leaf_kind:
     ws_port = free_port()
     tls = f'tls {{ cert_file: "{cert_file}", key_file: "{key_file}" }}'
     websocket = f"websocket {{ listen: {LOOPBACK}:{ws_port}, {tls} }}\n"
-    hub = Node("go", "HUB", hub_conf(free_port(), websocket), tmp_path)
+    hub = Node(hub_kind, "HUB", hub_conf(free_port(), websocket), tmp_path)
     fields = f', tls {{ ca_file: "{ca_file}" }}'
     leaf_remote = remote(f"wss://{LOOPBACK}:{ws_port}", fields)
     leaf = Node(leaf_kind, "LEAF", leaf_conf(leaf_remote), tmp_path)

@@ -190,7 +190,7 @@ class Leaf(Link):
             timeout = self.part.auth_timeout()
             self._timer = self.server.loop.call_later(timeout, self._auth_timeout)
             context = self.part.tls_context
-            if context is not None:
+            if context is not None and not self.websocket:
                 # The leaf starts its TLS handshake once it has read the INFO.
                 self._use_tls(TLSSession(context))
 

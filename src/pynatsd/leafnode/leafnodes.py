@@ -78,6 +78,7 @@ class LeafNodes(LinkListener):
         for account in list(server.accounts.values()):
             self._watch(account)
         server.account_added_hooks.append(self._watch)
+        server.websocket_leaf = self._websocket_leaf
         server.ready_hooks.append(lambda: self._spawn(self._serve()))
 
     async def _serve(self) -> None:
@@ -93,8 +94,16 @@ class LeafNodes(LinkListener):
 
     async def stop(self) -> None:
         self.stop_listening()
+        if self.server.websocket_leaf == self._websocket_leaf:
+            self.server.websocket_leaf = None
         for leaf in list(self.connections):
             leaf.close(CloseReason.SERVER_SHUTDOWN)
+
+    def _websocket_leaf(self) -> Leaf:
+        """A leaf that dialed the websocket listener: TLS, if any, is the listener's."""
+        leaf = Leaf(self)
+        leaf.websocket = True
+        return leaf
 
     # -- the leaf role: remotes ------------------------------------------------------------------
 
@@ -163,7 +172,7 @@ class LeafNodes(LinkListener):
         try:
             upgraded = await asyncio.wait_for(adapter.upgraded, UPGRADE_WAIT)
         except TimeoutError:
-            log.error("Error soliciting leafnode websocket: i/o timeout")
+            log.error("Error soliciting websocket connection: i/o timeout")
             upgraded = False
         if not upgraded:
             if adapter.raw is not None:

@@ -19,12 +19,17 @@ from websockets.http11 import Request, Response
 from websockets.uri import parse_uri
 
 from pynatsd.logger import log
-from pynatsd.server.websocket import MAX_MESSAGE, WebSocketTransport, carries_data, receive
+from pynatsd.server.websocket import (
+    LEAFNODE_PATH,
+    MAX_MESSAGE,
+    WebSocketTransport,
+    carries_data,
+    receive,
+)
 
 if TYPE_CHECKING:
     from pynatsd.leafnode.connection import Leaf
 
-LEAFNODE_PATH = "/leafnode"
 # How long the hub has to answer the upgrade (nats-server's default first_info_timeout, the
 # deadline it sets on the handshake).
 UPGRADE_WAIT = 1.0
@@ -70,7 +75,7 @@ class LeafWebSocket(asyncio.Protocol):
     def _upgraded(self, response: Response) -> None:
         assert self.raw is not None
         if self.ws.handshake_exc is not None:
-            log.error("Error soliciting leafnode websocket: invalid websocket connection")
+            log.error("Error soliciting websocket connection: invalid websocket connection")
             self._resolve(False)
             return
         self._resolve(True)

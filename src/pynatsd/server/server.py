@@ -145,6 +145,9 @@ class Server:
         # Called with an account whose local leaf connections changed (the system services
         # publish its connection counts, as nats-server's accConnsUpdate).
         self.account_conns_hooks: list[Callable[[Account], None]] = []
+        # Set by the leaf nodes part: makes a leaf connection of a websocket upgrade for the
+        # `/leafnode` path (None: such an upgrade is a client, as without leaf nodes).
+        self.websocket_leaf: Callable[[], asyncio.Protocol] | None = None
         # Run once the server is ready (its client port known), as nats-server starts its
         # routes after the client listener.
         self.ready_hooks: list[Callable[[], None]] = []

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 # Largest WebSocket message accepted; nats-server bounds a frame by max_payload plus headroom.
 MAX_MESSAGE = 64 * 1024 * 1024
+# The path a leaf node's upgrade asks for (nats-server's leafNodeWSPath).
+LEAFNODE_PATH = "/leafnode"
 _DATA = (Opcode.BINARY, Opcode.TEXT, Opcode.CONT)
 
 
@@ -109,7 +111,8 @@ class WebSocketConnection(asyncio.Protocol):
         self.server = server
         self.ws = ServerProtocol(max_size=MAX_MESSAGE)
         self.raw: asyncio.Transport | None = None
-        self.client: Client | None = None
+        # What the frames' bytes go to: a Client, or a leaf connection on `/leafnode`.
+        self.client: asyncio.Protocol | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.raw = transport  # type: ignore[assignment]
@@ -133,10 +136,18 @@ class WebSocketConnection(asyncio.Protocol):
             log.error("WebSocket handshake refused: %s", response.reason_phrase)
             self.raw.close()
             return
+        self.client = self._endpoint(request.path)
+        self.client.connection_made(WebSocketTransport(self.raw, self.ws))
+
+    def _endpoint(self, path: str) -> asyncio.Protocol:
+        """nats-server's wsUpgrade: a path ending in `/leafnode` is a leaf node dialing in (when
+        this server takes leafs), anything else a client."""
+        leaf = self.server.websocket_leaf
+        if leaf is not None and path.split("?", 1)[0].endswith(LEAFNODE_PATH):
+            return leaf()
         client = Client(self.server)
         client.websocket = True
-        self.client = client
-        client.connection_made(WebSocketTransport(self.raw, self.ws))
+        return client
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.client is not None:
