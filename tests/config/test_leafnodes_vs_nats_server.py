@@ -79,6 +79,15 @@ def test_leaf_listener_and_gateway_need_a_system_account(tmp_path: Path) -> None
     assert startup_errors(load_config(path).options) == [nats_server_startup_error(path)]
 
 
+def test_a_remote_mixing_websocket_and_plain_urls(tmp_path: Path) -> None:
+    """Not a `-t` error: both servers refuse to start with it, the password redacted."""
+    path = tmp_path / "main.conf"
+    urls = '["ws://u:pw@127.0.0.1:1", "nats-leaf://127.0.0.1:2"]'
+    path.write_text(f"leafnodes {{ remotes: [ {{ urls: {urls} }} ] }}\n")
+    assert check_config(path).warnings == []
+    assert startup_errors(load_config(path).options) == [nats_server_startup_error(path)]
+
+
 @pytest.mark.parametrize(
     "text",
     [

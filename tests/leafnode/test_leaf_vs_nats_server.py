@@ -21,6 +21,7 @@ from leafnode.topology import (
     collect,
     connect,
     eventually,
+    exchange,
     hub_conf,
     leaf_conf,
     remote,
@@ -53,24 +54,9 @@ async def pair(setup: tuple[str, str], tmp_path: Path) -> AsyncIterator[tuple[No
 
 
 async def test_pub_sub_and_headers_both_ways(pair: tuple[Node, Node]) -> None:
-    hub, leaf = pair
-    ch, cl = await connect(hub), await connect(leaf)
-    try:
-        on_leaf = await cl.subscribe("ps.toleaf.>")
-        on_hub = await ch.subscribe("ps.tohub.>")
-        await wait_interest(cl, [ch])
-        await wait_interest(ch, [cl])
-        await ch.publish("ps.toleaf.1", b"a")
-        await ch.publish("ps.toleaf.2", b"b", headers={"X-K": "v"})
-        await cl.publish("ps.tohub.1", b"c")
-        await cl.publish("ps.tohub.2", b"d", headers={"X-K": "w"})
-        await ch.flush()
-        await cl.flush()
-        assert await collect(on_leaf) == ["ps.toleaf.1:a:", "ps.toleaf.2:b:X-K=v"]
-        assert await collect(on_hub) == ["ps.tohub.1:c:", "ps.tohub.2:d:X-K=w"]
-    finally:
-        await ch.close()
-        await cl.close()
+    on_leaf, on_hub = await exchange(*pair, "ps")
+    assert on_leaf == ["ps.toleaf.1:a:", "ps.toleaf.2:b:X-K=v"]
+    assert on_hub == ["ps.tohub.1:c:", "ps.tohub.2:d:X-K=w"]
 
 
 async def test_request_reply_both_ways_and_no_responders(pair: tuple[Node, Node]) -> None:

@@ -23,6 +23,7 @@ import nats.errors
 
 import pynatsd
 from pynatsd.config import load_config
+from support.cluster import wait_interest
 from support.natsserver import require_nats_server
 from support.ports import LOOPBACK, free_port
 from support.processes import ServerProcess, start_server
@@ -139,6 +140,28 @@ async def collect(sub: nats.aio.subscription.Subscription, quiet: float = 0.3) -
             return seen
         headers = ",".join(f"{k}={v}" for k, v in sorted((msg.headers or {}).items()))
         seen.append(f"{msg.subject}:{msg.data.decode()}:{headers}")
+
+
+async def exchange(hub: Node, leaf: Node, prefix: str, big: int = 0) -> tuple[list[str], list[str]]:
+    """Messages with and without headers published on either side for the other, as
+    (what a leaf client got, what a hub client got); `big` makes the first hub-bound payload
+    that many bytes long."""
+    ch, cl = await connect(hub), await connect(leaf)
+    try:
+        on_leaf = await cl.subscribe(f"{prefix}.toleaf.>")
+        on_hub = await ch.subscribe(f"{prefix}.tohub.>")
+        await wait_interest(cl, [ch])
+        await wait_interest(ch, [cl])
+        await ch.publish(f"{prefix}.toleaf.1", b"a")
+        await ch.publish(f"{prefix}.toleaf.2", b"b", headers={"X-K": "v"})
+        await cl.publish(f"{prefix}.tohub.1", b"c" * (big or 1))
+        await cl.publish(f"{prefix}.tohub.2", b"d", headers={"X-K": "w"})
+        await ch.flush()
+        await cl.flush()
+        return await collect(on_leaf), await collect(on_hub)
+    finally:
+        await ch.close()
+        await cl.close()
 
 
 async def connect(node: Node, **kwargs: Any) -> nats.NATS:

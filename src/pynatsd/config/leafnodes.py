@@ -12,6 +12,8 @@ docs/leafnodes.md).
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +53,10 @@ DEFAULT_LEAF_PORT = 7422
 LEAF_AND_GATEWAY_NEED_SYSTEM_ACCOUNT = (
     "leaf nodes and gateways (both being defined) require a system account to also be configured"
 )
+MIXED_WEBSOCKET_URLS = (
+    "remote leaf node configuration cannot have a mix of websocket and non-websocket urls"
+)
+_PASSWORD = re.compile(r"^([^:/]+://[^:/@]*):[^@/]*@")
 _HIGH_AUTH_TIMEOUT = 60.0
 
 
@@ -394,11 +400,27 @@ def startup_problems(opts: Options) -> list[str]:
     leaf listener beside a gateway needs a system account named (`system_account`, or an
     operator's), not the default one."""
     leaf, gateway = opts.leafnodes, opts.gateway
-    if leaf is None or leaf.port == 0 or gateway is None:
+    if leaf is None:
+        return []
+    for remote in leaf.remotes:
+        if len({is_websocket_url(url) for url in remote.urls}) > 1:
+            urls = " ".join(json.dumps(_redacted(url)) for url in remote.urls)
+            return [f"{MIXED_WEBSOCKET_URLS}: [{urls}]"]
+    if leaf.port == 0 or gateway is None:
         return []
     if (gateway.name or gateway.port) and not opts.system_account:
         return [LEAF_AND_GATEWAY_NEED_SYSTEM_ACCOUNT]
     return []
+
+
+def is_websocket_url(url: str) -> bool:
+    """nats-server's isWSURL: the scheme starts with `ws` (`ws://`, `wss://`)."""
+    return url.lower().startswith("ws")
+
+
+def _redacted(url: str) -> str:
+    """A URL as nats-server's redactURLList shows it: its password replaced by `xxxxx`."""
+    return _PASSWORD.sub(r"\1:xxxxx@", url)
 
 
 def remote_host_port(url: str) -> tuple[str, int]:

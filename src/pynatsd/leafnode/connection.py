@@ -34,6 +34,7 @@ from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Event, Pub
 from pynatsd.protocol.frames import err_frame, go_json_bytes
+from pynatsd.server import events
 from pynatsd.server.delivery import fan_out_from_leaf
 from pynatsd.server.subscription import LeafSubscription
 from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
@@ -103,11 +104,16 @@ class Leaf(Link):
         self.remote_name = ""
         self.remote_id = ""
         self.remote_cluster = ""
+        # What the CONNECT of a leaf that dialed us said, for the system events.
+        self.auth_user = ""
+        self.remote_version = ""
         self.nonce = ""
         # The handshake's timer (authentication, the hub's INFO with `connect_info`).
         self._timer: asyncio.TimerHandle | None = None
         self._connect_sent = False
         self.tls: TLSTransport | None = None  # TLS after the INFO, when either side asks
+        # Dialed over WebSocket (`ws://`, `wss://`): TLS, if any, came before the upgrade.
+        self.websocket = False
         # After a loop was detected, the remote is dialed again only after this many seconds.
         self.reconnect_delay = 0.0
         # Interest told to the other side: (subject, queue) -> count (nats-server's smap).
@@ -184,7 +190,7 @@ class Leaf(Link):
             timeout = self.part.auth_timeout()
             self._timer = self.server.loop.call_later(timeout, self._auth_timeout)
             context = self.part.tls_context
-            if context is not None:
+            if context is not None and not self.websocket:
                 # The leaf starts its TLS handshake once it has read the INFO.
                 self._use_tls(TLSSession(context))
 
@@ -248,7 +254,7 @@ class Leaf(Link):
         self.nonce = str(info.get("nonce") or "")
         remote = self.remote
         assert remote is not None
-        if info.get("tls_required") or remote.tls:
+        if (info.get("tls_required") or remote.tls) and not self.websocket:
             # TLS after the INFO, as nats-server's leafClientHandshakeIfNeeded; the CONNECT
             # below waits in the TLS transport until the handshake is done.
             context = self.part.remote_tls_context(remote)
@@ -384,6 +390,8 @@ class Leaf(Link):
         self.remote_name = str(opts.get("name") or "")
         self.remote_id = str(opts.get("server_id") or "")
         self.remote_cluster = cluster
+        self.auth_user = str(opts.get("user") or opts.get("nkey") or "")
+        self.remote_version = str(opts.get("version") or "")
         if opts.get("is_hub"):
             self.is_spoke = True
         info = self.part.leaf_info(self, connect_info=True)
@@ -417,6 +425,23 @@ class Leaf(Link):
         self._rtt_start = time.monotonic()
         self.outbound.flush()
         self.start_pinging()
+        self._announce()
+
+    def _announce(self) -> None:
+        """The system events of a new leaf connection, in nats-server's order: the account's
+        connection counts, then LEAFNODE.CONNECT (the accepting side) or the account's CONNECT
+        (the dialing side)."""
+        server = self.server
+        for hook in server.account_conns_hooks:
+            hook(self._account)
+        if not self.solicited:
+            events.leafnode_connect(server, self._account)
+        elif self._account is not server.system_account:
+            events.leaf_connected(server, self, self._event_info(stopped=False))
+
+    def _event_info(self, stopped: bool) -> dict[str, Any]:
+        name = "" if self.solicited else self.remote_name
+        return events.leaf_info(self, self.auth_user, name, self.remote_version, stopped)
 
     def _process_sub(self, ev: RouteSub) -> None:
         if not self.registered:
@@ -515,6 +540,12 @@ class Leaf(Link):
             self._timer.cancel()
             self._timer = None
         self.part.leaf_closed(self)
+        if self.registered:
+            server = self.server
+            for hook in server.account_conns_hooks:
+                hook(self._account)
+            if self._account is not server.system_account:
+                events.leaf_disconnected(server, self, self._event_info(stopped=True))
 
 
 def _sign(pair: Any, nonce: bytes) -> str:

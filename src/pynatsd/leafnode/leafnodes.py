@@ -27,9 +27,10 @@ import bcrypt
 from pynatsd.auth.authenticator import is_bcrypt
 from pynatsd.auth.keys import decode_signature, new_nonce, verify_signature
 from pynatsd.cluster.link import LinkListener
-from pynatsd.config.leafnodes import remote_host_port, url_host
+from pynatsd.config.leafnodes import is_websocket_url, remote_host_port, url_host
 from pynatsd.leafnode.connection import Leaf
 from pynatsd.leafnode.protocol import ls_minus_frame, ls_plus_frame
+from pynatsd.leafnode.websocket import UPGRADE_WAIT, LeafWebSocket, upgrade_uri
 from pynatsd.logger import log
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.server.delivery import enable_remote_delivery
@@ -77,6 +78,7 @@ class LeafNodes(LinkListener):
         for account in list(server.accounts.values()):
             self._watch(account)
         server.account_added_hooks.append(self._watch)
+        server.websocket_leaf = self._websocket_leaf
         server.ready_hooks.append(lambda: self._spawn(self._serve()))
 
     async def _serve(self) -> None:
@@ -92,8 +94,16 @@ class LeafNodes(LinkListener):
 
     async def stop(self) -> None:
         self.stop_listening()
+        if self.server.websocket_leaf == self._websocket_leaf:
+            self.server.websocket_leaf = None
         for leaf in list(self.connections):
             leaf.close(CloseReason.SERVER_SHUTDOWN)
+
+    def _websocket_leaf(self) -> Leaf:
+        """A leaf that dialed the websocket listener: TLS, if any, is the listener's."""
+        leaf = Leaf(self)
+        leaf.websocket = True
+        return leaf
 
     # -- the leaf role: remotes ------------------------------------------------------------------
 
@@ -117,6 +127,8 @@ class LeafNodes(LinkListener):
     async def _dial(self, remote: RemoteLeafOptions, url: str, attempt: int) -> Leaf | None:
         host, port = remote_host_port(url)
         try:
+            if is_websocket_url(url):
+                return await self._dial_websocket(remote, url, host, port)
             _, protocol = await asyncio.wait_for(
                 self.server.loop.create_connection(
                     lambda: Leaf(self, remote=remote, url=url), host, port
@@ -135,6 +147,38 @@ class LeafNodes(LinkListener):
             )
             return None
         return protocol
+
+    async def _dial_websocket(
+        self, remote: RemoteLeafOptions, url: str, host: str, port: int
+    ) -> Leaf | None:
+        """A `ws://` or `wss://` remote: TLS first for `wss://`, then the upgrade; None when the
+        hub refused it (logged)."""
+        context = None
+        if url.lower().startswith("wss"):
+            context = self.remote_tls_context(remote)
+            if context is None:
+                return None
+        leaf = Leaf(self, remote=remote, url=url)
+        _, adapter = await asyncio.wait_for(
+            self.server.loop.create_connection(
+                lambda: LeafWebSocket(leaf, upgrade_uri(url, host, port)),
+                host,
+                port,
+                ssl=context,
+                server_hostname=host if context is not None else None,
+            ),
+            self.opts.dial_timeout or None,
+        )
+        try:
+            upgraded = await asyncio.wait_for(adapter.upgraded, UPGRADE_WAIT)
+        except TimeoutError:
+            log.error("Error soliciting websocket connection: i/o timeout")
+            upgraded = False
+        if not upgraded:
+            if adapter.raw is not None:
+                adapter.raw.close()
+            return None
+        return leaf
 
     def local_account_name(self, remote: RemoteLeafOptions) -> str:
         return remote.local_account or "$G"

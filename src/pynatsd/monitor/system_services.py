@@ -32,13 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.gofmt import go_json, rfc3339, rfc3339_ns
 from pynatsd.jetstream import jetstream_of
+from pynatsd.leafnode import leafnodes_of
 from pynatsd.monitor import endpoints, gatewayz
 from pynatsd.monitor.endpoints import BadRequest
 from pynatsd.monitor.leafz import leafz_of
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import info_frame
+from pynatsd.server import events
 from pynatsd.server.delivery import Stats
-from pynatsd.server.events import server_info
+from pynatsd.server.events import CONNS_TYPE, server_info
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 
 if TYPE_CHECKING:
@@ -49,7 +51,6 @@ if TYPE_CHECKING:
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.server import Server
 
-CONNS_TYPE = "io.nats.server.advisory.v1.account_connections"
 _MAX_UINT64 = (1 << 64) - 1
 
 
@@ -105,6 +106,7 @@ class SystemServices:
             self._import_into(account)
         server.account_added_hooks.append(self._import_into)
         server.client_closed_hooks.append(self._client_closed)
+        server.account_conns_hooks.append(self._conns_changed)
         if server.closed_clients.maxlen and "monitor" not in server.parts:
             # nats-server keeps closed connections (CONNZ state closed) with or without the
             # HTTP monitor; when it runs, the monitor records them.
@@ -113,6 +115,8 @@ class SystemServices:
     async def stop(self) -> None:
         if self._import_into in self.server.account_added_hooks:
             self.server.account_added_hooks.remove(self._import_into)
+        if self._conns_changed in self.server.account_conns_hooks:
+            self.server.account_conns_hooks.remove(self._conns_changed)
         for hook in (self._client_closed, self._remember_closed):
             if hook in self.server.client_closed_hooks:
                 self.server.client_closed_hooks.remove(hook)
@@ -124,6 +128,9 @@ class SystemServices:
 
     def _remember_closed(self, client: Client) -> None:
         self.server.closed_clients.append(endpoints.closed_connection_info(self.server, client))
+
+    def _conns_changed(self, account: Account) -> None:
+        events.account_conns(self.server, account, self._account_stat(account))
 
     def _client_closed(self, client: Client) -> None:
         totals = self._closed.get(client.account.name)
@@ -409,14 +416,16 @@ class SystemServices:
             if client.account is account and client.connected:
                 conns += 1
                 totals.add(client.stats)
+        leafs = leafnodes_of(self.server)
+        leafnodes = len(leafs.account_leafs(account)) if leafs is not None else 0
         zero = {"msgs": 0, "bytes": 0}
         config = account.config
         return {
             "acc": account.name,
             "name": config.name_tag if config is not None and config.name_tag else account.name,
             "conns": conns,
-            "leafnodes": 0,
-            "total_conns": conns,
+            "leafnodes": leafnodes,
+            "total_conns": conns + leafnodes,
             "num_subscriptions": account.sublist.count(),
             "sent": {
                 "msgs": totals.out_msgs,

@@ -1,8 +1,11 @@
-"""System account advisories: client connect and disconnect events.
+"""System account advisories: connect and disconnect events of clients and leaf nodes.
 
 Corresponds to nats-server's `server/events.go` (`accountConnectEvent`,
-`accountDisconnectEvent`): JSON published in the system account on `$SYS.ACCOUNT.<acc>.CONNECT`
-and `$SYS.ACCOUNT.<acc>.DISCONNECT`, which monitoring tools and system users subscribe to.
+`accountDisconnectEvent`, `sendLeafNodeConnect`, `accConnsUpdate`): JSON published in the
+system account on `$SYS.ACCOUNT.<acc>.CONNECT` and `$SYS.ACCOUNT.<acc>.DISCONNECT`,
+`$SYS.ACCOUNT.<acc>.LEAFNODE.CONNECT`, and the account's connection counts on
+`$SYS.SERVER.ACCOUNT.<acc>.CONNS` and `$SYS.ACCOUNT.<acc>.SERVER.CONNS`, which monitoring tools
+and system users subscribe to.
 """
 
 from __future__ import annotations
@@ -10,16 +13,19 @@ from __future__ import annotations
 import secrets
 import time
 from itertools import count
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pynatsd.gofmt import go_json, rfc3339_ns
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
+    from pynatsd.server.accounts import Account
+    from pynatsd.server.delivery import Stats
     from pynatsd.server.server import Server
     from pynatsd.server.session import ClientSession
 
 CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
+CONNS_TYPE = "io.nats.server.advisory.v1.account_connections"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
 # nats-server 2.15.1's feature flags (getMergedFeatureFlags), as /varz and every system
 # message's `server` show them.
@@ -35,6 +41,23 @@ _JETSTREAM_FLAGS = 1 | 2 | 4
 _seq = count(1)
 
 
+class Link(Protocol):
+    """What the events read of a server-to-server connection (a leaf node's)."""
+
+    kind: str
+    start: float
+    host: str
+    rtt: float
+    stats: Stats
+    close_reason: str
+
+    @property
+    def cid(self) -> int: ...
+
+    @property
+    def account(self) -> Account: ...
+
+
 def server_info(server: Server) -> dict[str, Any]:
     """The `server` block of every message the server publishes itself (Go's ServerInfo, as
     its internal send loop fills it in): `seq` counts them all."""
@@ -44,6 +67,9 @@ def server_info(server: Server) -> dict[str, Any]:
         "host": server.options.host,
         "id": server.server_id,
     }
+    cluster = cluster_name(server)
+    if cluster:
+        info["cluster"] = cluster
     if jetstream and server.options.jetstream_domain:
         info["domain"] = server.options.jetstream_domain
     info["ver"] = COMPAT_VERSION
@@ -53,6 +79,17 @@ def server_info(server: Server) -> dict[str, Any]:
     info["seq"] = next(_seq)
     info["time"] = rfc3339_ns(time.time_ns())
     return info
+
+
+def cluster_name(server: Server) -> str:
+    """nats-server's cachedClusterName: the cluster's (or gateway's) name; a server that dials
+    leaf remotes without a cluster takes its own name."""
+    if server.cluster_name:
+        return server.cluster_name
+    options = server.options
+    if options.leafnodes and options.leafnodes.remotes and options.cluster is None:
+        return server.server_name
+    return ""
 
 
 def client_info(client: ClientSession, stopped: bool) -> dict[str, Any]:
@@ -109,3 +146,81 @@ def client_disconnected(server: Server, client: ClientSession) -> None:
         "reason": client.close_reason,
     }
     server.publish_internal(system, subject, "", b"", go_json(body))
+
+
+def leaf_info(leaf: Link, user: str, name: str, version: str, stopped: bool) -> dict[str, Any]:
+    """The `client` block of a leaf connection's events: what its CONNECT said (`user`, `name`,
+    `version`: nothing on the side that dialed), and the account's name tag."""
+    info: dict[str, Any] = {
+        "start": rfc3339_ns(int(leaf.start * 1e9)),
+        "host": leaf.host,
+        "id": leaf.cid,
+        "acc": leaf.account.name,
+    }
+    for key, value in (("user", user), ("name", name), ("ver", version)):
+        if value:
+            info[key] = value
+    if leaf.rtt:
+        info["rtt"] = int(leaf.rtt * 1e9)
+    if stopped:
+        info["stop"] = rfc3339_ns(time.time_ns())
+    config = leaf.account.config
+    info["name_tag"] = (
+        config.name_tag if config is not None and config.name_tag else leaf.account.name
+    )
+    info["kind"] = leaf.kind
+    return info
+
+
+def leaf_connected(server: Server, leaf: Link, info: dict[str, Any]) -> None:
+    """accountConnectEvent for a leaf connection this server dialed."""
+    subject = f"$SYS.ACCOUNT.{leaf.account.name}.CONNECT"
+    if not server.system_account.sublist.has_interest(subject):
+        return
+    body = {**_event(CONNECT_TYPE), "server": server_info(server), "client": info}
+    server.publish_internal(server.system_account, subject, "", b"", go_json(body))
+
+
+def leaf_disconnected(server: Server, leaf: Link, info: dict[str, Any]) -> None:
+    """accountDisconnectEvent for a leaf connection, on either side."""
+    subject = f"$SYS.ACCOUNT.{leaf.account.name}.DISCONNECT"
+    if not server.system_account.sublist.has_interest(subject):
+        return
+    body = {
+        **_event(DISCONNECT_TYPE),
+        "server": server_info(server),
+        "client": info,
+        "sent": {"msgs": leaf.stats.out_msgs, "bytes": leaf.stats.out_bytes},
+        "received": {"msgs": leaf.stats.in_msgs, "bytes": leaf.stats.in_bytes},
+        "reason": leaf.close_reason,
+    }
+    server.publish_internal(server.system_account, subject, "", b"", go_json(body))
+
+
+def leafnode_connect(server: Server, account: Account) -> None:
+    """sendLeafNodeConnect: a leaf bound to `account` connected; only with gateways on (the
+    other clusters switch the account to interest-only mode)."""
+    if "gateway" not in server.parts:
+        return
+    subject = f"$SYS.ACCOUNT.{account.name}.LEAFNODE.CONNECT"
+    if not server.system_account.sublist.has_interest(subject):
+        return
+    body = {"server": server_info(server), "acc": account.name}
+    server.publish_internal(server.system_account, subject, "", b"", go_json(body))
+
+
+def account_conns(server: Server, account: Account, stat: dict[str, Any]) -> None:
+    """accConnsUpdate: the account's connection counts (`stat`, Account.statz) after a
+    connection came or went, on the old subject and the new one; never for the global
+    account."""
+    if account is server.global_account:
+        return
+    system = server.system_account
+    event = _event(CONNS_TYPE)  # one event on both subjects, each sent with its own seq
+    for subject in (
+        f"$SYS.SERVER.ACCOUNT.{account.name}.CONNS",
+        f"$SYS.ACCOUNT.{account.name}.SERVER.CONNS",
+    ):
+        if system.sublist.has_interest(subject):
+            body = {**event, "server": server_info(server), **stat}
+            server.publish_internal(system, subject, "", b"", go_json(body))

@@ -142,6 +142,12 @@ class Server:
         self.parts: dict[str, ServerPart] = {}
         # Called with each client as it closes (the monitor keeps /connz?state=closed with it).
         self.client_closed_hooks: list[Callable[[Client], None]] = []
+        # Called with an account whose local leaf connections changed (the system services
+        # publish its connection counts, as nats-server's accConnsUpdate).
+        self.account_conns_hooks: list[Callable[[Account], None]] = []
+        # Set by the leaf nodes part: makes a leaf connection of a websocket upgrade for the
+        # `/leafnode` path (None: such an upgrade is a client, as without leaf nodes).
+        self.websocket_leaf: Callable[[], asyncio.Protocol] | None = None
         # Run once the server is ready (its client port known), as nats-server starts its
         # routes after the client listener.
         self.ready_hooks: list[Callable[[], None]] = []

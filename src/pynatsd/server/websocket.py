@@ -11,11 +11,13 @@ flush.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from websockets.exceptions import InvalidState
 from websockets.frames import Frame, Opcode
-from websockets.http11 import Request
+from websockets.http11 import Request, Response
+from websockets.protocol import Protocol
 from websockets.server import ServerProtocol
 
 from pynatsd.logger import log
@@ -26,13 +28,41 @@ if TYPE_CHECKING:
     from pynatsd.server.server import Server
 
 # Largest WebSocket message accepted; nats-server bounds a frame by max_payload plus headroom.
-_MAX_MESSAGE = 64 * 1024 * 1024
+MAX_MESSAGE = 64 * 1024 * 1024
+# The path a leaf node's upgrade asks for (nats-server's leafNodeWSPath).
+LEAFNODE_PATH = "/leafnode"
+_DATA = (Opcode.BINARY, Opcode.TEXT, Opcode.CONT)
+
+
+def carries_data(frame: Frame) -> bool:
+    """A data frame (its bytes belong to the protocol stream), not a control frame."""
+    return frame.opcode in _DATA
+
+
+def receive(
+    ws: Protocol,
+    raw: asyncio.Transport,
+    data: bytes,
+    handle: Callable[[Request | Response | Frame], None],
+) -> None:
+    """Bytes read from `raw` into `ws`: each event it yields to `handle`, then what the
+    WebSocket protocol answers (pongs, the close handshake) back out, closing `raw` when the
+    protocol is done with it."""
+    ws.receive_data(data)
+    for event in ws.events_received():
+        handle(event)
+    out = ws.data_to_send()
+    if out:
+        raw.write(b"".join(out))
+    if ws.close_expected() or ws.handshake_exc is not None:
+        raw.close()
 
 
 class WebSocketTransport(asyncio.Transport):
-    """What a `Client` writes to: frames outgoing bytes, otherwise the TCP transport."""
+    """What a `Client` (or a leaf dialed over WebSocket) writes to: frames outgoing bytes,
+    otherwise the TCP transport."""
 
-    def __init__(self, raw: asyncio.Transport, ws: ServerProtocol) -> None:
+    def __init__(self, raw: asyncio.Transport, ws: Protocol) -> None:
         super().__init__()
         self._raw = raw
         self._ws = ws
@@ -79,37 +109,23 @@ class WebSocketConnection(asyncio.Protocol):
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.ws = ServerProtocol(max_size=_MAX_MESSAGE)
+        self.ws = ServerProtocol(max_size=MAX_MESSAGE)
         self.raw: asyncio.Transport | None = None
-        self.client: Client | None = None
+        # What the frames' bytes go to: a Client, or a leaf connection on `/leafnode`.
+        self.client: asyncio.Protocol | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.raw = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        ws = self.ws
-        raw = self.raw
-        assert raw is not None
-        ws.receive_data(data)
-        for event in ws.events_received():
-            if isinstance(event, Request):
-                self._upgrade(event)
-            elif (
-                isinstance(event, Frame)
-                and self.client is not None
-                and event.opcode
-                in (
-                    Opcode.BINARY,
-                    Opcode.TEXT,
-                    Opcode.CONT,
-                )
-            ):
-                self.client.data_received(bytes(event.data))
-        out = ws.data_to_send()
-        if out:
-            raw.write(b"".join(out))
-        if ws.close_expected() or ws.handshake_exc is not None:
-            raw.close()
+        assert self.raw is not None
+        receive(self.ws, self.raw, data, self._event)
+
+    def _event(self, event: Request | Response | Frame) -> None:
+        if isinstance(event, Request):
+            self._upgrade(event)
+        elif isinstance(event, Frame) and self.client is not None and carries_data(event):
+            self.client.data_received(bytes(event.data))
 
     def _upgrade(self, request: Request) -> None:
         assert self.raw is not None
@@ -120,10 +136,18 @@ class WebSocketConnection(asyncio.Protocol):
             log.error("WebSocket handshake refused: %s", response.reason_phrase)
             self.raw.close()
             return
+        self.client = self._endpoint(request.path)
+        self.client.connection_made(WebSocketTransport(self.raw, self.ws))
+
+    def _endpoint(self, path: str) -> asyncio.Protocol:
+        """nats-server's wsUpgrade: a path ending in `/leafnode` is a leaf node dialing in (when
+        this server takes leafs), anything else a client."""
+        leaf = self.server.websocket_leaf
+        if leaf is not None and path.split("?", 1)[0].endswith(LEAFNODE_PATH):
+            return leaf()
         client = Client(self.server)
         client.websocket = True
-        self.client = client
-        client.connection_made(WebSocketTransport(self.raw, self.ws))
+        return client
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.client is not None:
