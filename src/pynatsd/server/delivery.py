@@ -436,9 +436,10 @@ def fan_out_from_leaf(
     origin = publisher.remote_cluster.encode() if to_routes else b""  # type: ignore[attr-defined]
     for receiver, (first, names) in remotes.items():
         if not receiver.closed:
-            if origin and not first.leaf and not first.gateway:
-                # To a route: LMSG with the leaf's cluster where the peer knows it.
-                receiver.deliver_leaf_origin(first, msg, names, origin)  # type: ignore[attr-defined]
+            # To a route: LMSG with the leaf's cluster where the peer knows it.
+            to_route = getattr(receiver, "deliver_leaf_origin", None) if origin else None
+            if to_route is not None and not first.leaf:
+                to_route(first, msg, names, origin)
             else:
                 receiver.deliver_remote(first, msg, names)
             delivered = True
