@@ -21,6 +21,9 @@ from pynatsd.cluster.protocol import (
     RouteSub,
     RouteUnsub,
     js_ack_deliver_index,
+    lmsg_frame,
+    ls_minus_frame,
+    ls_plus_frame,
     rmsg_frame,
     rmsg_head,
     rs_minus_frame,
@@ -88,6 +91,7 @@ def parse(data: bytes, expect_connect: bool = False) -> list[tuple[object, ...]]
         (b"RS- $G bar q1\r\n", ("RS-", b"", b"$G", b"bar", b"q1")),
         (b"LS+ LX $G lx.q g1 1\r\n", ("RS+", b"LX", b"$G", b"lx.q", b"g1", 1)),
         (b"LS- LX $G lx.sub\r\n", ("RS-", b"LX", b"$G", b"lx.sub", b"")),
+        (b"LS- LX $G lx.q g1\r\n", ("RS-", b"LX", b"$G", b"lx.q", b"g1")),
         (b"RMSG $G foo 5\r\nhello\r\n", ("MSG", b"", b"$G", b"foo", b"", b"hello", -1, ())),
         (b"RMSG $G foo r.1 2\r\nhi\r\n", ("MSG", b"", b"$G", b"foo", b"r.1", b"hi", -1, ())),
         (b"RMSG $G bar | q1 1\r\nx\r\n", ("MSG", b"", b"$G", b"bar", b"", b"x", -1, (b"q1",))),
@@ -275,6 +279,31 @@ def test_pinned_connection_ops_carry_no_account() -> None:
     assert rs_plus_frame(b"", b"foo") == b"RS+ foo\r\n"
     assert rs_minus_frame(b"", b"foo", b"q") == b"RS- foo q\r\n"
     assert rmsg_head(b"", b"foo", b"", [], 5) == b"RMSG foo 5\r\n"
+
+
+def test_leaf_origin_frames_and_pinned_ops() -> None:
+    """LS+/LS-/LMSG as nats-server writes them, and on a pinned connection (no account token
+    after the origin)."""
+    assert ls_plus_frame(b"LX", b"$G", b"lx.sub") == b"LS+ LX $G lx.sub\r\n"
+    assert ls_plus_frame(b"LX", b"$G", b"lx.q", b"g1", 2) == b"LS+ LX $G lx.q g1 2\r\n"
+    assert ls_minus_frame(b"LX", b"$G", b"lx.q", b"g1") == b"LS- LX $G lx.q g1\r\n"
+    assert ls_minus_frame(b"", b"$G", b"lx.sub") == b"LS- $G lx.sub\r\n"
+    assert lmsg_frame(b"LX", b"$G", Pub(b"b.sub", b"", b"hello"), []) == (
+        b"LMSG LX $G b.sub 0 5\r\nhello\r\n"
+    )
+    hmsg = Pub(b"b.sub", b"r", b"NATS/1.0\r\nA: b\r\n\r\nhi", 18)
+    assert lmsg_frame(b"LX", b"$G", hmsg, [b"q1"]) == (
+        b"LMSG LX $G b.sub + r q1 18 20\r\nNATS/1.0\r\nA: b\r\n\r\nhi\r\n"
+    )
+    parser = RouteParser(account=b"$SYS")
+    events = describe_all(
+        parser.feed(b"LS+ LX a.b g 2\r\nLS- LX a.b g\r\nLMSG LX a.b 0 1\r\nx\r\n"), parser
+    )
+    assert events == [
+        ("RS+", b"LX", b"$SYS", b"a.b", b"g", 2),
+        ("RS-", b"LX", b"$SYS", b"a.b", b"g"),
+        ("MSG", b"LX", b"$SYS", b"a.b", b"", b"x", -1, ()),
+    ]
 
 
 def test_hold_after_info_until_the_next_feed() -> None:

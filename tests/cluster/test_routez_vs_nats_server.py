@@ -66,11 +66,12 @@ async def test_routez_and_varz() -> None:
     assert go_route["remote_id"] == py_varz["server_id"]
     assert py_route["is_configured"] == go_route["is_configured"]
     detail = {d["subject"]: d for d in py_route["subscriptions_list_detail"]}
-    assert detail["watched.subject"]["sid"] == "$G watched.subject"
+    # nats-server's key for a peer that announced `lnocu`: the kind, account and subject.
+    assert detail["watched.subject"]["sid"] == "R $G watched.subject"
     go_sids = {
         d["sid"] for r in go_routez["routes"] for d in r.get("subscriptions_list_detail", [])
     }
-    assert "$G $SYS.REQ.USER.INFO" in go_sids  # nats-server's key: account and subject
+    assert "R $G $SYS.REQ.USER.INFO" in go_sids
 
     for varz in (py_varz, go_varz):
         assert varz["routes"] == 4

@@ -12,7 +12,8 @@ Local interest (clients, the server's internal subscriptions) is learned through
 SubList's watcher (`add_watcher`), the one hook in the core: RS+ when a subject's count goes
 0 -> 1, RS- when it goes back to 0, and for a queue group an RS+ with the new weight at every
 change. Interest learned from a route is never announced to another route; that of a leaf node
-that dialed us is (as plain RS+: no `lnoc` is announced, so peers never expect LS+).
+that dialed us is, counted apart per leaf cluster: as `LS+ <origin>` to a peer that announced
+`lnoc` (so that it never sends that cluster's messages back to it), as RS+ to one that did not.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import random
 import secrets
 import socket
 from collections.abc import Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import unquote, urlparse
 
 from pynatsd.cluster.link import LinkListener, count_interest
@@ -37,7 +38,12 @@ from pynatsd.cluster.permissions import (
 )
 from pynatsd.cluster.pinned import PinnedAccounts
 from pynatsd.cluster.pool import Peer, Slot
-from pynatsd.cluster.protocol import rs_minus_frame, rs_plus_frame
+from pynatsd.cluster.protocol import (
+    ls_minus_frame,
+    ls_plus_frame,
+    rs_minus_frame,
+    rs_plus_frame,
+)
 from pynatsd.cluster.route import Route, route_info_frame
 from pynatsd.cluster.route_tls import TLSRoute
 from pynatsd.logger import log
@@ -54,6 +60,8 @@ if TYPE_CHECKING:
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
     from pynatsd.server.subscription import Subscription
+
+_T = TypeVar("_T")
 
 # The route protocol version announced: 2 (accounts), not 3 (message tracing), so a Go peer
 # never forwards us trace-only messages, which this server would deliver.
@@ -151,6 +159,9 @@ class Cluster(LinkListener):
         self.gateways: Gateways | None = None
         # Local interest per account: (subject, queue) -> number of local subscriptions.
         self._interest: dict[str, dict[tuple[bytes, bytes], int]] = {}
+        # Interest of leaf nodes of a named cluster that dialed us, per account:
+        # (subject, queue, origin cluster) -> number of subscriptions (nats-server's "L" keys).
+        self._leaf_interest: dict[str, dict[tuple[bytes, bytes, bytes], int]] = {}
 
     # -- the part --------------------------------------------------------------------------------
 
@@ -256,7 +267,7 @@ class Cluster(LinkListener):
         return [join_host_port(opts.host, server.port)]
 
     def route_info(self, route: Route | None = None, **extra: Any) -> dict[str, Any]:
-        """The INFO we send a route (nats-server's route INFO, without pool and compression)."""
+        """The INFO we send a route (nats-server's route INFO, without compression)."""
         server = self.server
         opts = self.opts
         info: dict[str, Any] = {
@@ -287,6 +298,8 @@ class Cluster(LinkListener):
         if server.lame_duck:
             info["ldm"] = True
         info.update(info_fields(opts.permissions))
+        # LS+/LMSG with a leaf's origin cluster are understood, and LS- with it.
+        info["lnoc"] = info["lnocu"] = True
         if self.pool_size:
             info["route_pool_size"] = self.pool_size
             if route is not None and route.solicited:
@@ -319,6 +332,7 @@ class Cluster(LinkListener):
         connect["cluster"] = self.cluster_name
         if self.dynamic:
             connect["cluster_dynamic"] = True
+        connect["lnoc"] = True
         return b"CONNECT " + go_json_bytes(connect) + b"\r\n"
 
     def tls_server_name(self, url: str) -> str:
@@ -637,13 +651,26 @@ class Cluster(LinkListener):
         name = account.name.encode()
         server = self.server
 
+        leaf_counts = self._leaf_interest.setdefault(account.name, {})
+
         def changed(sub: Subscription, delta: int) -> None:
-            if sub.remote and (not sub.leaf or sub.from_hub):
-                # A route's interest is never announced to another route, nor what our own
-                # hub tells us; a leaf that dialed us counts as local (nats-server's
-                # processLeafSub updates the route map for it).
-                return
-            old = count_interest(counts, sub, delta)
+            origin = b""
+            if sub.remote:
+                if not sub.leaf or sub.from_hub:
+                    # A route's interest is never announced to another route, nor what our
+                    # own hub tells us; a leaf that dialed us counts as local (nats-server's
+                    # processLeafSub updates the route map for it).
+                    return
+                origin = sub.client.remote_cluster.encode()  # type: ignore[attr-defined]
+            if origin:
+                key = (sub.subject_bytes, sub.queue_bytes, origin)
+                old = leaf_counts.get(key, 0)
+                if old + delta > 0:
+                    leaf_counts[key] = old + delta
+                else:
+                    leaf_counts.pop(key, None)
+            else:
+                old = count_interest(counts, sub, delta)
             n = old + delta
             peers = self.peers
             if not peers:
@@ -659,7 +686,7 @@ class Cluster(LinkListener):
                 plus = False
             else:
                 return
-            frames: dict[bytes, bytes] = {}  # by the account token on the wire
+            frames: dict[tuple[bytes, bool, bool], bytes] = {}  # by what the frame depends on
             for peer in peers.values():
                 # The account's own connection to the peer, its pool slot or the one pinned
                 # to it (ops without the account): the one the peer sends its messages for
@@ -669,12 +696,11 @@ class Cluster(LinkListener):
                 if route is None:
                     continue  # told when that connection registers (interest_frames)
                 wire = b"" if route.pinned_account else name
-                frame = frames.get(wire)
+                shape = (wire, route.lnoc, route.lnocu)
+                frame = frames.get(shape)
                 if frame is None:
-                    frame = frames[wire] = (
-                        rs_plus_frame(wire, subject, queue, n)
-                        if plus
-                        else rs_minus_frame(wire, subject, queue)
+                    frame = frames[shape] = interest_frame(
+                        route, wire, subject, queue, origin, n if plus else 0
                     )
                 route.outbound.push(frame)
             server.flush_soon()
@@ -683,29 +709,43 @@ class Cluster(LinkListener):
             changed(sub, 1)
         account.sublist.add_watcher(changed)
 
-    def carried_interest(
-        self, route: Route, only: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes, bytes, int]]:
-        """The local interest of the accounts `route` carries (or of account `only`): the
-        account as it goes on that connection (none on a pinned one), subject, queue, count."""
+    def _carried_accounts(
+        self, route: Route, only: bytes | None, table: dict[str, _T]
+    ) -> Iterator[tuple[bytes, _T]]:
+        """The entries of `table` (by account name) for the accounts `route` carries (or for
+        account `only`), each with the account as it goes on that connection (none on a
+        pinned one)."""
         peer = self.peers.get(route.remote_id)
-        for account, counts in self._interest.items():
+        for account, counts in table.items():
             name = account.encode()
             if only is not None and name != only:
                 continue
             if peer is not None and not peer.carries(route, name):
                 continue
-            wire = b"" if route.pinned_account else name
+            yield (b"" if route.pinned_account else name), counts
+
+    def carried_interest(
+        self, route: Route, only: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes, bytes, int]]:
+        """The local interest of the accounts `route` carries (or of account `only`): the
+        account as it goes on that connection (none on a pinned one), subject, queue, count."""
+        for wire, counts in self._carried_accounts(route, only, self._interest):
             for (subject, queue), n in counts.items():
                 yield wire, subject, queue, n
 
     def interest_frames(self, route: Route, only: bytes | None = None) -> bytes:
-        """RS+ for the local interest `route` carries that this server may import: what a
-        new connection is told after the handshake."""
+        """RS+ (LS+ for leaf nodes' interest) for the local interest `route` carries that this
+        server may import: what a new connection is told after the handshake."""
         imports = self.imports
-        return b"".join(
+        plain = b"".join(
             rs_plus_frame(wire, subject, queue, n)
             for wire, subject, queue, n in self.carried_interest(route, only)
+            if importable(imports, subject)
+        )
+        return plain + b"".join(
+            interest_frame(route, wire, subject, queue, origin, n)
+            for wire, counts in self._carried_accounts(route, only, self._leaf_interest)
+            for (subject, queue, origin), n in counts.items()
             if importable(imports, subject)
         )
 
@@ -714,6 +754,18 @@ class Cluster(LinkListener):
     @property
     def num_routes(self) -> int:
         return len(self.connections())
+
+
+def interest_frame(
+    route: Route, wire: bytes, subject: bytes, queue: bytes, origin: bytes, n: int
+) -> bytes:
+    """RS+ (`n` > 0) or RS- for `route`; LS+/LS- for the interest of a leaf node of cluster
+    `origin` when the peer announced `lnoc` (nats-server's addRouteSubOrUnsubProtoToBuf)."""
+    if origin and route.lnoc:
+        if n > 0:
+            return ls_plus_frame(origin, wire, subject, queue, n)
+        return ls_minus_frame(origin if route.lnocu else b"", wire, subject, queue)
+    return rs_plus_frame(wire, subject, queue, n) if n > 0 else rs_minus_frame(wire, subject, queue)
 
 
 def non_local_ips() -> list[str]:

@@ -486,9 +486,9 @@ class RouteParser:
         elif kind == "runsub":
             events.append(_route_unsub(self._with_account(_split(arg)), False))
         elif kind == "lsub":
-            events.append(_route_sub(_split(arg), True))
+            events.append(_route_sub(self._with_origin_account(_split(arg)), True))
         elif kind == "lunsub":
-            events.append(_route_unsub(_split(arg), True))
+            events.append(_route_unsub(self._with_origin_account(_split(arg)), True))
         else:
             self._start_msg(kind, arg, events)
 
@@ -496,10 +496,13 @@ class RouteParser:
         # A connection pinned to one account carries no account token.
         return [self.account, *args] if self.account else args
 
+    def _with_origin_account(self, args: list[bytes]) -> list[bytes]:
+        # LS+, LS- and LMSG: the account (if on the wire) comes after the origin cluster.
+        return [args[0], self.account, *args[1:]] if self.account and args else args
+
     def _start_msg(self, kind: str, arg: bytes, events: list[Event | Pub]) -> None:
         args = _split(arg)
-        if kind != "lmsg":
-            args = self._with_account(args)
+        args = self._with_origin_account(args) if kind == "lmsg" else self._with_account(args)
         origin = b""
         if kind == "lmsg":
             if not args:
@@ -538,7 +541,10 @@ def _route_sub(args: list[bytes], leaf: bool) -> RouteSub:
 
 def _route_unsub(args: list[bytes], leaf: bool) -> RouteUnsub:
     origin = b""
-    if leaf and len(args) >= 3:
+    if leaf:
+        # We announce `lnocu`: a peer's LS- always names the origin cluster.
+        if not args:
+            raise _BadArgs("processRemoteUnsub Parse Error")
         origin, args = args[0], args[1:]
     if len(args) == 2:
         return RouteUnsub(args[0], args[1], b"", origin)
@@ -593,6 +599,28 @@ def rs_minus_frame(account: bytes, subject: bytes, queue: bytes = b"") -> bytes:
     if queue:
         return prefix + subject + b" " + queue + b"\r\n"
     return prefix + subject + b"\r\n"
+
+
+def ls_plus_frame(
+    origin: bytes, account: bytes, subject: bytes, queue: bytes = b"", weight: int = 0
+) -> bytes:
+    """LS+: interest of a leaf node of cluster `origin` that dialed this server (for a peer
+    that announced `lnoc`)."""
+    return b"LS+ " + origin + b" " + rs_plus_frame(account, subject, queue, weight)[4:]
+
+
+def ls_minus_frame(origin: bytes, account: bytes, subject: bytes, queue: bytes = b"") -> bytes:
+    """LS-: the origin cluster only for a peer that announced `lnocu`."""
+    prefix = b"LS- " + origin + b" " if origin else b"LS- "
+    return prefix + rs_minus_frame(account, subject, queue)[4:]
+
+
+def lmsg_frame(origin: bytes, account: bytes, msg: Pub, queues: list[bytes]) -> bytes:
+    """LMSG: a message of a leaf node of cluster `origin`; it always carries a header length
+    (0 when there is none)."""
+    payload = msg.payload
+    head = rmsg_head(account, msg.subject, msg.reply, queues, len(payload), max(msg.header_size, 0))
+    return b"LMSG " + origin + b" " + head[5:] + payload + b"\r\n"
 
 
 def rmsg_head(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from pynatsd.cluster.link import Link
@@ -30,6 +30,7 @@ from pynatsd.cluster.protocol import (
     RouteSub,
     RouteUnsub,
     js_ack_deliver_index,
+    lmsg_frame,
     rmsg_frame,
     with_deliver_subject,
 )
@@ -104,6 +105,12 @@ class Route(Link):
         self.last_in = time.monotonic()
         # Accounts by the name on the wire (looked up once).
         self._accounts: dict[bytes, Account] = {}
+        # The peer understands LS+/LMSG with a leaf's origin cluster (`lnoc`), and LS- with it
+        # (`lnocu`): from its INFO.
+        self.lnoc = False
+        self.lnocu = False
+        # The peer's LS+ interest (of its leaf nodes), by (origin, account, subject, queue).
+        self.leaf_subs: dict[tuple[bytes, bytes, bytes, bytes], RemoteSubscription] = {}
 
     # -- the Receiver protocol -------------------------------------------------------------------
 
@@ -125,6 +132,19 @@ class Route(Link):
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
         self.outbound.push(frame)
+
+    def deliver_leaf_origin(
+        self, sub: Subscription, msg: Pub, queues: list[bytes], origin: bytes
+    ) -> None:
+        """A message of a leaf node of cluster `origin`: LMSG with the origin to a peer that
+        announced `lnoc` (so that it never goes back to that cluster), else RMSG/HMSG."""
+        if not self.lnoc:
+            self.deliver_remote(sub, msg, queues)
+            return
+        account = sub.wire_account if isinstance(sub, RemoteSubscription) else b"$G"
+        self.stats.sent(1, len(msg.payload))
+        self.last_activity = time.time()
+        self.outbound.push(lmsg_frame(origin, account, msg, queues))
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -285,6 +305,8 @@ class Route(Link):
         self.remote_id = server_id
         self.remote_name = str(info.get("server_name") or "")
         self.remote_info = info
+        self.lnoc = bool(info.get("lnoc"))
+        self.lnocu = bool(info.get("lnocu"))
         if not self.solicited:
             pinned = str(info.get("route_account") or "").encode()
             if pinned and not cluster.pool_size:
@@ -387,7 +409,7 @@ class Route(Link):
                 )
             return
         key = (ev.account, ev.subject, ev.queue)
-        sub = self.subs.get(key)
+        sub = self.leaf_subs.get((ev.origin, *key)) if ev.origin else self.subs.get(key)
         if sub is not None:
             sub.weight = max(ev.weight, 1)  # a queue group's new size over there
             return
@@ -402,15 +424,24 @@ class Route(Link):
             return
         wire = b"" if self.pinned_account else ev.account
         sub = RemoteSubscription(self, ev.account, ev.subject, ev.queue, max(ev.weight, 1), wire)
+        sub.origin = ev.origin
+        if self.lnocu:
+            # nats-server's key (its sid in /routez) for a peer that sends LS- with the
+            # origin: the kind, then the origin of a leaf's interest.
+            sub.sid = (b"L " + ev.origin + b" " if ev.origin else b"R ") + sub.sid
         try:
             account.sublist.insert(sub)
         except ValueError:
             log.debug("%s - invalid remote subscription %r", self.label, ev.subject)
             return
-        self.subs[key] = sub
+        if ev.origin:
+            self.leaf_subs[(ev.origin, *key)] = sub
+        else:
+            self.subs[key] = sub
 
     def _process_unsub(self, ev: RouteUnsub) -> None:
-        sub = self.subs.pop((ev.account, ev.subject, ev.queue), None)
+        key = (ev.account, ev.subject, ev.queue)
+        sub = self.leaf_subs.pop((ev.origin, *key), None) if ev.origin else self.subs.pop(key, None)
         if sub is None:
             return
         sub.closed = True
@@ -456,7 +487,7 @@ class Route(Link):
                 # sent it by fan_out_routed, with no plan.
                 local = tuple(sub for sub in result.psubs if not sub.remote)
                 self.plans.remember(self, msg, SubListResult(local), sublist.genid, sublist)
-            fan_out_routed(self, result, msg, ev.queues)
+            fan_out_routed(self, result, msg, ev.queues, ev.origin)
 
     def drop_interest(
         self,
@@ -467,12 +498,17 @@ class Route(Link):
         account's (moving to a connection of its own: nats-server's removeRemoteSubsForAcc),
         or the (account, subject, queue) keys `which` picks."""
         by_account: dict[bytes, list[RemoteSubscription]] = {}
-        for key, sub in list(self.subs.items()):
+        # Both tables by the (account, subject, queue) each entry stands for.
+        entries: list[tuple[tuple[bytes, bytes, bytes], Any, dict[Any, RemoteSubscription]]] = [
+            (key, key, self.subs) for key in self.subs
+        ]
+        entries += [(leaf_key[1:], leaf_key, self.leaf_subs) for leaf_key in self.leaf_subs]
+        for key, own_key, table in entries:
             if account is not None and key[0] != account:
                 continue
             if which is not None and not which(key):
                 continue
-            del self.subs[key]
+            sub = table.pop(own_key)
             sub.closed = True
             by_account.setdefault(key[0], []).append(sub)
         for name, subs in by_account.items():
@@ -481,6 +517,12 @@ class Route(Link):
                 account_obj.sublist.remove_batch(subs)
 
     # -- output and closing ----------------------------------------------------------------------
+
+    def interest(self) -> Iterator[tuple[bytes, Subscription]]:
+        for (_, account, _, _), sub in self.leaf_subs.items():
+            yield account, sub
+        self.leaf_subs = {}
+        yield from super().interest()
 
     def ping_settings(self) -> tuple[float, int]:
         opts = self.server.options.cluster

@@ -422,7 +422,9 @@ def _tells(leaf: Leaf, sub: Subscription) -> bool:
         return not sub.remote or (sub.leaf and not owner.is_spoke)  # type: ignore[attr-defined]
     if sub.leaf:
         return not leaf.same_origin(owner)  # type: ignore[arg-type]
-    return True
+    # A route's LS+: never back to a leaf of the cluster it stands for.
+    origin: bytes = getattr(sub, "origin", b"")
+    return not origin or origin.decode(errors="replace") != leaf.remote_cluster
 
 
 def _update_smap(leaf: Leaf, sub: Subscription, n: int) -> bytes:

@@ -344,11 +344,16 @@ def fan_out_from_gateway(
 
 
 def fan_out_routed(
-    publisher: Receiver, result: SubListResult[Subscription], msg: Pub, queues: tuple[bytes, ...]
+    publisher: Receiver,
+    result: SubListResult[Subscription],
+    msg: Pub,
+    queues: tuple[bytes, ...],
+    origin: bytes = b"",
 ) -> bool:
     """Deliver a message that came from another server (a route's RMSG): to local receivers
     only (one hop: never to another server), and to queue groups only those the sender
-    named, a local member each."""
+    named, a local member each. A message of a leaf node of cluster `origin` (an LMSG) never
+    goes to a leaf node of that cluster (nats-server's cluster-wide no echo)."""
     delivered = False
     # Leaf connections to send it to: made only when there is one (routes without leafs pay
     # nothing for them).
@@ -358,6 +363,8 @@ def fan_out_routed(
             if deliver(publisher, sub, msg):
                 delivered = True
         elif sub.leaf and sub.client.leaf_takes_routed(msg.subject):  # type: ignore[attr-defined]
+            if origin and _of_origin(sub, origin):
+                continue
             if leafs is None:
                 leafs = {}
             leafs.setdefault(cast(RemoteReceiver, sub.client), (sub, []))
@@ -376,6 +383,8 @@ def fan_out_routed(
                 # No member here took it: a leaf connected to us may (never another route).
                 for sub in group:
                     if sub.leaf and sub.client.leaf_takes_routed(b""):  # type: ignore[attr-defined]
+                        if origin and _of_origin(sub, origin):
+                            continue
                         if leafs is None:
                             leafs = {}
                         leafs.setdefault(cast(RemoteReceiver, sub.client), (sub, []))[1].append(
@@ -424,11 +433,22 @@ def fan_out_from_leaf(
             start = _weighted_start(weights, sum(weights))
             if _deliver_member(publisher, group, start, msg, remotes, takes=takes):
                 delivered = True
+    origin = publisher.remote_cluster.encode() if to_routes else b""  # type: ignore[attr-defined]
     for receiver, (first, names) in remotes.items():
         if not receiver.closed:
-            receiver.deliver_remote(first, msg, names)
+            # To a route: LMSG with the leaf's cluster where the peer knows it.
+            to_route = getattr(receiver, "deliver_leaf_origin", None) if origin else None
+            if to_route is not None and not first.leaf:
+                to_route(first, msg, names, origin)
+            else:
+                receiver.deliver_remote(first, msg, names)
             delivered = True
     return delivered or bool(remotes)
+
+
+def _of_origin(sub: Subscription, origin: bytes) -> bool:
+    """`sub` is a leaf connection's to a server of the leaf cluster `origin`."""
+    return sub.client.remote_cluster.encode() == origin  # type: ignore[attr-defined, no-any-return]
 
 
 def _forwards_leaf_msg(publisher: RemoteReceiver, sub: Subscription, to_routes: bool) -> bool:
@@ -438,7 +458,14 @@ def _forwards_leaf_msg(publisher: RemoteReceiver, sub: Subscription, to_routes: 
         return False
     if sub.leaf:
         return not receiver.same_origin(publisher)  # type: ignore[attr-defined]
-    return to_routes or sub.gateway
+    if sub.gateway:
+        return True
+    # Never a route's member of a queue group of the publisher's own leaf cluster: that server
+    # does not send it back there (nats-server's processMsgResults).
+    origin: bytes = getattr(sub, "origin", b"")
+    return to_routes and not (
+        origin and origin == publisher.remote_cluster.encode()  # type: ignore[attr-defined]
+    )
 
 
 def deliver_first(result: SubListResult[Subscription], msg: Pub) -> bool:

@@ -137,7 +137,7 @@ class RemoteSubscription(Subscription):
     """Interest of another server, learned from a route (nats-server's subscriptions of a
     ROUTER client): `weight` is the number of members of a queue group over there."""
 
-    __slots__ = ("account_name", "weight", "wire_account")
+    __slots__ = ("account_name", "origin", "weight", "wire_account")
 
     remote = True
     # The op of the messages this server is sent (the frame head a delivery plan builds).
@@ -159,6 +159,8 @@ class RemoteSubscription(Subscription):
         # The account token in the RMSG to that server: none on a connection pinned to it.
         self.wire_account = account_name if wire_account is None else wire_account
         self.weight = weight
+        # The cluster of the leaf node behind the peer's interest (an LS+), else empty.
+        self.origin = b""
 
 
 class LeafSubscription(RemoteSubscription):
