@@ -35,15 +35,6 @@ async def serve(opts: Options, warnings: list[str], flags: dict[str, Any], diges
     server.config_digest = digest
     for w in warnings:
         log.warning("%s", w)
-    try:
-        await server.start()
-    except ListenError as e:
-        # nats-server logs the listener's error as fatal and exits with status 1.
-        log.critical("%s", e)
-        return 1
-    except OSError as e:
-        log.critical("%s", e)
-        return 1
     loop = asyncio.get_running_loop()
     tasks: set[asyncio.Task[None]] = set()
 
@@ -60,11 +51,22 @@ async def serve(opts: Options, warnings: list[str], flags: dict[str, Any], diges
             return
         spawn(server.shutdown())
 
+    # Before the listeners open, as nats-server's handleSignals: a SIGHUP sent once "Server is
+    # ready" is logged must reload, never meet the default action and end the process.
     loop.add_signal_handler(signal.SIGINT, on_term, "interrupt")
     loop.add_signal_handler(signal.SIGTERM, on_term, "terminated")
     loop.add_signal_handler(signal.SIGUSR2, lambda: spawn(server.lame_duck_mode()))
     loop.add_signal_handler(signal.SIGUSR1, lambda: reopen_log(opts))
     loop.add_signal_handler(signal.SIGHUP, lambda: reload_config(server, flags))
+    try:
+        await server.start()
+    except ListenError as e:
+        # nats-server logs the listener's error as fatal and exits with status 1.
+        log.critical("%s", e)
+        return 1
+    except OSError as e:
+        log.critical("%s", e)
+        return 1
     await server.wait_for_shutdown()
     return 0
 

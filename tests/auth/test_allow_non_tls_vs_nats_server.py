@@ -14,7 +14,6 @@ import asyncio
 import socket
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from cryptography.x509.oid import NameOID
 from support.certs import make_ca, make_cert
 from support.natsserver import require_nats_server
 from support.normalise import normalise
-from support.ports import free_port
+from support.ports import free_port, wait_listening
 from support.processes import PYNATSD, ServerProcess, start_server
 
 
@@ -117,17 +116,6 @@ def test_allow_non_tls_matches_nats_server(certs: tuple[Path, str, str, str]) ->
     assert cand == ref
 
 
-def _wait_listening(port: int, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {port}")
-
-
 def test_handshake_first_overrides_allow_non_tls(certs: tuple[Path, str, str, str]) -> None:
     """TLS first: the INFO (sent over TLS) says both tls_required and tls_available."""
     directory, ca, cert, key = certs
@@ -147,7 +135,8 @@ def test_handshake_first_overrides_allow_non_tls(certs: tuple[Path, str, str, st
             stderr=subprocess.DEVNULL,
         )
         try:
-            _wait_listening(port)
+            if not wait_listening(port, 15):
+                raise TimeoutError(f"nothing listens on {port}")
             with (
                 socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
                 ctx.wrap_socket(raw, server_hostname="localhost") as tls,

@@ -18,7 +18,7 @@ import nats
 import pynatsd
 from pynatsd.options import ClusterOptions
 from support.natsserver import require_nats_server
-from support.ports import LOOPBACK, free_port
+from support.ports import LOOPBACK, free_port, wait_listening
 from support.processes import ServerProcess, start_server
 
 CLUSTER = "TC"
@@ -69,6 +69,9 @@ class Node:
             if self.routes:
                 args += ["--routes", ",".join(self.routes)]
             self.process = await asyncio.to_thread(start_server, [binary], args, port=self.port)
+            # nats-server opens its route listener after the client one.
+            if not await asyncio.to_thread(wait_listening, self.cluster_port, 15):
+                raise RuntimeError(f"nats-server's route port {self.cluster_port} never opened")
 
     async def stop(self) -> None:
         if self.server is not None:

@@ -44,7 +44,7 @@ from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 
 from support.natsserver import NATS_SERVER
-from support.ports import LOOPBACK, free_port
+from support.ports import LOOPBACK, free_port, wait_listening
 from support.processes import PYNATSD, ServerProcess
 
 GO = "nats-server"
@@ -107,18 +107,6 @@ class Node:
     def log_text(self) -> str:
         texts = [p.log_text() for p in [*self.past, *([self.process] if self.process else [])]]
         return "\n--- restarted ---\n".join(texts)
-
-
-def _listening(port: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((LOOPBACK, port), timeout=1.0):
-                return True
-        except OSError:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
 
 
 def _raw_client(port: int) -> socket.socket:
@@ -249,7 +237,7 @@ class ProcessCluster:
         process.start()
         node.server_id = str(self.varz(node.index)["server_id"])
         # A server that ignores its cluster settings would only show as a routes timeout.
-        if not _listening(node.cluster_port, ROUTE_LISTEN_TIMEOUT):
+        if not wait_listening(node.cluster_port, ROUTE_LISTEN_TIMEOUT):
             raise ClusterError(
                 f"{node.name} ({node.kind}) does not listen on its route port "
                 f"{node.cluster_port}:{self.describe()}"

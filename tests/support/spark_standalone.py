@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -69,11 +70,30 @@ class StandaloneCluster:
         proc = subprocess.Popen(argv, cwd=home, env=clean_env(), stdout=log, stderr=log)
         self._procs.append(proc)
 
+    def _await_log(self, name: str, pattern: str, deadline: float) -> str:
+        """The first group of `pattern` once the daemon's log shows it."""
+        log = self.directory / name / "daemon.log"
+        while True:
+            found = re.search(pattern, log.read_text(errors="replace"))
+            if found:
+                return found.group(1)
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self._procs):
+                self.stop()
+                raise RuntimeError(f"the Spark standalone cluster did not start:\n{self.logs()}")
+            time.sleep(0.2)
+
     def start(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
         self._daemon(
             "master",
             "org.apache.spark.deploy.master.Master",
             *("--host", LOOPBACK, "--port", str(self.port), "--webui-port", str(self.ui_port)),
+        )
+        # A port that free_port saw free may be taken by the time the JVM binds (another test
+        # run on the machine): Spark then tries the next one, so read the ports it bound.
+        self.url = self._await_log("master", r"Starting Spark master at (spark://\S+)", deadline)
+        self.ui_port = int(
+            self._await_log("master", r"MasterWebUI: .* started at \S+:(\d+)", deadline)
         )
         for i in range(self.workers):
             work = self.directory / f"worker{i}" / "work"
@@ -83,7 +103,6 @@ class StandaloneCluster:
                 *("--host", LOOPBACK, "--cores", str(self.cores), "--memory", self.memory),
                 *("--webui-port", str(free_port()), "--work-dir", str(work), self.url),
             )
-        deadline = time.monotonic() + START_TIMEOUT
         while self.alive_workers() < self.workers:
             if time.monotonic() > deadline or any(p.poll() is not None for p in self._procs):
                 self.stop()
