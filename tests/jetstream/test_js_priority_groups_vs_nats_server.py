@@ -266,7 +266,26 @@ SCENARIOS: dict[str, list[Step]] = {
 }
 
 
+def _without_pending(steps: list[Any]) -> list[Any]:
+    """The pending count an ack subject ends with, taken out of what the inboxes collected.
+    Each publish waits for its PubAck, and nats-server's consumer delivers on its own
+    goroutine: whether the next message is stored before it counts pending is a race there."""
+    out = []
+    for kind, subject, records in steps:
+        if kind == "collect":
+            records = [
+                {**r, "reply": r["reply"].rsplit(".", 1)[0] + ".<pending>"}
+                if r["reply"].startswith("$JS.ACK.")
+                else r
+                for r in records
+            ]
+        out.append((kind, subject, records))
+    return out
+
+
 @pytest.mark.parametrize("name", list(SCENARIOS))
 async def test_priority_groups_as_nats_server(tmp_path: Path, name: str) -> None:
     expected, got = await side_by_side(tmp_path, SCENARIOS[name])
+    if name == "prioritized":
+        expected, got = _without_pending(expected), _without_pending(got)
     assert_same(expected, got)
