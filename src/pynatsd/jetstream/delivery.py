@@ -57,6 +57,22 @@ class Delivery(PriorityGroups, AckTracker):
         if self.push or self.waiting:
             self.pump()
 
+    def on_new_messages(self, first_seq: int, subjects: list[str]) -> None:
+        """`on_new_message` for messages stored together (sequences from `first_seq`), with
+        one pump for all of them."""
+        if self._npc is not None and not self._cheap_pending:
+            start = self._pending_start()
+            wants = self.wants
+            seq = first_seq
+            new = 0
+            for subject in subjects:
+                if seq >= start and wants(subject):
+                    new += 1
+                seq += 1
+            self._npc += new
+        if self.push or self.waiting:
+            self.pump()
+
     def pump(self) -> None:
         """Go's loopAndGatherMsgs, one round: deliver while the consumer may."""
         if self._pumping or self.closed:
