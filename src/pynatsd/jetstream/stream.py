@@ -581,9 +581,26 @@ class Stream:
         self._mstore.when_durable(acks[-1][2], partial(self._send_acks, acks))
 
     def _send_acks(self, acks: list[tuple[bytes, bytes, int]]) -> None:
-        reply = self.ajs.reply
+        """What `ajs.reply` does for each, with the receiver looked up once for a run of
+        PubAcks to one reply subject (a publisher with one inbox for its acks) while the
+        subscriptions stay as they are."""
+        ajs = self.ajs
+        sublist = ajs.account.sublist
+        deliver_to = ajs.deliver_to
+        last = b""
+        genid = -1
+        sub: Subscription | None = None
         for subject, ack, _ in acks:
-            reply(subject, ack)
+            if subject != last or sublist.genid != genid:
+                last, genid = subject, sublist.genid
+                result = sublist.match_bytes(subject)
+                psubs = result.psubs
+                sub = psubs[0] if len(psubs) == 1 and not result.qsubs else None
+            if sub is not None:
+                deliver_to(sub, subject, b"", b"", ack)
+            else:
+                ajs.reply(subject, ack)
+        ajs.server.flush_soon()
 
     def process_message(
         self,
