@@ -223,6 +223,9 @@ class Delivery(PriorityGroups, AckTracker):
         first_dseq = dseq = self.dseq
         last_subject = ""
         subject_bytes = b""
+        seq = 0
+        # The consumer's sequences are set once after the loop: a receiver with an outbound
+        # (all of them here) is not called back during it.
         for msg in msgs:
             if not waiting:
                 # Every request is served: the rest waits for the next (read-ahead).
@@ -232,25 +235,21 @@ class Delivery(PriorityGroups, AckTracker):
             # Go's waitQueue.pop: a request that wants more goes to the back of the queue.
             wr.d += 1
             wr.n -= 1
-            waiting.popleft()
-            if wr.n > 0:
-                waiting.append(wr)
+            if wr.n <= 0:
+                waiting.popleft()
+            elif len(waiting) > 1:
+                waiting.rotate(-1)
             seq = msg.seq
             if npc:
                 npc -= 1
             reply = b"%s1.%d.%d.%d.%d" % (ack_prefix, seq, dseq, msg.ts, npc)
-            if ack_none:
-                self.adflr, self.asflr = dseq, seq
-            else:
+            if not ack_none:
                 p = pending.get(seq)
                 if p is not None:
                     p.ts = now
                 else:
                     pending[seq] = Pending(dseq, now)
             dseq += 1
-            self.dseq = dseq
-            self.sseq = seq + 1
-            self.delivered_sseq = seq
             subject = msg.subject
             if subject is not last_subject:
                 last_subject, subject_bytes = subject, subject.encode()
@@ -259,6 +258,11 @@ class Delivery(PriorityGroups, AckTracker):
             if not deliver_to(target, subject_bytes, reply, msg.header, msg.data):
                 self.ajs.deliver(wr.reply, subject, reply, msg.header, msg.data)
         sent = dseq - first_dseq
+        self.dseq = dseq
+        self.sseq = seq + 1
+        self.delivered_sseq = seq
+        if ack_none:
+            self.adflr, self.asflr = dseq - 1, seq
         if self._npc is not None:
             self._npc = npc
         self.ldt = now
