@@ -94,9 +94,12 @@ def _summary(found: dict[str, dict[str, object]]) -> dict[str, object]:
             out[key] = body
         elif key != "r.c":
             error = body.get("error")
-            out[key] = (
-                {"err_code": error["err_code"]} if isinstance(error, dict) else body.get("seq")
-            )
+            if isinstance(error, dict):
+                out[key] = {"err_code": error["err_code"]}
+            elif body.get("duplicate"):
+                out[key] = ("duplicate", body.get("seq"))
+            else:
+                out[key] = body.get("seq")
     return out
 
 
@@ -150,3 +153,52 @@ async def test_a_failed_write_answers_every_publish_of_the_turn(
         found = replies(await client.read_until(b"}\r\n"))
         assert found["r.ok"] == {"stream": "S", "seq": 1}
         await client.close()
+
+
+def ids(msg_id: str, stream: str = "") -> bytes:
+    header = b"NATS/1.0\r\nNats-Msg-Id: %s\r\n" % msg_id.encode()
+    if stream:
+        header += b"Nats-Expected-Stream: %s\r\n" % stream.encode()
+    return header + b"\r\n"
+
+
+async def id_burst(url: str) -> dict[str, dict[str, object]]:
+    """Publishes with the Spark writer's headers, sent in one write: they join the turn's
+    group, except a repeated id (in the group, or stored before), a wrong expected stream
+    and headers the group does not check."""
+    client = await with_stream(url)
+    await client.send(hpub("s.a", "r.1", ids("one", "S")))
+    await client.read_until(b"MSG r.1")
+    burst = hpub("s.a", "r.2", ids("two", "S"))
+    burst += pub("s.b", "r.3")
+    burst += hpub("s.a", "r.4", ids("two"))  # a duplicate of r.2, in the same group
+    burst += hpub("s.a", "r.5", ids("one", "S"))  # a duplicate of r.1, stored before
+    burst += hpub("s.a", "r.6", ids("three", "T"))  # the wrong stream
+    burst += hpub("s.a", "r.7", ids("three", "S"))
+    burst += hpub("s.a", "r.8", b"NATS/1.0\r\nNats-Msg-Id:  four\r\nX-App: 1\r\n\r\n")
+    burst += hpub("s.a", "r.9", ids("four"))  # the id is read without the leading blanks
+    burst += hpub("s.a", "r.10", ids("five")[:-2] + b"Nats-Expected-Last-Msg-Id: four\r\n\r\n")
+    burst += hpub("s.a", "r.11", ids("six")[:-2] + b"Nats-Expected-Last-Msg-Id: four\r\n\r\n")
+    burst += pub("s.c", "r.12")
+    burst += pub("$JS.API.STREAM.INFO.S", "r.info", b"")
+    await client.send(burst)
+    got = b""
+    while b"MSG r.info" not in got or got.count(b"MSG r.") < 12:
+        got += await client.read_until(b"\r\n", timeout=10)
+    got += (await client.read_all(quiet=0.3))[0]
+    await client.close()
+    return replies(got)
+
+
+async def test_message_ids_in_one_write_as_nats_server(tmp_path: Path) -> None:
+    async with go_server(tmp_path / "go") as url:
+        expected = _summary(await id_burst(url))
+    async with py_server(tmp_path / "py") as url:
+        got = _summary(await id_burst(url))
+    info = got.pop("r.info")
+    expected.pop("r.info")
+    assert got == expected
+    assert got["r.4"] == ("duplicate", 2) and got["r.5"] == ("duplicate", 1)
+    assert got["r.9"] == ("duplicate", 5) and got["r.10"] == 6 and got["r.12"] == 7
+    assert got["r.6"] == {"err_code": 10060} and got["r.11"] == {"err_code": 10070}
+    assert info == {"messages": 7, "first_seq": 1, "last_seq": 7, "num_subjects": 3}

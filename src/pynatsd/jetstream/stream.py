@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 NS = 1_000_000_000
 _MAX_HEADER = 65535
-# Plain publishes stored in one write at most (more in one turn make several writes).
+# Publishes stored in one write at most (more in one turn make several writes).
 _PENDING_MAX = 4096
 # The queue group of direct get subscriptions (nats-server's dgetGroup, its sysGroup).
 _DIRECT_GET_GROUP = "_sys_"
@@ -86,9 +86,10 @@ class Stream:
         self.config = config
         self.name: str = config.name
         self._mstore = store
-        # Plain publishes of this turn of the event loop, stored together (_store_pending):
-        # (subject, reply, data).
-        self._pending: list[tuple[bytes, bytes, bytes]] = []
+        # Publishes of this turn of the event loop, stored together (_store_pending):
+        # (subject, reply, header, data, Nats-Msg-Id), and the ids among them.
+        self._pending: list[tuple[bytes, bytes, bytes, bytes, str]] = []
+        self._pending_ids: set[str] = set()
         self._batchable = False
         self.created_ns = created_ns
         self.consumers: dict[str, Consumer] = {}
@@ -417,8 +418,7 @@ class Stream:
         payload = ev.payload
         reply = ev.reply  # answered as it came, never decoded
         if (
-            hs <= 0
-            and self._batchable
+            self._batchable
             and trace is None
             and len(payload) <= self._max_payload
             # A fast-ingest batch (its reply ends in ".$FI", 73 is "I") takes the long way.
@@ -426,14 +426,20 @@ class Stream:
             and not self._dedupe_next
             and not self.ajs.storage_limited
         ):
-            # The common publish: stored with the others of this turn in one write.
-            pending = self._pending
-            pending.append((ev.subject, reply, payload))
-            if len(pending) == 1:
-                self.ajs.loop.call_soon(self._store_pending)
-            elif len(pending) >= _PENDING_MAX:
-                self._store_pending()
-            return
+            entry: tuple[bytes, bytes, bytes, bytes, str] | None = (
+                (ev.subject, reply, b"", payload, "")
+                if hs <= 0
+                else self._pending_entry(ev.subject, reply, payload, hs)
+            )
+            if entry is not None:
+                # The common publish: stored with the others of this turn in one write.
+                pending = self._pending
+                pending.append(entry)
+                if len(pending) == 1:
+                    self.ajs.loop.call_soon(self._store_pending)
+                elif len(pending) >= _PENDING_MAX:
+                    self._store_pending()
+                return
         if self._pending:
             self._store_pending()
         header = payload[:hs] if hs > 0 else b""
@@ -469,19 +475,62 @@ class Stream:
         # Only a counter stream has a total: one cheap test for every other PubAck.
         self.queue_ack(reply, ack + (self._counter_ack_end() if self.counter_total else b"}"), seq)
 
+    def _pending_entry(
+        self, subject: bytes, reply: bytes, payload: bytes, hs: int
+    ) -> tuple[bytes, bytes, bytes, bytes, str] | None:
+        """A publish with headers may join the turn's group when nats-server would do
+        nothing with them but the duplicate check and the expected stream (the Spark writer's
+        `Nats-Msg-Id` and `Nats-Expected-Stream`); None sends it the long way (the pending
+        group is stored first), as does an id seen before or already in the group: the long
+        way answers it as a duplicate with the sequence it got."""
+        if hs > _MAX_HEADER:
+            return None
+        header = payload[:hs]
+        msg_id = ""
+        seen_id = seen_stream = False
+        # One pass over the nats-server keys; each value as header_value reads it (the
+        # first of its key, stripped).
+        i = header.find(b"\r\nNats-")
+        while i >= 0:
+            key = i + 7
+            end = header.find(b"\r\n", key)
+            if end < 0:
+                end = len(header)
+            if header.startswith(b"Msg-Id:", key):
+                if not seen_id:
+                    seen_id = True
+                    msg_id = header[key + 7 : end].decode("utf-8", "replace").strip()
+            elif header.startswith(b"Expected-Stream:", key):
+                if not seen_stream:
+                    seen_stream = True
+                    expected = header[key + 16 : end].decode("utf-8", "replace").strip()
+                    if expected and expected != self.name:
+                        return None
+            else:
+                return None
+            i = header.find(b"\r\nNats-", end)
+        if msg_id:
+            if msg_id in self._msg_ids or msg_id in self._pending_ids:
+                return None
+            self._pending_ids.add(msg_id)
+        return (subject, reply, header, payload[hs:], msg_id)
+
     def _store_pending(self) -> None:
-        """Store the plain publishes of this turn (see `_on_message`) in one write and one
-        index update, and queue their PubAcks for one durability wait. The same as
-        `process_message` for each, in order, given what `_batchable` rules out; all or
-        nothing: a failed write answers each with the store's error."""
+        """Store the publishes of this turn that `_on_message` kept aside in one write and
+        one index update, and queue their PubAcks for one durability wait. The same as
+        `process_message` for each, in order, given what `_batchable` and `_pending_entry`
+        rule out; all or nothing: a failed write answers each with the store's error."""
         pending = self._pending
         if not pending:
             return
         self._pending = []
+        self._pending_ids = set()
         subjects = [p[0].decode("utf-8", "surrogateescape") for p in pending]
         ack = not self.config.no_ack
         try:
-            first, _ = self._mstore.store_msgs(subjects, [p[2] for p in pending])
+            first, ts = self._mstore.store_msgs(
+                subjects, [p[2] for p in pending], [p[3] for p in pending]
+            )
         except StoreError as e:
             if ack:
                 error = errors.stream_store_failed(e.description)
@@ -489,7 +538,16 @@ class Stream:
                     if p[1]:
                         self.reply_error(p[1], error)
             return
-        self.last_msg_id = ""
+        self.last_msg_id = pending[-1][4]
+        seq = first
+        for p in pending:
+            if p[4]:
+                self._msg_ids[p[4]] = (seq, ts)
+                self._msg_id_order.append((ts, p[4]))
+            seq += 1
+        order = self._msg_id_order
+        if order and order[0][0] + self.config.duplicate_window < ts:
+            self._expire_msg_ids(ts)
         if ack:
             acks = self._acks
             waiting = bool(acks)

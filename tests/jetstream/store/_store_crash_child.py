@@ -25,8 +25,8 @@ def emit(line: str) -> None:
 
 
 async def batches(directory: str, round_no: int, window: int) -> None:
-    """As a stream stores one turn's plain publishes: `store_msgs` of up to `window`
-    messages without headers, each acked once its batch is durable."""
+    """As a stream stores one turn's simple publishes: `store_msgs` of up to `window`
+    messages, each acked once its batch is durable."""
     store = open_file_store(directory, StreamLimits(), segment_bytes=16384)
     rnd = random.Random(round_no)
     emit(f"ready {store.state().last_seq}")
@@ -37,13 +37,15 @@ async def batches(directory: str, round_no: int, window: int) -> None:
         for _ in range(count):
             body = rnd.randbytes(rnd.randrange(0, 400))
             datas.append(body + hashlib.sha256(body).digest())
+        headers = [HDR % (i + k) if (i + k) % 3 == 0 else b"" for k in range(count)]
         subjects = [f"r{round_no}.{(i + k) % 5}" for k in range(count)]
-        first, _ = store.store_msgs(subjects, datas)
+        first, _ = store.store_msgs(subjects, headers, datas)
         done = asyncio.get_running_loop().create_future()
+        whole = [h + d for h, d in zip(headers, datas, strict=True)]
 
-        def acked(first: int = first, datas: list[bytes] = datas, done: Any = done) -> None:
-            for k, data in enumerate(datas):
-                emit(f"ack {first + k} {hashlib.sha256(data).hexdigest()[:16]}")
+        def acked(first: int = first, whole: list[bytes] = whole, done: Any = done) -> None:
+            for k, msg in enumerate(whole):
+                emit(f"ack {first + k} {hashlib.sha256(msg).hexdigest()[:16]}")
             done.set_result(None)
 
         store.when_durable(first + count - 1, acked)

@@ -451,7 +451,8 @@ def test_store_msgs_is_one_write_and_survives_reopen(
 
     monkeypatch.setattr(file_mod, "_pwrite", counting)
     store.store_msg("a", b"", b"zero")
-    store.store_msgs(["a", "b", "a"] * 100, [b"x%d" % i for i in range(300)])
+    headers = [HDR if i % 3 == 0 else b"" for i in range(300)]
+    store.store_msgs(["a", "b", "a"] * 100, headers, [b"x%d" % i for i in range(300)])
     assert len(writes) == 2
     monkeypatch.undo()
     before = snapshot(store)
@@ -486,11 +487,11 @@ def test_store_msgs_on_a_full_disk_stores_none(
 
         monkeypatch.setattr(file_mod.os, "ftruncate", no_truncate)
     with pytest.raises(StoreError) as err:
-        store.store_msgs(["a", "b"] * 50, [b"y" * 30] * 100)
+        store.store_msgs(["a", "b"] * 50, [b""] * 100, [b"y" * 30] * 100)
     assert err.value.description == "insufficient resources"
     assert snapshot(store) == before
     monkeypatch.undo()
-    seq, _ = store.store_msgs(["c"], [b"after"])
+    seq, _ = store.store_msgs(["c"], [HDR], [b"after"])
     assert seq == 21
     after = snapshot(store)
     store.close()

@@ -154,17 +154,23 @@ class StoreCore:
         raise NotImplementedError
 
     def _io_store_batch(
-        self, first_seq: int, subjects: list[str], datas: list[bytes], ts: int, floor: int
+        self,
+        first_seq: int,
+        subjects: list[str],
+        headers: list[bytes],
+        datas: list[bytes],
+        ts: int,
+        floor: int,
     ) -> list[Rec]:
-        """Persist messages without headers, sequences from ``first_seq``, all or nothing;
-        return their index records. The file store makes it one write."""
+        """Persist messages, sequences from ``first_seq``, all or nothing; return their index
+        records. The file store makes it one write."""
         out = []
         seq = first_seq
         size_of = self._msg_size
-        for subject, data in zip(subjects, datas, strict=True):
+        for subject, header, data in zip(subjects, headers, datas, strict=True):
             slen = len(subject) if subject.isascii() else len(subject.encode())
-            size = size_of(slen, 0, len(data))
-            out.append(self._io_store(seq, subject, b"", data, ts, size, floor, []))
+            size = size_of(slen, len(header), len(data))
+            out.append(self._io_store(seq, subject, header, data, ts, size, floor, []))
             seq += 1
         return out
 
@@ -252,8 +258,10 @@ class StoreCore:
             self._io_maintain()
         return seq, ts
 
-    def store_msgs(self, subjects: list[str], datas: list[bytes]) -> tuple[int, int]:
-        """Store messages without headers in one go, for a store without limits
+    def store_msgs(
+        self, subjects: list[str], headers: list[bytes], datas: list[bytes]
+    ) -> tuple[int, int]:
+        """Store messages in one go, for a store without limits
         (``unlimited``): one write and one timestamp for all; returns the first sequence
         (the others follow it) and the timestamp. All or nothing: raises a
         :class:`StoreError`, and changes nothing, when the write fails."""
@@ -270,7 +278,7 @@ class StoreCore:
             floor = first
         else:
             floor = min(self._live_at_or_after(first), first_seq)
-        new = self._io_store_batch(first_seq, subjects, datas, ts, floor)
+        new = self._io_store_batch(first_seq, subjects, headers, datas, ts, floor)
         if not recs:
             self._first = first_seq
         index = self._subjects

@@ -637,7 +637,13 @@ class FileStore(StoreCore):
         return (subject, ts, size, (len(rec) << 64) | (seg.id << 32) | pos)
 
     def _io_store_batch(
-        self, first_seq: int, subjects: list[str], datas: list[bytes], ts: int, floor: int
+        self,
+        first_seq: int,
+        subjects: list[str],
+        headers: list[bytes],
+        datas: list[bytes],
+        ts: int,
+        floor: int,
     ) -> list[Rec]:
         """The records of a batch in one write (one segment: a batch may take a segment past
         ``segment_bytes``, as one large message does)."""
@@ -646,19 +652,21 @@ class FileStore(StoreCore):
         crc32 = zlib.crc32
         u32 = _U32.pack
         seq = first_seq
-        for subject, data in zip(subjects, datas, strict=True):
+        for subject, header, data in zip(subjects, headers, datas, strict=True):
             sb = subject.encode("utf-8", "surrogateescape")
-            checked = pack(KIND_MSG, seq, ts, floor, len(sb), 0, len(data)) + sb + data
+            head = pack(KIND_MSG, seq, ts, floor, len(sb), len(header), len(data))
+            checked = head + sb + header + data if header else head + sb + data
             records.append(MAGIC_BYTES + u32(crc32(checked)) + checked)
             seq += 1
         seg, pos = self._append(b"".join(records))
         start = pos
         out: list[Rec] = []
         seg_bits = seg.id << 32
-        for subject, rec in zip(subjects, records, strict=True):
+        for subject, header, rec in zip(subjects, headers, records, strict=True):
             length = len(rec)
-            # fileStoreMsgSize without a header: 22 + subject + data + 8.
-            out.append((subject, ts, length - HDR_SIZE + 30, (length << 64) | seg_bits | pos))
+            # fileStoreMsgSize: 22 + subject + data + 8, and 4 + the header when there is one.
+            size = length - HDR_SIZE + 30 + (4 if header else 0)
+            out.append((subject, ts, size, (length << 64) | seg_bits | pos))
             pos += length
         seg.live += len(records)
         seg.live_bytes += pos - start
