@@ -71,9 +71,16 @@ async def one_write(url: str) -> dict[str, dict[str, object]]:
     burst += pub("$JS.API.STREAM.PURGE.S", "r.purge", b'{"filter":"s.0"}')
     burst += pub("s.0", "r.11")
     burst += pub("$JS.API.STREAM.INFO.S", "r.info2", b"")
+    return await send_burst(client, burst, b"MSG r.info2", 14)
+
+
+async def send_burst(
+    client: RawClient, burst: bytes, last: bytes, count: int
+) -> dict[str, dict[str, object]]:
+    """Send `burst` in one write; the replies once `last` and `count` of them are in."""
     await client.send(burst)
     got = b""
-    while b"MSG r.info2" not in got or got.count(b"MSG r.") < 14:
+    while last not in got or got.count(b"MSG r.") < count:
         got += await client.read_until(b"\r\n", timeout=10)
     got += (await client.read_all(quiet=0.3))[0]
     await client.close()
@@ -181,13 +188,7 @@ async def id_burst(url: str) -> dict[str, dict[str, object]]:
     burst += hpub("s.a", "r.11", ids("six")[:-2] + b"Nats-Expected-Last-Msg-Id: four\r\n\r\n")
     burst += pub("s.c", "r.12")
     burst += pub("$JS.API.STREAM.INFO.S", "r.info", b"")
-    await client.send(burst)
-    got = b""
-    while b"MSG r.info" not in got or got.count(b"MSG r.") < 12:
-        got += await client.read_until(b"\r\n", timeout=10)
-    got += (await client.read_all(quiet=0.3))[0]
-    await client.close()
-    return replies(got)
+    return await send_burst(client, burst, b"MSG r.info", 12)
 
 
 async def test_message_ids_in_one_write_as_nats_server(tmp_path: Path) -> None:
