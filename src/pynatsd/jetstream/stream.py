@@ -130,8 +130,8 @@ class Stream:
     @property
     def store(self) -> StreamStore:
         """The stream's store, with every publish received so far in it: whatever looks at
-        the store (a consumer, the API, a direct get) first stores the pending plain
-        publishes of this turn (see `_on_message`), so nothing sees them missing."""
+        the store (a consumer, the API, a direct get) first stores the publishes of this
+        turn still pending (see `_on_message`), so nothing sees them missing."""
         if self._pending:
             self._store_pending()
         return self._mstore
@@ -165,10 +165,10 @@ class Stream:
         self._transform = SubjectTransform(tr.src, tr.dest) if tr and tr.dest else None
         rp = cfg.republish
         self._republish = SubjectTransform(rp.src or ">", rp.dest) if rp else None
-        # Whether a publish without headers may wait for the end of the turn to be stored with
-        # the others (_store_pending): only when storing it involves nothing but the store
-        # appending it (no limit, transform, counter, TTL, schedule, republish, interest
-        # check, mirror or seal).
+        # Whether a publish may wait for the end of the turn to be stored with the others
+        # (_store_pending): only when storing it involves nothing but the store appending it
+        # (no limit, transform, counter, TTL, schedule, republish, interest check, mirror or
+        # seal); its headers are looked at as it arrives (_pending_entry).
         self._batchable = (
             self._transform is None
             and self._republish is None
