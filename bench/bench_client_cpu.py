@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import re
 import tempfile
 import time
 from typing import Any
@@ -93,7 +94,7 @@ async def sub_cpu(count: int) -> float:
     return elapsed / count * 1e6
 
 
-async def js_publish_cpu(count: int, profile: str | None) -> float:
+async def js_publish_cpu(count: int, profile: str | None, plain: bool = False) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-js-cpu-") as store:
         server = Server(Options(port=0, host="127.0.0.1", jetstream=True, store_dir=store))
         await server.start()
@@ -112,7 +113,7 @@ async def js_publish_cpu(count: int, profile: str | None) -> float:
         assert js is not None
         stream = next(iter(js.accounts.values())).streams["W"]
         frames = []
-        for i in range(count):
+        for i in range(count if not plain else 0):
             header = (
                 b"NATS/1.0\r\nNats-Msg-Id: 0123456789abcdef0123456789abcdef:%d\r\n"
                 b"Nats-Expected-Stream: W\r\n\r\n" % i
@@ -121,6 +122,9 @@ async def js_publish_cpu(count: int, profile: str | None) -> float:
                 b"HPUB W.%d _INBOX.bench.%d %d %d\r\n%s%s\r\n"
                 % (i % 10, i + 1, len(header), len(header) + 100, header, b"x" * 100)
             )
+        if plain:
+            # As bench_js.py publishes: PUB of 16 B, one reply subject for every PubAck.
+            frames = [b"PUB W.1 _INBOX.bench.1 16\r\n%s\r\n" % (b"x" * 16)] * count
         data = b"".join(frames)
         chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
         profiler = cProfile.Profile() if profile else None
@@ -140,17 +144,109 @@ async def js_publish_cpu(count: int, profile: str | None) -> float:
     return elapsed / count * 1e6
 
 
+async def js_fetch_cpu(count: int, ack: bool, profile: str | None, fill: int = 0) -> float:
+    """CPU per message a pull consumer fetches (batches of 1000, as bench_js.py asks), with
+    ack policy none or one +ACK per message, from a stream of `fill` (at least `count`)
+    messages."""
+    with tempfile.TemporaryDirectory(prefix="bench-js-cpu-") as store:
+        server = Server(Options(port=0, host="127.0.0.1", jetstream=True, store_dir=store))
+        await server.start()
+        client = Client(server)
+        transport = FrameTransport()
+        client.connection_made(transport)  # type: ignore[arg-type]
+        client.data_received(
+            b'CONNECT {"verbose":false,"pedantic":false,"protocol":1,"headers":true}\r\n'
+            b"SUB _INBOX.> 1\r\n"
+        )
+        create = b'{"name":"F","subjects":["f"],"storage":"file"}'
+        client.data_received(
+            b"PUB $JS.API.STREAM.CREATE.F _INBOX.c %d\r\n%s\r\n" % (len(create), create)
+        )
+        js = jetstream_of(server)
+        assert js is not None
+        stream = next(iter(js.accounts.values())).streams["F"]
+        for _ in range(max(count, fill)):
+            stream.store.store_msg("f", b"", b"x" * 16)
+        stream.store.flush()
+        policy = b"explicit" if ack else b"none"
+        consumer = b'{"stream_name":"F","config":{"durable_name":"C","ack_policy":"%s"}}' % policy
+        client.data_received(
+            b"PUB $JS.API.CONSUMER.CREATE.F.C _INBOX.c %d\r\n%s\r\n" % (len(consumer), consumer)
+        )
+        await asyncio.sleep(0.01)
+        request = b'{"batch":1000,"expires":5000000000}'
+        next_frame = b"PUB $JS.API.CONSUMER.MSG.NEXT.F.C _INBOX.f %d\r\n%s\r\n" % (
+            len(request),
+            request,
+        )
+        profiler = cProfile.Profile() if profile else None
+        transport.frames.clear()
+        start = time.process_time()
+        if profiler is not None:
+            profiler.enable()
+        got = 0
+        while got < count:
+            client.data_received(next_frame)
+            await asyncio.sleep(0)
+            if not ack:
+                got += transport.take_count()
+                continue
+            replies = transport.take_replies()
+            got += len(replies)
+            if replies:
+                client.data_received(b"".join(b"PUB %s 0\r\n\r\n" % r for r in replies))
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+        elapsed = time.process_time() - start
+        await server.shutdown()
+    return elapsed / count * 1e6
+
+
+class FrameTransport(CountingTransport):
+    """Keeps what the server writes, to find the ack subjects of delivered messages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.frames.append(data)
+
+    def writelines(self, data: list[bytes]) -> None:
+        self.frames.append(b"".join(data))
+
+    def take_count(self) -> int:
+        data = b"".join(self.frames)
+        self.frames.clear()
+        return data.count(b"MSG f ")
+
+    def take_replies(self) -> list[bytes]:
+        data = b"".join(self.frames)
+        self.frames.clear()
+        return re.findall(rb"MSG f \d+ (\$JS\.ACK\.\S+) \d+\r\n", data)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--subs", default="1,5", help="fan-outs to measure")
     parser.add_argument("--batches", type=int, default=200, help="batches of 1000 PUBs")
     parser.add_argument("--subscribe", type=int, default=100_000, help="SUB lines to insert")
     parser.add_argument("--js", type=int, default=0, help="JetStream publishes to measure")
+    parser.add_argument("--js-plain", action="store_true", help="--js with PUB 16 B, no header")
+    parser.add_argument("--js-fetch", type=int, default=0, help="messages to fetch (pull)")
+    parser.add_argument("--ack", action="store_true", help="--js-fetch with explicit acks")
     parser.add_argument("--profile", default=None, help="cProfile output of the --js run")
     args = parser.parse_args()
     if args.js:
-        us = asyncio.run(js_publish_cpu(args.js, args.profile))
-        print(f"JetStream HPUB 100 B with ack (file store): {us:.2f} us CPU per message")
+        us = asyncio.run(js_publish_cpu(args.js, args.profile, args.js_plain))
+        what = "PUB 16 B" if args.js_plain else "HPUB 100 B"
+        print(f"JetStream {what} with ack (file store): {us:.2f} us CPU per message")
+        return
+    if args.js_fetch:
+        us = asyncio.run(js_fetch_cpu(args.js_fetch, args.ack, args.profile))
+        what = "explicit acks" if args.ack else "ack none"
+        print(f"JetStream pull fetch 16 B ({what}): {us:.2f} us CPU per message")
         return
     for subs in (int(x) for x in args.subs.split(",")):
         us = asyncio.run(pub_cpu(subs, args.batches))

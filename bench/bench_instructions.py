@@ -8,6 +8,11 @@ is the count per message with start-up, imports and shutdown cancelled out.
     python bench/bench_instructions.py                 # the path pynatsd picks (compiled if built)
     PYNATSD_PURE_PYTHON=1 python bench/bench_instructions.py      # the pure-Python path
     python bench/bench_instructions.py --batches 10 --subs 1,5 --subscribe 5000
+    python bench/bench_instructions.py --subs '' --subscribe 0 --js 5000   # JetStream only
+
+`--js N`: a plain PUB of 16 B with a PubAck to a file stream (fsync before the ack), and a pull
+consumer fetching 16 B messages with ack policy none and explicit (bench_client_cpu.py --js,
+--js-fetch), with N and 3N messages.
 
 Needs `valgrind` (apt-get install valgrind). Takes a minute or two per workload.
 """
@@ -32,6 +37,12 @@ def run_workload(kind: str, arg: int, count: int) -> None:
 
     if kind == "pub":
         asyncio.run(bench_client_cpu.pub_cpu(arg, count))
+    elif kind == "jspub":
+        asyncio.run(bench_client_cpu.js_publish_cpu(count, None, plain=True))
+    elif kind == "jsfetch":
+        # arg: the ack flag, and in the bits above it how many messages to store first (the
+        # same for N and 3N, so that storing them cancels out).
+        asyncio.run(bench_client_cpu.js_fetch_cpu(count, bool(arg & 1), None, fill=arg >> 1))
     else:
         asyncio.run(bench_client_cpu.sub_cpu(count))
 
@@ -73,11 +84,19 @@ def main() -> None:
     parser.add_argument("--subs", default="1", help="fan-outs to measure")
     parser.add_argument("--batches", type=int, default=10, help="N: batches of 1000 PUBs")
     parser.add_argument("--subscribe", type=int, default=5000, help="N: SUB lines (0: skip)")
+    parser.add_argument("--js", type=int, default=0, help="N: JetStream messages (0: skip)")
     args = parser.parse_args()
     from pynatsd import native
 
     print(f"path: {native.describe()}")
-    for subs in (int(x) for x in args.subs.split(",")):
+    if args.js:
+        per_msg = per_item("jspub", 0, args.js, 1)
+        print(f"JetStream PUB 16 B + PubAck: {per_msg:,.0f} instructions per message")
+        for ack in (0, 1):
+            per_msg = per_item("jsfetch", ack | (3 * args.js) << 1, args.js, 1)
+            what = "explicit acks" if ack else "ack none"
+            print(f"JetStream pull fetch 16 B ({what}): {per_msg:,.0f} instructions per message")
+    for subs in (int(x) for x in args.subs.split(",") if x):
         per_msg = per_item("pub", subs, args.batches, 1000)
         print(f"PUB 16 B -> {subs} sub(s): {per_msg:,.0f} instructions per message")
     if args.subscribe:

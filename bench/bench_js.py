@@ -1,21 +1,31 @@
 #!/usr/bin/env python3
 """JetStream benchmark: pynatsd -js side by side with nats-server -js, in the same run.
 
-    python bench/bench_js.py                       # everything, a few minutes
-    python bench/bench_js.py --only publish --seconds 2
+    python bench/bench_js.py                       # everything, 3 interleaved pairs, minutes
+    python bench/bench_js.py --only publish --only fetch --repeat 3
+    python bench/bench_js.py --only publish --sizes 16 --windows 1,1000 --always --repeat 1
     python bench/bench_js.py --restart-msgs 200000 --fetch-msgs 20000
+    python bench/bench_js.py --only publish --repeat 1 --profile /tmp/prof   # py-spy, pynatsd
+
+Each scenario runs `--repeat` times per server, the order of the servers reversed every other
+round (interleaved pairs). The table gives each server's median, the median of the pairs'
+ratios (pynatsd / the other, run i with run i), and each server's CPU time per message (user +
+system, all threads, from /proc/<pid>/stat, over the measured part only): on a shared machine
+the rates move with whatever else runs, the CPU per message much less.
 
 Servers (each scenario starts them fresh, in a temporary store directory):
 
 - ``pynatsd``: the default policy, a PubAck only after the record is fsynced (group commit);
 - ``nats-server``: its default (ack at once, fsync every 2 minutes);
-- ``nats-server always``: a config file with ``jetstream { sync_interval: always }``, fsync
-  before every ack, the same durability promise as pynatsd's default.
+- ``nats-server always`` (with ``--always``): a config file with
+  ``jetstream { sync_interval: always }``, fsync before every ack, the same durability promise
+  as pynatsd's default.
 
 Scenarios:
 
-- ``publish``: publish with acks to a file stream, one message in flight and a window of 1000,
-  16 B and 1 KiB payloads; messages per second (time-boxed by --seconds).
+- ``publish``: publish with acks to a file stream, a window of 1000 in flight (``--windows``,
+  ``1`` for one at a time), 16 B and 1 KiB payloads; messages per second (time-boxed by
+  --seconds).
 - ``fetch``: a pull consumer fetching --fetch-msgs stored 16 B messages in batches of 1000, with
   ack policy none, and with explicit acks (one +ACK per message).
 - ``restart``: a stream of --restart-msgs 16 B messages; time from starting the server process
@@ -37,6 +47,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,6 +91,7 @@ class Server:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
+    profiler: subprocess.Popen[bytes] | None = None
 
     def argv(self) -> list[str]:
         base = ["-js", "-sd", str(self.store), "-p", str(self.port), "-a", HOST]
@@ -113,7 +125,33 @@ class Server:
                 time.sleep(0.005)
         raise RuntimeError(f"{self.kind} did not start")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the server process so far (all threads), /proc/<pid>/stat."""
+        assert self.proc is not None
+        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def start_profiler(self, out: Path) -> None:
+        """Attach py-spy (sampling, not pausing the server) for the rest of the scenario."""
+        pyspy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+        if pyspy is None:
+            raise SystemExit("py-spy not found: pip install py-spy into the venv")
+        assert self.proc is not None
+        argv = [pyspy, "record", "--pid", str(self.proc.pid), "--format", "raw"]
+        argv += ["--rate", "250", "--nonblocking", "-o", str(out)]
+        self.profiler = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # py-spy needs a moment to attach
+
     def stop(self) -> None:
+        if self.profiler is not None:
+            self.profiler.send_signal(signal.SIGINT)  # py-spy writes its output and exits
+            try:
+                self.profiler.wait(30)
+            except subprocess.TimeoutExpired:
+                self.profiler.kill()
+                self.profiler.wait()
+            self.profiler = None
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -238,8 +276,9 @@ async def add_stream(client: RawClient, name: str, subject: str) -> None:
 # -- scenarios ----------------------------------------------------------------------------------
 
 
-async def publish_with_acks(port: int, size: int, window: int, seconds: float) -> float:
-    """Messages per second, publishing with a reply subject and at most `window` unacked."""
+async def publish_with_acks(port: int, size: int, window: int, seconds: float) -> tuple[float, int]:
+    """Messages per second (and how many), publishing with a reply subject and at most
+    `window` unacked."""
     client = await connect(port)
     await add_stream(client, "B", "b")
     payload = os.urandom(size)
@@ -272,7 +311,7 @@ async def publish_with_acks(port: int, size: int, window: int, seconds: float) -
     elapsed = time.perf_counter() - start
     assert client.transport is not None
     client.transport.close()
-    return acked / elapsed
+    return acked / elapsed, acked
 
 
 async def fill(port: int, stream: str, subject: str, count: int, size: int = 16) -> None:
@@ -380,13 +419,48 @@ async def restart_time(server: Server, count: int) -> float:
 
 
 @dataclass
+class Run:
+    rate: float  # msgs/s (seconds for restart)
+    cpu_us: float = 0.0  # the server's CPU (all threads) per message, in microseconds
+
+
+@dataclass
 class Row:
     scenario: str
     unit: str
-    values: dict[str, float] = field(default_factory=dict)
+    runs: dict[str, list[Run]] = field(default_factory=dict)
+
+    def median(self, kind: str) -> float | None:
+        runs = self.runs.get(kind)
+        return statistics.median(r.rate for r in runs) if runs else None
+
+    def median_cpu(self, kind: str) -> float | None:
+        runs = [r for r in self.runs.get(kind, []) if r.cpu_us]
+        return statistics.median(r.cpu_us for r in runs) if runs else None
+
+    def pair_ratio(self, kind: str, ref: str) -> float | None:
+        """The median of the ratios of the runs made side by side (pair i: run i of each)."""
+        ratios = [
+            a.rate / b.rate
+            for a, b in zip(self.runs.get(kind, []), self.runs.get(ref, []), strict=False)
+        ]
+        return statistics.median(ratios) if ratios else None
 
 
-def run_with(kind: str, work: Path, scenario: Callable[[Server], float]) -> float:
+def measured(
+    server: Server, work: Callable[[], tuple[float, int]], profile: Path | None = None
+) -> Run:
+    """Run `work` (returning its rate and message count) and charge the server's CPU to it;
+    with `profile`, py-spy samples pynatsd during `work` only."""
+    if profile is not None and server.kind == "pynatsd":
+        server.start_profiler(profile)
+    before = server.cpu_seconds()
+    rate, msgs = work()
+    cpu = server.cpu_seconds() - before
+    return Run(rate, cpu / msgs * 1e6 if msgs else 0.0)
+
+
+def run_with(kind: str, work: Path, scenario: Callable[[Server], Run]) -> Run:
     server = Server(kind, work / f"{kind.replace(' ', '-')}-{time.monotonic_ns()}")
     server.start()
     try:
@@ -396,102 +470,157 @@ def run_with(kind: str, work: Path, scenario: Callable[[Server], float]) -> floa
         shutil.rmtree(server.store, ignore_errors=True)
 
 
+def interleaved(row: Row, kinds: list[str], repeat: int, run: Callable[[str, int], Run]) -> Row:
+    """`repeat` rounds of every server, the order reversed every other round, so that both
+    see the same spells of load on a shared machine; each run is printed as it ends."""
+    for i in range(repeat):
+        for kind in kinds if i % 2 == 0 else kinds[::-1]:
+            result = run(kind, i)
+            row.runs.setdefault(kind, []).append(result)
+            cpu = f"{result.cpu_us:8.2f} us CPU/msg" if result.cpu_us else ""
+            value = f"{result.rate:>12.2f}" if row.unit == "seconds" else f"{result.rate:>12,.0f}"
+            print(f"  {row.scenario:40} {kind:20} {value} {cpu}", flush=True)
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--only", choices=["publish", "fetch", "restart"], action="append")
     ap.add_argument("--seconds", type=float, default=3.0, help="per publish measurement")
+    ap.add_argument("--sizes", default="16,1024", help="publish payload sizes")
+    ap.add_argument("--windows", default="1000", help="publishes in flight, e.g. 1,1000")
     ap.add_argument("--fetch-msgs", type=int, default=100_000)
+    ap.add_argument("--fetch-acks", default="none,explicit", help="fetch ack policies")
     ap.add_argument("--restart-msgs", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved runs per server")
+    ap.add_argument("--always", action="store_true", help="also nats-server sync_interval always")
     ap.add_argument("--json", help="write the results here too")
     ap.add_argument("--baseline", default="", metavar="SRC", help="also run pynatsd from SRC")
+    ap.add_argument("--profile", type=Path, help="directory: py-spy profiles of pynatsd")
     args = ap.parse_args()
     only = set(args.only or ["publish", "fetch", "restart"])
-    kinds = ["pynatsd", "nats-server", "nats-server always"]
+    kinds = ["pynatsd", "nats-server"]
+    if args.always:
+        kinds.append("nats-server always")
     if args.baseline:
         global baseline_src
         baseline_src = args.baseline
         kinds.append(BASELINE)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
+
+    def profile_path(name: str, i: int) -> Path | None:
+        return args.profile / f"{name}-{i}.txt" if args.profile else None
+
     with tempfile.TemporaryDirectory(prefix="bench-js-") as tmp:
         work = Path(tmp)
         if "publish" in only:
-            for size in (16, 1024):
-                for window in (1, 1000):
+            for size in (int(x) for x in args.sizes.split(",")):
+                for window in (int(x) for x in args.windows.split(",")):
+
+                    def publish(kind: str, i: int, size: int = size, window: int = window) -> Run:
+                        def scenario(s: Server) -> Run:
+                            return measured(
+                                s,
+                                lambda: asyncio.run(
+                                    publish_with_acks(s.port, size, window, args.seconds)
+                                ),
+                                profile_path(f"publish-{size}-{window}", i),
+                            )
+
+                        return run_with(kind, work, scenario)
+
                     row = Row(f"publish {size} B, window {window}", "msgs/s")
-                    for kind in kinds:
-                        row.values[kind] = run_with(
-                            kind,
-                            work,
-                            lambda s, size=size, window=window: asyncio.run(
-                                publish_with_acks(s.port, size, window, args.seconds)
-                            ),
-                        )
-                        print(f"  {row.scenario:32} {kind:20} {row.values[kind]:>12,.0f}")
-                    rows.append(row)
+                    rows.append(interleaved(row, kinds, args.repeat, publish))
         if "fetch" in only:
-            for ack in (False, True):
+            for policy in args.fetch_acks.split(","):
+                ack = policy == "explicit"
+
+                def fetch(kind: str, i: int, ack: bool = ack) -> Run:
+                    def scenario(s: Server) -> Run:
+                        asyncio.run(fill(s.port, "F", "f", args.fetch_msgs))
+                        return measured(
+                            s,
+                            lambda: (
+                                asyncio.run(fetch_all(s.port, args.fetch_msgs, ack)),
+                                args.fetch_msgs,
+                            ),
+                            profile_path(f"fetch-{'explicit' if ack else 'none'}", i),
+                        )
+
+                    return run_with(kind, work, scenario)
+
                 row = Row(
                     f"fetch {args.fetch_msgs:,} ({'explicit acks' if ack else 'ack none'})",
                     "msgs/s",
                 )
-                for kind in [k for k in kinds if k != "nats-server always"]:
-
-                    def scenario(s: Server, ack: bool = ack) -> float:
-                        asyncio.run(fill(s.port, "F", "f", args.fetch_msgs))
-                        return asyncio.run(fetch_all(s.port, args.fetch_msgs, ack))
-
-                    row.values[kind] = run_with(kind, work, scenario)
-                    print(f"  {row.scenario:32} {kind:20} {row.values[kind]:>12,.0f}")
-                rows.append(row)
+                rows.append(
+                    interleaved(
+                        row, [k for k in kinds if k != "nats-server always"], args.repeat, fetch
+                    )
+                )
         if "restart" in only:
-            row = Row(f"restart, {args.restart_msgs:,} msgs", "seconds")
-            for kind in kinds[:2]:
 
-                def scenario(s: Server) -> float:
+            def restart(kind: str, i: int) -> Run:
+                def scenario(s: Server) -> Run:
                     asyncio.run(fill(s.port, "R", "r", args.restart_msgs))
-                    return asyncio.run(restart_time(s, args.restart_msgs))
+                    return Run(asyncio.run(restart_time(s, args.restart_msgs)))
 
-                row.values[kind] = run_with(kind, work, scenario)
-                print(f"  {row.scenario:32} {kind:20} {row.values[kind]:>12.2f}")
-            rows.append(row)
-    print_table(rows)
-    if args.baseline:
-        print("\nbefore/after (pynatsd / pynatsd-baseline):")
-        for row in rows:
-            now, before = row.values.get("pynatsd"), row.values.get(BASELINE)
-            if now and before:
-                print(f"  {row.scenario:40} {now / before:.2f}")
+                return run_with(kind, work, scenario)
+
+            row = Row(f"restart, {args.restart_msgs:,} msgs", "seconds")
+            rows.append(interleaved(row, kinds[:2], args.repeat, restart))
+    print_table(rows, kinds)
     if args.json:
         Path(args.json).write_text(
-            json.dumps([{"scenario": r.scenario, "unit": r.unit, **r.values} for r in rows])
+            json.dumps(
+                [
+                    {
+                        "scenario": r.scenario,
+                        "unit": r.unit,
+                        "runs": {k: [vars(x) for x in v] for k, v in r.runs.items()},
+                    }
+                    for r in rows
+                ],
+                indent=1,
+            )
         )
     return 0
 
 
-def print_table(rows: list[Row]) -> None:
+def print_table(rows: list[Row], kinds: list[str]) -> None:
+    """Medians; `py/ns` is the median of the side-by-side ratios (pair i: run i of each), and
+    the CPU columns are the servers' CPU per message (all threads), steadier than the rates on
+    a shared machine."""
+    others = [k for k in kinds if k != "pynatsd"]
+    head = " | ".join(f"{k:>18}" for k in kinds)
+    ratios = " | ".join(f"{'py/' + k:>22}" for k in others)
+    cpus = " | ".join(f"{k + ' CPU us':>22}" for k in kinds)
     print()
+    print(f"| {'scenario':48} | {head} | {ratios} | {cpus} |")
     print(
-        f"| {'scenario':40} | {'pynatsd':>12} | {'nats-server':>12} | {'ns always':>12} "
-        f"| {'py/ns':>6} | {'py/always':>9} |"
+        "|"
+        + "|".join(
+            "-" * (n + 2) for n in [48] + [18] * len(kinds) + [22] * (len(others) + len(kinds))
+        )
+        + "|"
     )
-    print(f"|{'-' * 42}|{'-' * 14}|{'-' * 14}|{'-' * 14}|{'-' * 8}|{'-' * 11}|")
     for row in rows:
-        v = row.values
-        py, ns, al = v.get("pynatsd"), v.get("nats-server"), v.get("nats-server always")
 
         def fmt(x: float | None, unit: str = row.unit) -> str:
             if x is None:
                 return "-"
             return f"{x:,.2f}" if unit == "seconds" else f"{x:,.0f}"
 
-        def ratio(a: float | None, b: float | None) -> str:
-            return f"{a / b:.2f}" if a and b else "-"
+        def opt(x: float | None) -> str:
+            return "-" if x is None else f"{x:.2f}"
 
         label = f"{row.scenario} ({row.unit})"
-        print(
-            f"| {label:40} | {fmt(py):>12} | {fmt(ns):>12} | {fmt(al):>12} "
-            f"| {ratio(py, ns):>6} | {ratio(py, al):>9} |"
-        )
+        values = " | ".join(f"{fmt(row.median(k)):>18}" for k in kinds)
+        rs = " | ".join(f"{opt(row.pair_ratio('pynatsd', k)):>22}" for k in others)
+        cs = " | ".join(f"{opt(row.median_cpu(k)):>22}" for k in kinds)
+        print(f"| {label:48} | {values} | {rs} | {cs} |")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 NS = 1_000_000_000
 _MAX_HEADER = 65535
+# Publishes stored in one write at most (more in one turn make several writes).
+_PENDING_MAX = 4096
 # The queue group of direct get subscriptions (nats-server's dgetGroup, its sysGroup).
 _DIRECT_GET_GROUP = "_sys_"
 
@@ -83,7 +85,12 @@ class Stream:
         self.ajs = ajs
         self.config = config
         self.name: str = config.name
-        self.store = store
+        self._mstore = store
+        # Publishes of this turn of the event loop, stored together (_store_pending):
+        # (subject, reply, header, data, Nats-Msg-Id), and the ids among them.
+        self._pending: list[tuple[bytes, bytes, bytes, bytes, str]] = []
+        self._pending_ids: set[str] = set()
+        self._batchable = False
         self.created_ns = created_ns
         self.consumers: dict[str, Consumer] = {}
         self._owner = InternalClient(ajs.account, f"stream:{config.name}")
@@ -120,6 +127,19 @@ class Stream:
         # A counter stream's total after the last increment (the PubAck's `val`).
         self.counter_total = ""
 
+    @property
+    def store(self) -> StreamStore:
+        """The stream's store, with every publish received so far in it: whatever looks at
+        the store (a consumer, the API, a direct get) first stores the publishes of this
+        turn still pending (see `_on_message`), so nothing sees them missing."""
+        if self._pending:
+            self._store_pending()
+        return self._mstore
+
+    @store.setter
+    def store(self, store: StreamStore) -> None:
+        self._mstore = store
+
     # -- set-up ----------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -145,6 +165,21 @@ class Stream:
         self._transform = SubjectTransform(tr.src, tr.dest) if tr and tr.dest else None
         rp = cfg.republish
         self._republish = SubjectTransform(rp.src or ">", rp.dest) if rp else None
+        # Whether a publish may wait for the end of the turn to be stored with the others
+        # (_store_pending): only when storing it involves nothing but the store appending it
+        # (no limit, transform, counter, TTL, schedule, republish, interest check, mirror or
+        # seal); its headers are looked at as it arrives (_pending_entry).
+        self._batchable = (
+            self._transform is None
+            and self._republish is None
+            and cfg.mirror is None
+            and not cfg.sealed
+            and not cfg.allow_msg_counter
+            and not cfg.allow_msg_ttl
+            and not cfg.allow_msg_schedules
+            and cfg.retention != "interest"
+            and self._mstore.unlimited
+        )
 
     def _setup_sourcing(self) -> None:
         for src in self.sources:
@@ -227,7 +262,7 @@ class Stream:
             or config.mirror_direct != old.mirror_direct
         )
         self.config = config
-        self.store.update_limits(limits_of(config))
+        self.store.update_limits(limits_of(config))  # (stores what is pending first)
         self._setup_transforms()
         self._cancel_expiry()
         self._expiry_at = 0
@@ -381,10 +416,35 @@ class Stream:
             return
         hs = ev.header_size
         payload = ev.payload
+        reply = ev.reply  # answered as it came, never decoded
+        if (
+            self._batchable
+            and trace is None
+            and len(payload) <= self._max_payload
+            # A fast-ingest batch (its reply ends in ".$FI", 73 is "I") takes the long way.
+            and not (reply and reply[-1] == 73)
+            and not self._dedupe_next
+            and not self.ajs.storage_limited
+        ):
+            entry: tuple[bytes, bytes, bytes, bytes, str] | None = (
+                (ev.subject, reply, b"", payload, "")
+                if hs <= 0
+                else self._pending_entry(ev.subject, reply, payload, hs)
+            )
+            if entry is not None:
+                # The common publish: stored with the others of this turn in one write.
+                pending = self._pending
+                pending.append(entry)
+                if len(pending) == 1:
+                    self.ajs.loop.call_soon(self._store_pending)
+                elif len(pending) >= _PENDING_MAX:
+                    self._store_pending()
+                return
+        if self._pending:
+            self._store_pending()
         header = payload[:hs] if hs > 0 else b""
         data = payload[hs:] if hs > 0 else payload
         subject = ev.subject.decode("utf-8", "surrogateescape")
-        reply = ev.reply  # answered as it came, never decoded
         if self._transform is not None:
             subject = self._transform.apply(subject) or subject
         # Batch publishes: a fast-ingest reply ends in ".$FI" (73 is "I"), an atomic batch has
@@ -414,6 +474,98 @@ class Stream:
             return
         # Only a counter stream has a total: one cheap test for every other PubAck.
         self.queue_ack(reply, ack + (self._counter_ack_end() if self.counter_total else b"}"), seq)
+
+    def _pending_entry(
+        self, subject: bytes, reply: bytes, payload: bytes, hs: int
+    ) -> tuple[bytes, bytes, bytes, bytes, str] | None:
+        """A publish with headers may join the turn's group when nats-server would do
+        nothing with them but the duplicate check and the expected stream (the Spark writer's
+        `Nats-Msg-Id` and `Nats-Expected-Stream`); None sends it the long way (the pending
+        group is stored first), as does an id seen before or already in the group: the long
+        way answers it as a duplicate with the sequence it got."""
+        if hs > _MAX_HEADER:
+            return None
+        header = payload[:hs]
+        msg_id = ""
+        seen_id = seen_stream = False
+        # One pass over the nats-server keys; each value as header_value reads it (the
+        # first of its key, stripped).
+        i = header.find(b"\r\nNats-")
+        while i >= 0:
+            key = i + 7
+            end = header.find(b"\r\n", key)
+            if end < 0:
+                end = len(header)
+            if header.startswith(b"Msg-Id:", key):
+                if not seen_id:
+                    seen_id = True
+                    msg_id = header[key + 7 : end].decode("utf-8", "replace").strip()
+            elif header.startswith(b"Expected-Stream:", key):
+                if not seen_stream:
+                    seen_stream = True
+                    expected = header[key + 16 : end].decode("utf-8", "replace").strip()
+                    if expected and expected != self.name:
+                        return None
+            else:
+                return None
+            i = header.find(b"\r\nNats-", end)
+        if msg_id:
+            if msg_id in self._msg_ids or msg_id in self._pending_ids:
+                return None
+            self._pending_ids.add(msg_id)
+        return (subject, reply, header, payload[hs:], msg_id)
+
+    def _store_pending(self) -> None:
+        """Store the publishes of this turn that `_on_message` kept aside in one write and
+        one index update, and queue their PubAcks for one durability wait. The same as
+        `process_message` for each, in order, given what `_batchable` and `_pending_entry`
+        rule out; all or nothing: a failed write answers each with the store's error."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        self._pending_ids = set()
+        subjects = [p[0].decode("utf-8", "surrogateescape") for p in pending]
+        ack = not self.config.no_ack
+        try:
+            first, ts = self._mstore.store_msgs(
+                subjects, [p[2] for p in pending], [p[3] for p in pending]
+            )
+        except StoreError as e:
+            if ack:
+                error = errors.stream_store_failed(e.description)
+                for p in pending:
+                    if p[1]:
+                        self.reply_error(p[1], error)
+            return
+        self.last_msg_id = pending[-1][4]
+        seq = first
+        for p in pending:
+            if p[4]:
+                self._msg_ids[p[4]] = (seq, ts)
+                self._msg_id_order.append((ts, p[4]))
+            seq += 1
+        order = self._msg_id_order
+        if order and order[0][0] + self.config.duplicate_window < ts:
+            self._expire_msg_ids(ts)
+        if ack:
+            acks = self._acks
+            waiting = bool(acks)
+            # The PubAck from its template: `{"stream":..,"seq":` N `}`.
+            head = self.ack_prefix() + b"%d}"
+            seq = first
+            for p in pending:
+                if p[1]:
+                    acks.append((p[1], head % seq, seq))
+                seq += 1
+            if acks and not waiting:
+                self._wait_for_acks()
+        if self.consumers:
+            for consumer in list(self.consumers.values()):
+                consumer.on_new_messages(first, subjects)
+        if self.followers:
+            for follower in list(self.followers):
+                follower.signal()
 
     def _counter_ack_end(self) -> bytes:
         """The end of a counter stream's PubAck: the new total."""
@@ -482,12 +634,31 @@ class Stream:
 
     def _wait_for_acks(self) -> None:
         acks, self._acks = self._acks, []
-        self.store.when_durable(acks[-1][2], partial(self._send_acks, acks))
+        if not acks:  # already waited for by _store_pending
+            return
+        self._mstore.when_durable(acks[-1][2], partial(self._send_acks, acks))
 
     def _send_acks(self, acks: list[tuple[bytes, bytes, int]]) -> None:
-        reply = self.ajs.reply
+        """What `ajs.reply` does for each, with the receiver looked up once for a run of
+        PubAcks to one reply subject (a publisher with one inbox for its acks) while the
+        subscriptions stay as they are."""
+        ajs = self.ajs
+        sublist = ajs.account.sublist
+        deliver_to = ajs.deliver_to
+        last = b""
+        genid = -1
+        sub: Subscription | None = None
         for subject, ack, _ in acks:
-            reply(subject, ack)
+            if subject != last or sublist.genid != genid:
+                last, genid = subject, sublist.genid
+                result = sublist.match_bytes(subject)
+                psubs = result.psubs
+                sub = psubs[0] if len(psubs) == 1 and not result.qsubs else None
+            if sub is not None:
+                deliver_to(sub, subject, b"", b"", ack)
+            else:
+                ajs.reply(subject, ack)
+        ajs.server.flush_soon()
 
     def process_message(
         self,
@@ -501,6 +672,8 @@ class Stream:
         `sourced` is for messages the server itself places (sources, mirrors, markers). A
         traced message is reported once it passed every check; trace only, it stops there
         (seq 0: no ack)."""
+        if self._pending:
+            self._store_pending()
         cfg = self.config
         if cfg.sealed:
             raise errors.stream_sealed()
@@ -585,9 +758,9 @@ class Stream:
             self.store.remove_msg(seq)
             self._after_id(msg_id, seq)
             return seq, False
-        before = self.store.change_mark()[1] if self.consumers else 0
+        before = self._mstore.change_mark()[1] if self.consumers else 0
         seq, ts = self._store(subject, header, data)
-        if self.consumers and self.store.change_mark()[1] != before + 1:
+        if self.consumers and self._mstore.change_mark()[1] != before + 1:
             # Limits dropped older messages: the consumers count what is pending afresh.
             for consumer in self.consumers.values():
                 consumer.forget_pending_count()
@@ -615,7 +788,7 @@ class Stream:
 
     def _store(self, subject: str, header: bytes, data: bytes) -> tuple[int, int]:
         try:
-            return self.store.store_msg(subject, header, data)
+            return self._mstore.store_msg(subject, header, data)
         except StoreError as e:
             raise errors.stream_store_failed(e.description) from None
 
@@ -836,6 +1009,8 @@ class Stream:
             self._expiry_timer = None
 
     def _stop_common(self) -> None:
+        if self._pending:
+            self._store_pending()
         self.closed = True
         if self._batching is not None:
             self._batching.stop()

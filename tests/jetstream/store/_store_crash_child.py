@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import random
 import sys
+from typing import Any
 
 from pynatsd.jetstream.store import StreamLimits, open_file_store
 
@@ -21,6 +22,35 @@ HDR = b"NATS/1.0\r\nNats-Msg-Id: %d\r\n\r\n"
 def emit(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+async def batches(directory: str, round_no: int, window: int) -> None:
+    """As a stream stores one turn's simple publishes: `store_msgs` of up to `window`
+    messages, each acked once its batch is durable."""
+    store = open_file_store(directory, StreamLimits(), segment_bytes=16384)
+    rnd = random.Random(round_no)
+    emit(f"ready {store.state().last_seq}")
+    i = 0
+    while True:
+        count = rnd.randrange(1, window + 1)
+        datas = []
+        for _ in range(count):
+            body = rnd.randbytes(rnd.randrange(0, 400))
+            datas.append(body + hashlib.sha256(body).digest())
+        headers = [HDR % (i + k) if (i + k) % 3 == 0 else b"" for k in range(count)]
+        subjects = [f"r{round_no}.{(i + k) % 5}" for k in range(count)]
+        first, _ = store.store_msgs(subjects, headers, datas)
+        done = asyncio.get_running_loop().create_future()
+        whole = [h + d for h, d in zip(headers, datas, strict=True)]
+
+        def acked(first: int = first, whole: list[bytes] = whole, done: Any = done) -> None:
+            for k, msg in enumerate(whole):
+                emit(f"ack {first + k} {hashlib.sha256(msg).hexdigest()[:16]}")
+            done.set_result(None)
+
+        store.when_durable(first + count - 1, acked)
+        await done
+        i += count
 
 
 async def main(directory: str, round_no: int, window: int, kv: bool) -> None:
@@ -58,4 +88,7 @@ async def main(directory: str, round_no: int, window: int, kv: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "kv"))
+    if sys.argv[4] == "batch":
+        asyncio.run(batches(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    else:
+        asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "kv"))

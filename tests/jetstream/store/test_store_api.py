@@ -536,3 +536,39 @@ def iter_all(store: Store, filter_subject: str) -> list[StoredMsg]:
         out.append(m)
         m = store.load_next_msg(filter_subject, m.seq + 1)
     return out
+
+
+def test_store_msgs_is_store_msg_for_each(make_store: MakeStore) -> None:
+    """A batch (what a stream stores of one turn's simple publishes) gets the sequences,
+    sizes, subjects and index a store_msg per message would give, under one timestamp."""
+    one_by_one, batched = make_store(), make_store()
+    assert batched.unlimited and not make_store(max_msgs=10).unlimited
+    subjects = ["a", "b.c", "a", "ü.x", "b.c"] * 40  # past the file store's 4 KiB segments
+    datas = [b"m%d" % i for i in range(len(subjects))]
+    headers = [HDR if i % 3 == 0 else b"" for i in range(len(subjects))]
+    one_by_one.store_msg("z", b"", b"first")
+    batched.store_msg("z", b"", b"first")
+    for subject, header, data in zip(subjects, headers, datas, strict=True):
+        one_by_one.store_msg(subject, header, data)
+    first, ts = batched.store_msgs(subjects[:100], headers[:100], datas[:100])
+    assert first == 2
+    assert batched.store_msgs(subjects[100:], headers[100:], datas[100:])[0] == 102
+    a, b = one_by_one.state(), batched.state()
+    assert (a.messages, a.bytes, a.first_seq, a.last_seq, a.num_subjects) == (
+        b.messages,
+        b.bytes,
+        b.first_seq,
+        b.last_seq,
+        b.num_subjects,
+    )
+    assert batched.subjects_state() == one_by_one.subjects_state()
+    assert batched.num_pending(50, "b.c") == one_by_one.num_pending(50, "b.c")
+    for seq in range(2, 202):
+        msg = batched.load_msg(seq)
+        assert msg is not None
+        expected = (subjects[seq - 2], headers[seq - 2], datas[seq - 2])
+        assert (msg.subject, msg.header, msg.data) == expected
+    assert batched.load_msg(2).ts == ts  # type: ignore[union-attr]
+    assert [m.seq for m in batched.load_next_msgs("a", 0, 1000)] == seqs(one_by_one, "a")
+    seq, _ = batched.store_msg("z", HDR, b"after")
+    assert seq == 202

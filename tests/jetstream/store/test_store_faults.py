@@ -44,7 +44,7 @@ def check_integrity(store: FileStore) -> list[tuple[int, str]]:
     return served
 
 
-@pytest.mark.parametrize(("window", "mode"), [(1, "log"), (64, "log"), (64, "kv")])
+@pytest.mark.parametrize(("window", "mode"), [(1, "log"), (64, "log"), (64, "kv"), (200, "batch")])
 def test_sigkill_loses_no_acknowledged_message(tmp_path: Path, window: int, mode: str) -> None:
     rnd = random.Random(window)
     acked: dict[int, str] = {}

@@ -436,3 +436,65 @@ def test_kv_workload_compacts_segments(tmp_path: Path) -> None:
     assert store.damaged == []
     assert not (tmp_path / "msgs" / "0000000001.seg.tmp").exists()
     store.close()
+
+
+def test_store_msgs_is_one_write_and_survives_reopen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(tmp_path)
+    writes: list[int] = []
+    real_pwrite = file_mod._pwrite
+
+    def counting(fd: int, data: bytes, offset: int) -> int:
+        writes.append(len(data))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(file_mod, "_pwrite", counting)
+    store.store_msg("a", b"", b"zero")
+    headers = [HDR if i % 3 == 0 else b"" for i in range(300)]
+    store.store_msgs(["a", "b", "a"] * 100, headers, [b"x%d" % i for i in range(300)])
+    assert len(writes) == 2
+    monkeypatch.undo()
+    before = snapshot(store)
+    store.close()
+    store = open_store(tmp_path)
+    assert snapshot(store) == before
+    assert store.state().messages == 301
+    store.close()
+
+
+@pytest.mark.parametrize("fail_truncate", [False, True])
+def test_store_msgs_on_a_full_disk_stores_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_truncate: bool
+) -> None:
+    """All or nothing: a batch cut by ENOSPC half way leaves the store as it was, on reopen
+    too, and the next write goes where the good data ends."""
+    store = open_store(tmp_path, segment_bytes=1 << 20)
+    for i in range(20):
+        store.store_msg("a", b"", b"before-%d" % i)
+    before = snapshot(store)
+    real_pwrite = file_mod._pwrite
+
+    def disk_full(fd: int, data: bytes, offset: int) -> int:
+        real_pwrite(fd, data[: len(data) // 2], offset)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(file_mod, "_pwrite", disk_full)
+    if fail_truncate:
+
+        def no_truncate(fd: int, length: int) -> None:
+            raise OSError(errno.EIO, "I/O error")
+
+        monkeypatch.setattr(file_mod.os, "ftruncate", no_truncate)
+    with pytest.raises(StoreError) as err:
+        store.store_msgs(["a", "b"] * 50, [b""] * 100, [b"y" * 30] * 100)
+    assert err.value.description == "insufficient resources"
+    assert snapshot(store) == before
+    monkeypatch.undo()
+    seq, _ = store.store_msgs(["c"], [HDR], [b"after"])
+    assert seq == 21
+    after = snapshot(store)
+    store.close()
+    store = open_store(tmp_path)
+    assert snapshot(store) == after
+    store.close()

@@ -153,6 +153,27 @@ class StoreCore:
     def _io_read(self, seq: int, rec: Rec) -> StoredMsg | None:
         raise NotImplementedError
 
+    def _io_store_batch(
+        self,
+        first_seq: int,
+        subjects: list[str],
+        headers: list[bytes],
+        datas: list[bytes],
+        ts: int,
+        floor: int,
+    ) -> list[Rec]:
+        """Persist messages, sequences from ``first_seq``, all or nothing; return their index
+        records. The file store makes it one write."""
+        out = []
+        seq = first_seq
+        size_of = self._msg_size
+        for subject, header, data in zip(subjects, headers, datas, strict=True):
+            slen = len(subject) if subject.isascii() else len(subject.encode())
+            size = size_of(slen, len(header), len(data))
+            out.append(self._io_store(seq, subject, header, data, ts, size, floor, []))
+            seq += 1
+        return out
+
     def _io_dropped(self, seq: int, rec: Rec) -> None:
         """Memory no longer holds ``seq`` (the file store counts live records per segment)."""
 
@@ -168,6 +189,11 @@ class StoreCore:
     @property
     def limits(self) -> StreamLimits:
         return _copy_limits(self._limits)
+
+    @property
+    def unlimited(self) -> bool:
+        """No limit to check or apply when storing: ``store_msgs`` may be used."""
+        return self._unlimited
 
     def _check_open(self) -> None:
         if self._closed:
@@ -231,6 +257,48 @@ class StoreCore:
                 self._drop(seq)
             self._io_maintain()
         return seq, ts
+
+    def store_msgs(
+        self, subjects: list[str], headers: list[bytes], datas: list[bytes]
+    ) -> tuple[int, int]:
+        """Store messages in one go, for a store without limits
+        (``unlimited``): one write and one timestamp for all; returns the first sequence
+        (the others follow it) and the timestamp. All or nothing: raises a
+        :class:`StoreError`, and changes nothing, when the write fails."""
+        if self._closed:
+            raise StoreClosedError()
+        assert self._unlimited, "store_msgs needs a store without limits"
+        recs = self._recs
+        first_seq = self._last + 1
+        ts = time.time_ns()
+        first = self._first
+        if not recs:
+            floor = first_seq
+        elif first in recs:
+            floor = first
+        else:
+            floor = min(self._live_at_or_after(first), first_seq)
+        new = self._io_store_batch(first_seq, subjects, headers, datas, ts, floor)
+        if not recs:
+            self._first = first_seq
+        index = self._subjects
+        seq = first_seq
+        total = 0
+        for rec in new:
+            recs[seq] = rec
+            subject = rec[0]
+            sl = index.get(subject)
+            if sl is None:
+                index[subject] = SeqList([seq])
+                self._subj_gen += 1
+            else:
+                sl.seqs.append(seq)
+            total += rec[2]
+            seq += 1
+        self._bytes += total
+        self._last = seq - 1
+        self._last_ts = ts
+        return first_seq, ts
 
     def _plan_store(
         self, subject: str, header: bytes, data: bytes, ts: int | None

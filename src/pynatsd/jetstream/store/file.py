@@ -63,6 +63,8 @@ MAGIC_BYTES = struct.pack("<I", MAGIC)
 _U32 = struct.Struct("<I")
 HDR = struct.Struct("<IIBQqQHII")
 HDR_SIZE = HDR.size  # 43
+# A message record's header after the magic and the CRC (what the CRC covers first).
+_MSG_HEAD = struct.Struct("<BQqQHII")
 KIND_MSG = 0
 KIND_TOMBS = 1
 KIND_FLOOR = 2
@@ -577,11 +579,11 @@ class FileStore(StoreCore):
             while done < total:
                 done += _pwrite(seg.fd, buf[done:] if done else buf, pos + done)
         except OSError as exc:
-            # Leave no partial record behind: cut the file back to where this write began. If
-            # even that fails, the next append overwrites the partial bytes (writes go to
-            # explicit offsets) and recovery would cut them as a torn tail.
-            with contextlib.suppress(OSError):
+            # Leave no partial record behind: cut the file back to where this write began.
+            try:
                 os.ftruncate(seg.fd, pos)
+            except OSError:
+                self._scrub(seg, pos)
             raise self._write_error(exc) from exc
         seg.size = pos + total
         seg.dirty = True
@@ -589,6 +591,21 @@ class FileStore(StoreCore):
         if not self._sync_always and self._lazy_handle is None:
             self._start_lazy_timer()
         return seg, pos
+
+    def _scrub(self, seg: _Segment, pos: int) -> None:
+        """The file could not be cut back to `pos` after a failed write: zero what the write
+        left beyond it. A later append overwrites those bytes from `pos` on, but may be
+        shorter: whole records of a failed batch would then survive it and come back at the
+        next recovery. Zeros are a torn tail to recovery. Rewriting bytes the file already
+        has needs no free space; if even that fails, the store fails (as after a failed
+        fsync), since what the disk holds is no longer known."""
+        try:
+            end = os.fstat(seg.fd).st_size
+            if end > pos:
+                os.pwrite(seg.fd, bytes(end - pos), pos)
+        except OSError as exc:
+            log.error("stream store %s: cannot clear a failed write: %s", self._dir, exc)
+            self._failed = InsufficientResourcesError()
 
     def _io_store(
         self,
@@ -618,6 +635,46 @@ class FileStore(StoreCore):
             seg.max_seq = seq
             seg.max_seq_ts = ts
         return (subject, ts, size, (len(rec) << 64) | (seg.id << 32) | pos)
+
+    def _io_store_batch(
+        self,
+        first_seq: int,
+        subjects: list[str],
+        headers: list[bytes],
+        datas: list[bytes],
+        ts: int,
+        floor: int,
+    ) -> list[Rec]:
+        """The records of a batch in one write (one segment: a batch may take a segment past
+        ``segment_bytes``, as one large message does)."""
+        records = []
+        pack = _MSG_HEAD.pack
+        crc32 = zlib.crc32
+        u32 = _U32.pack
+        seq = first_seq
+        for subject, header, data in zip(subjects, headers, datas, strict=True):
+            sb = subject.encode("utf-8", "surrogateescape")
+            head = pack(KIND_MSG, seq, ts, floor, len(sb), len(header), len(data))
+            checked = head + sb + header + data if header else head + sb + data
+            records.append(MAGIC_BYTES + u32(crc32(checked)) + checked)
+            seq += 1
+        seg, pos = self._append(b"".join(records))
+        start = pos
+        out: list[Rec] = []
+        seg_bits = seg.id << 32
+        for subject, header, rec in zip(subjects, headers, records, strict=True):
+            length = len(rec)
+            # fileStoreMsgSize: 22 + subject + data + 8, and 4 + the header when there is one.
+            size = length - HDR_SIZE + 30 + (4 if header else 0)
+            out.append((subject, ts, size, (length << 64) | seg_bits | pos))
+            pos += length
+        seg.live += len(records)
+        seg.live_bytes += pos - start
+        if not seg.first_seq:
+            seg.first_seq = first_seq
+        seg.last_seq = seq - 1
+        seg.note(seq - 1, ts, floor, [])
+        return out
 
     def _tombs_record(self, floor: int, tombs: list[int]) -> bytes:
         data = struct.pack(f"<{len(tombs)}Q", *tombs)
