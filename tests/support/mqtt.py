@@ -20,6 +20,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.properties import Properties
 
+from pynatsd.mqtt import frames
 from pynatsd.mqtt import packets as p
 from pynatsd.mqtt.codec import Decoder
 from support.lineclient import LineClient
@@ -153,7 +154,42 @@ class RawMQTT:
         self.sock.close()
 
 
+def connect_packet(client_id: str = "raw", **fields: Any) -> bytes:
+    values: dict[str, Any] = {
+        "protocol_name": b"MQTT",
+        "protocol_level": 4,
+        "clean_start": True,
+        "keep_alive": 30,
+        "client_id": client_id,
+        **fields,
+    }
+    return frames.connect(p.Connect(**values))
+
+
+def raw_exchange(port: int, data: bytes) -> tuple[list[p.Packet], bool]:
+    """Send `data` on a new connection: the packets back and whether the server closed."""
+    raw = RawMQTT(port)
+    try:
+        raw.send(data)
+        packets = raw.read_until_closed(timeout=1.5)
+        return packets, raw.closed
+    finally:
+        raw.close()
+
+
 # -- paho-mqtt ----------------------------------------------------------------------------------
+
+# The path MQTT clients upgrade on at a websocket listener (nats-server's mqttWSPath).
+WEBSOCKET_PATH = "/mqtt"
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """What a TLS client trusts (the CA file) and, for `verify`, the certificate it shows."""
+
+    ca: str
+    cert: str | None = None
+    key: str | None = None
 
 
 @dataclass
@@ -181,9 +217,13 @@ class Client:
         username: str | None = None,
         password: str | None = None,
         connect_properties: Properties | None = None,
+        websocket: bool = False,
+        tls: TLSFiles | None = None,
     ) -> None:
         protocol = paho.MQTTv5 if v5 else paho.MQTTv311
         kwargs: dict[str, Any] = {"protocol": protocol}
+        if websocket:
+            kwargs["transport"] = "websockets"
         if not v5:
             kwargs["clean_session"] = clean
         self.paho = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, **kwargs)
@@ -202,6 +242,10 @@ class Client:
         if username is not None:
             self.paho.username_pw_set(username, password)
         self.paho.reconnect_delay_set(60, 120)  # a test reconnects on purpose only
+        if websocket:
+            self.paho.ws_set_options(path=WEBSOCKET_PATH)
+        if tls is not None:
+            self.paho.tls_set(ca_certs=tls.ca, certfile=tls.cert, keyfile=tls.key)
         extra: dict[str, Any] = {}
         if v5:
             extra["clean_start"] = clean

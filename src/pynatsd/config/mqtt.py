@@ -16,11 +16,9 @@ from pynatsd.config.registry import (
     want_map,
     want_str,
 )
+from pynatsd.config.tls import read_tls_block
 from pynatsd.config.values import go_atoi, split_host_port
 from pynatsd.options import MQTTOptions, Options
-
-# Lower-cased field of the block's `tls` map -> the MQTTOptions field it sets.
-_TLS_FILES = {"cert_file": "tls_cert", "key_file": "tls_key", "ca_file": "tls_ca_cert"}
 
 # nats-server's error texts (errMQTT* in server/mqtt.go).
 SERVER_NAME_MUST_BE_SET = "mqtt requires server name to be explicitly set"
@@ -50,10 +48,11 @@ def _field(loader: Loader, mqtt: MQTTOptions, key: str, entry: Node) -> None:
     elif key in ("host", "net"):
         mqtt.host = want_str(loader, entry)
     elif key == "tls":
-        for tls_name, tls_entry in want_map(loader, entry).items():
-            option = _TLS_FILES.get(tls_name.lower())
-            if option is not None:
-                setattr(mqtt, option, str(tls_entry.value))
+        # nats-server reads it with parseTLS, as the client listener's block.
+        draft = read_tls_block(loader, entry)
+        mqtt.tls_cert, mqtt.tls_key, mqtt.tls_ca_cert = draft.cert, draft.key, draft.ca
+        mqtt.tls_verify, mqtt.tls_map = draft.verify, draft.tls_map
+        mqtt.tls_pinned_certs = draft.pinned
     elif key in ("authorization", "authentication"):
         auth = parse_authorization(loader, key, entry)
         mqtt.username, mqtt.password, mqtt.token = auth.user, auth.password, auth.token

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ssl
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.auth import AuthResult
@@ -54,9 +55,7 @@ class MQTT:
 
     async def start(self) -> None:
         opts = self.options
-        context = None
-        if opts.tls_cert:
-            context = listener_context(opts.tls_cert, opts.tls_key, opts.tls_ca_cert)
+        context = tls_context(opts)
         port = 0 if opts.port == -1 else opts.port
         self._listener = await listen(
             self.server.loop,
@@ -69,17 +68,29 @@ class MQTT:
         self.port = bound_port(self._listener, port)
         scheme = "mqtts" if context is not None else "mqtt"
         log.info("Listening for MQTT clients on %s://%s:%d", scheme, self.host, self.port)
+        self.server.websocket_mqtt = self._websocket_session
 
     async def stop(self) -> None:
+        if self.server.websocket_mqtt == self._websocket_session:
+            self.server.websocket_mqtt = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+
+    def _websocket_session(self) -> MQTTSession:
+        """An MQTT client on the websocket listener's `/mqtt` path: TLS, if any, is that
+        listener's (nats-server's createMQTTClient with a websocket)."""
+        session = MQTTSession(self.server, self)
+        session.websocket = True
+        return session
 
     # -- connecting ------------------------------------------------------------------------------
 
     def authenticate(self, session: MQTTSession, connect: dict[str, Any]) -> AuthResult | None:
         """MQTT's own credentials when the block sets them (nats-server's authOverride), else
-        the server's users, nkeys and tokens for the MQTT connection type."""
+        the server's users, nkeys and tokens for the MQTT connection type (MQTT_WS over a
+        websocket), with the MQTT listener's verify_and_map in place of the client
+        listener's."""
         opts = self.options
         user, password = connect.get("user", ""), connect.get("pass", "")
         if opts.username:
@@ -93,7 +104,10 @@ class MQTT:
             for configured in self.server.options.users:
                 if configured.username == opts.no_auth_user:
                     connect["pass"] = configured.password
-        return self.server.authenticator.check(connect, "", session.peer_cert, "MQTT", session.host)
+        conn_type = "MQTT_WS" if session.websocket else "MQTT"
+        return self.server.authenticator.check(
+            connect, "", session.peer_cert, conn_type, session.host, tls_map=opts.tls_map
+        )
 
     def new_client_id(self) -> str:
         """An id for a client that sent none (nats-server's nuid.Next())."""
@@ -181,6 +195,7 @@ class MQTT:
             if session.client_id not in state.persistent and session.consumers is not None:
                 session.consumers.drop_all()  # a clean session's consumers end with it
             if session.client_id in state.persistent:
+                session.leave_shared()
                 offline = state.offline[session.client_id] = OfflineSession(session)
                 expiry = session.session_expiry
                 if expiry is not None and expiry < NEVER_EXPIRES:
@@ -241,6 +256,20 @@ class AccountState:
         self.retained: dict[bytes, tuple[p.Publish, bytes]] = {
             subject: (packet, b"") for subject, packet in store.load_retained().items()
         }
+
+
+def tls_context(opts: MQTTOptions) -> ssl.SSLContext | None:
+    """The MQTT listener's TLS (its `tls {}` block, None without one): `verify` and
+    `verify_and_map` require a client certificate the CA file verifies (Go's
+    RequireAndVerifyClientCert), as nats-server's GenTLSConfig."""
+    if not opts.tls_cert:
+        return None
+    context = listener_context(opts.tls_cert, opts.tls_key, opts.tls_ca_cert)
+    if opts.tls_verify or opts.tls_map:
+        context.verify_mode = ssl.CERT_REQUIRED
+        if not opts.tls_ca_cert:
+            context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    return context
 
 
 def _same(given: str, expected: str) -> bool:
