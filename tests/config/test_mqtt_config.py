@@ -55,6 +55,11 @@ def test_startup_checks(tmp_path: Path) -> None:
     users = "jetstream: true\nauthorization { users: [{user: a, password: b}] }\n"
     text = users + "mqtt { port: 1883, authorization { user: m, password: p } }"
     assert startup_errors(load(tmp_path, text)) == [USER_WITH_USERS]
+    # A leaf node may use a JetStream elsewhere (js_domain): no local one needed.
+    leaf = "leafnodes { port: 7422 }\nmqtt { port: 1883, js_domain: hub }"
+    assert startup_errors(load(tmp_path, leaf)) == []
+    remote = "leafnodes { remotes: [{url: nats://h:7422}] }\nmqtt { port: 1883 }"
+    assert startup_errors(load(tmp_path, remote)) == []
 
 
 def test_mqtt_port_flag() -> None:
@@ -68,6 +73,7 @@ def test_mqtt_port_flag() -> None:
         "mqtt { port: 0 }\nmqtt { port: 18999 }",
         "jetstream: true\nauthorization { users: [{user: a, password: b}] }\n"
         "mqtt { port: 18999, authorization { token: t } }",
+        "gateway { name: a, port: -1 }\nmqtt { port: 18999 }",
     ],
 )
 def test_startup_refusal_vs_nats_server(tmp_path: Path, conf: str) -> None:

@@ -47,25 +47,33 @@ class MQTTServer:
         self.process.start()
 
 
-def mqtt_conf(store: Path, mqtt_port: int, extra: str = "", mqtt_extra: str = "") -> str:
+def mqtt_conf(
+    store: Path, mqtt_port: int, extra: str = "", mqtt_extra: str = "", js_extra: str = ""
+) -> str:
     return (
         f"server_name: mqtt_{mqtt_port}\n"
-        f'jetstream {{ store_dir: "{store}" }}\n'
+        f'jetstream {{ store_dir: "{store}"\n{js_extra}\n}}\n'
         f"mqtt {{ port: {mqtt_port}\n{mqtt_extra}\n}}\n"
         f"{extra}\n"
     )
 
 
 def start_mqtt_server(
-    cmd: list[str], directory: Path, name: str, extra: str = "", mqtt_extra: str = ""
+    cmd: list[str],
+    directory: Path,
+    name: str,
+    extra: str = "",
+    mqtt_extra: str = "",
+    js_extra: str = "",
 ) -> MQTTServer:
-    """One server (`cmd`: nats-server's or pynatsd's command) with an MQTT listener."""
+    """One server (`cmd`: nats-server's or pynatsd's command) with an MQTT listener;
+    `mqtt_extra` and `js_extra` go into its `mqtt {}` and `jetstream {}` blocks."""
     mqtt_port = free_port()
     store = directory / f"{name}-store"
     conf = directory / f"{name}.conf"
     # "{free_port}" in `extra` becomes a port of this server's own (an http_port, ...).
     extra = extra.replace("{free_port}", str(free_port()))
-    conf.write_text(mqtt_conf(store, mqtt_port, extra, mqtt_extra))
+    conf.write_text(mqtt_conf(store, mqtt_port, extra, mqtt_extra, js_extra))
     process = start_server(cmd, ["-c", str(conf)])
     wait_for(lambda: accepts(mqtt_port), f"{name} MQTT listener")
     return MQTTServer(name, process.port, mqtt_port, process, conf)
@@ -73,15 +81,13 @@ def start_mqtt_server(
 
 @contextmanager
 def mqtt_servers(
-    directory: Path, extra: str = "", mqtt_extra: str = ""
+    directory: Path, extra: str = "", mqtt_extra: str = "", js_extra: str = ""
 ) -> Iterator[list[MQTTServer]]:
     """nats-server and pynatsd, each with an MQTT listener and the same configuration."""
     servers: list[MQTTServer] = []
     try:
-        servers.append(
-            start_mqtt_server([str(NATS_SERVER)], directory, "nats-server", extra, mqtt_extra)
-        )
-        servers.append(start_mqtt_server(list(PYNATSD), directory, "pynatsd", extra, mqtt_extra))
+        for name, cmd in (("nats-server", [str(NATS_SERVER)]), ("pynatsd", list(PYNATSD))):
+            servers.append(start_mqtt_server(cmd, directory, name, extra, mqtt_extra, js_extra))
         yield servers
     finally:
         for server in servers:

@@ -94,13 +94,16 @@ def startup_problems(opts: Options) -> list[str]:
     if mqtt is None or mqtt.port == 0:
         return []
     clustered = opts.cluster is not None and opts.cluster.port != 0
-    if not opts.server_name and clustered:
+    gateway = opts.gateway is not None and opts.gateway.port != 0
+    if not opts.server_name and (clustered or gateway):
         return [SERVER_NAME_MUST_BE_SET]
     if opts.users:
         if mqtt.username:
             return [USER_WITH_USERS]
         if mqtt.token:
             return [TOKEN_WITH_USERS]
-    if not opts.jetstream and not clustered:
+    # A leaf node may reach a JetStream elsewhere (`js_domain`), so nats-server lets it be.
+    leaf = opts.leafnodes is not None and (opts.leafnodes.port != 0 or opts.leafnodes.remotes)
+    if not opts.jetstream and not (clustered or gateway or leaf):
         return [NEEDS_JETSTREAM]
     return []

@@ -69,6 +69,15 @@ class MQTT:
         scheme = "mqtts" if context is not None else "mqtt"
         log.info("Listening for MQTT clients on %s://%s:%d", scheme, self.host, self.port)
         self.server.websocket_mqtt = self._websocket_session
+        domain = opts.js_domain
+        if domain and domain != self.server.options.jetstream_domain:
+            # nats-server would send its JetStream requests to `$JS.<domain>.API` (a hub's,
+            # across a leaf); pynatsd's MQTT keeps its state in this server's JetStream.
+            log.warning(
+                'MQTT js_domain "%s" is not this server\'s JetStream domain: MQTT state is kept '
+                "in this server's JetStream (in memory without one)",
+                domain,
+            )
 
     async def stop(self) -> None:
         if self.server.websocket_mqtt == self._websocket_session:

@@ -37,6 +37,7 @@ from pynatsd.mqtt.nats_headers import SUBJECT_HEADER
 if TYPE_CHECKING:
     from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.jetstream.stream import Stream
+    from pynatsd.options import Options
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
 
@@ -65,7 +66,7 @@ SHARED_DURABLE_PREFIX = "$MQTT_SHARE_"
 # (name, subjects, retention, one message per subject, what nats-server's messages call it),
 # in the order nats-server looks them up and makes them.
 _STREAMS = (
-    (SESSIONS, f"{SESSIONS_PREFIX}>", "limits", True, "sessions"),
+    (SESSIONS, "", "limits", True, "sessions"),  # its subjects name the domain (below)
     (MESSAGES, f"{MESSAGES_PREFIX}>", "interest", False, "messages"),
     (QOS2_IN, f"{QOS2_IN_PREFIX}>", "limits", True, "QoS2 incoming messages"),
     (OUT, "$MQTT.out.>", "interest", False, "QoS2 outgoing PUBREL"),
@@ -81,6 +82,15 @@ class StoreError(Exception):
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
+def mqtt_domain(opts: Options) -> str:
+    """The JetStream domain MQTT's requests go to: the block's `js_domain`, else this server's
+    JetStream domain ("" for none), as mqttCreateAccountSessionManager picks it."""
+    mqtt = opts.mqtt
+    if mqtt is not None and mqtt.js_domain:
+        return mqtt.js_domain
+    return opts.jetstream_domain
+
+
 def client_id_hash(client_id: str) -> str:
     """nats-server's getHash: eight base-62 characters of the id's SHA-256."""
     digest = hashlib.sha256(client_id.encode()).digest()
@@ -94,6 +104,10 @@ class AccountStore:
         self.server = server
         self.account = account
         self.origin = server.options.server_name
+        self.domain = mqtt_domain(server.options)
+        # Session records are on `$MQTT.sess.<domain>.<hash>` when there is a domain
+        # (nats-server's domainTk), else `$MQTT.sess.<hash>`.
+        self.sessions_prefix = SESSIONS_PREFIX + (f"{self.domain}." if self.domain else "")
         # Shared subscriptions' consumers -> the client ids of their members.
         self.shared_members: dict[str, set[str]] = {}
         js = jetstream_of(server)
@@ -109,10 +123,12 @@ class AccountStore:
         configured = mqtt.stream_replicas if mqtt is not None else 0
         replicas = configured if configured > 0 else 1
         name = self.account.name
-        log.info(
-            'Creating MQTT streams/consumers with replicas %d for account "%s"', replicas, name
-        )
+        text = f'Creating MQTT streams/consumers with replicas {replicas} for account "{name}"'
+        if mqtt is not None and mqtt.js_domain:
+            text += f' in domain "{mqtt.js_domain}"'
+        log.info("%s", text)
         for stream, subject, retention, last_only, what in _STREAMS:
+            subject = subject or f"{self.sessions_prefix}>"
             existing = ajs.streams.get(stream)
             if existing is not None:
                 current = max(existing.config.num_replicas, 1)
@@ -157,7 +173,7 @@ class AccountStore:
         stream = self._stream(SESSIONS)
         if stream is None:
             return None
-        stored = stream.store.load_last_msg(SESSIONS_PREFIX + client_id_hash(client_id))
+        stored = stream.store.load_last_msg(self.sessions_prefix + client_id_hash(client_id))
         if stored is None or not stored.data:
             return None
         try:
@@ -190,12 +206,13 @@ class AccountStore:
         pubrel = PUBREL_DURABLE_PREFIX + client_id_hash(client_id)
         if self.has_consumer(OUT, pubrel):
             record["pubrel"] = self._consumer_json(OUT, pubrel, "")
-        self._publish(SESSIONS_PREFIX + client_id_hash(client_id), b"", json.dumps(record).encode())
+        subject = self.sessions_prefix + client_id_hash(client_id)
+        self._publish(subject, b"", json.dumps(record).encode())
 
     def delete_session(self, client_id: str) -> None:
         stream = self._stream(SESSIONS)
         if stream is not None:
-            stream.purge(subject=SESSIONS_PREFIX + client_id_hash(client_id))
+            stream.purge(subject=self.sessions_prefix + client_id_hash(client_id))
 
     # -- retained messages -----------------------------------------------------------------------
 

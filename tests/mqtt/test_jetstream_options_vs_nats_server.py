@@ -1,12 +1,14 @@
-"""`mqtt { stream_replicas, consumer_replicas }` on a server that is not a clustered
-JetStream, side by side: the MQTT streams are made with `stream_replicas` (1 when unset), so
-more than 1 refuses every MQTT client of an account whose streams are still to be made, and
-streams made before with another count are used with a warning; `consumer_replicas` is
-ignored with a warning when the configuration is read.
+"""The `mqtt {}` block's JetStream settings side by side: the domain (`js_domain`, or this
+server's JetStream domain) in the session records' subjects; and `stream_replicas` and
+`consumer_replicas` on a server that is not a clustered JetStream: the MQTT streams are made
+with `stream_replicas` (1 when unset), so more than 1 refuses every MQTT client of an account
+whose streams are still to be made, and streams made before with another count are used with
+a warning; `consumer_replicas` is ignored with a warning when the configuration is read.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pynatsd.mqtt import packets as p
-from support.mqtt import MQTTServer, connect_packet, mqtt_servers, raw_exchange
+from support.mqtt import MQTTServer, NATSClient, connect_packet, mqtt_servers, raw_exchange
 from support.natsserver import require_nats_server
 from support.processes import wait_for_log_line
 
@@ -89,3 +91,39 @@ def test_existing_streams_are_used_with_a_warning(tmp_path: Path) -> None:
         "for '$G > $MQTT_sess'"
     )
     assert len(warnings) == 5
+
+
+def sessions_stream(server: MQTTServer) -> tuple[list[str], int]:
+    """`$MQTT_sess`'s subjects and message count, as a NATS client asks for them."""
+    nats = NATSClient(server.nats_port)
+    try:
+        nats.sub("_INBOX.sess", 9)
+        nats.send("PUB $JS.API.STREAM.INFO.$MQTT_sess _INBOX.sess 0\r\n\r\n")
+        info = json.loads(nats.read_msg().payload)
+        return info["config"]["subjects"], info["state"]["messages"]
+    finally:
+        nats.close()
+
+
+@pytest.mark.parametrize("js_domain", ["", "js_domain: D"])
+def test_domain_names_the_session_subjects(tmp_path: Path, js_domain: str) -> None:
+    """With a JetStream domain (this server's, or `js_domain` naming it), session records
+    are on `$MQTT.sess.<domain>.<hash>`, and a persistent session resumes after a restart."""
+    require_nats_server()
+    with mqtt_servers(tmp_path, mqtt_extra=js_domain, js_extra="domain: D") as servers:
+        results = {}
+        for server in servers:
+            first = raw_exchange(server.mqtt_port, connect_packet("dom", clean_start=False))
+            made = logged(server, "Creating MQTT streams")
+            stream = sessions_stream(server)
+            server.restart()
+            again = raw_exchange(server.mqtt_port, connect_packet("dom", clean_start=False))
+            results[server.name] = (made, first, stream, again)
+    assert results["pynatsd"] == results["nats-server"], results
+    made, first, stream, again = results["pynatsd"]
+    assert made.endswith('"$G" in domain "D"') == bool(js_domain)
+    assert (first, stream, again) == (
+        ([p.ConnAck(False, 0)], False),
+        (["$MQTT.sess.D.>"], 1),
+        ([p.ConnAck(True, 0)], False),
+    )
