@@ -10,6 +10,9 @@ permissions.
 from __future__ import annotations
 
 import itertools
+import json
+import re
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,7 +67,8 @@ def tls_servers(directory: Path, files: dict[str, str], flag: str) -> Iterator[l
         f'tls {{ cert_file: "{files["server"]}", key_file: "{files["server-key"]}", '
         f'ca_file: "{files["ca"]}", {flag} }}'
     )
-    with mqtt_servers(directory, extra=USERS, mqtt_extra=block) as pair:
+    extra = USERS + "\nhttp: 127.0.0.1:{free_port}"
+    with mqtt_servers(directory, extra=extra, mqtt_extra=block) as pair:
         yield pair
 
 
@@ -151,3 +155,18 @@ def test_mapped_user_has_its_permissions(mapped: list[MQTTServer], files: dict[s
     results = {s.name: scenario(s) for s in mapped}
     assert results["pynatsd"] == results["nats-server"], results
     assert results["pynatsd"] == [1, 0x80]
+
+
+def test_varz_mqtt_block(mapped: list[MQTTServer]) -> None:
+    """`/varz` shows the MQTT listener's `tls_map` (its port aside, the blocks are equal)."""
+    blocks = {}
+    for server in mapped:
+        found = re.search(r"http: 127\.0\.0\.1:(\d+)", server.conf.read_text())
+        assert found is not None
+        url = f"http://127.0.0.1:{found.group(1)}/varz"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            block = json.load(answer)["mqtt"]
+        block.pop("port")
+        blocks[server.name] = block
+    assert blocks["pynatsd"] == blocks["nats-server"]
+    assert blocks["pynatsd"]["tls_map"] is True
