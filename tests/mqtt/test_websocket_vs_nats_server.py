@@ -16,7 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from support.mqtt import Client, MQTTServer, NATSClient, accepts, mqtt_servers, wait_for
+from support.certs import loopback_server_files
+from support.mqtt import (
+    Client,
+    MQTTServer,
+    NATSClient,
+    TLSFiles,
+    accepts,
+    mqtt_servers,
+    wait_for,
+)
 from support.natsserver import NATS_SERVER, require_nats_server
 from support.ports import LOOPBACK, free_port
 from support.processes import PYNATSD, start_server, wait_for_log_line
@@ -171,3 +180,30 @@ def test_mqtt_path_without_mqtt_is_not_found(tmp_path: Path) -> None:
             server.stop()
     assert results["pynatsd"] == results["nats-server"], results
     assert results["pynatsd"][0] == "HTTP/1.1 404 Not Found"
+
+
+def test_paho_over_secure_websocket(tmp_path: Path) -> None:
+    """The same over `wss://`: TLS is the websocket listener's."""
+    require_nats_server()
+    cert, key, ca = loopback_server_files(tmp_path)
+    websocket = (
+        "websocket { listen: 127.0.0.1:{free_port}, "
+        f'tls {{ cert_file: "{cert}", key_file: "{key}" }} }}'
+    )
+
+    def scenario(server: MQTTServer, unique: str) -> object:
+        sub = Client(ws_port(server), f"{unique}wss", websocket=True, tls=TLSFiles(ca))
+        pub = Client(server.mqtt_port, f"{unique}tcp")
+        try:
+            sub.subscribe((f"{unique}/#", 1))
+            pub.publish(f"{unique}/x", b"secure", 1)
+            return sub.connack, [(m.payload, m.qos) for m in sub.wait_messages(1)]
+        finally:
+            sub.disconnect()
+            pub.disconnect()
+
+    with mqtt_servers(tmp_path, extra=websocket) as servers:
+        unique = f"s{next(_ids)}"
+        results = {s.name: scenario(s, unique) for s in servers}
+    assert results["pynatsd"] == results["nats-server"], results
+    assert results["pynatsd"] == ((False, 0), [(b"secure", 1)])
