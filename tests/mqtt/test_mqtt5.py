@@ -459,3 +459,50 @@ def test_qos2_properties_survive_a_restart(tmp_path: Path) -> None:
         nats.close()
     finally:
         server.process.stop()
+
+
+def test_shared_subscription_is_part_of_the_session(
+    pynatsd: MQTTServer, mosquitto_port: int | None
+) -> None:
+    """A session with a Session Expiry Interval keeps its shared subscription: resumed, it
+    gets the group's messages without subscribing again."""
+
+    def scenario(port: int, u: str) -> Any:
+        expiry = Properties(PacketTypes.CONNECT)
+        expiry.SessionExpiryInterval = 300
+        first = v5(port, f"{u}-member", clean=False, connect_properties=expiry)
+        first.subscribe((f"$share/g/{u}/jobs", 1))
+        first.disconnect()
+        again = v5(port, f"{u}-member", clean=False, connect_properties=expiry)
+        pub = v5(port, f"{u}-pub")
+        pub.publish(f"{u}/jobs", b"after", 1)
+        got = again.wait_messages(1)
+        pub.disconnect()
+        again.disconnect()
+        v5(port, f"{u}-member").disconnect()  # clean: the session goes
+        return again.connack, [(m.payload, m.qos) for m in got]
+
+    assert same_on_mosquitto(pynatsd, mosquitto_port, scenario) == ((True, 0), [(b"after", 1)])
+
+
+def test_shared_subscription_survives_a_restart(tmp_path: Path) -> None:
+    """The session record keeps its shared subscriptions (pynatsd's `shared` field): after a
+    restart the resumed member gets the group's QoS 1 messages from its consumer."""
+    server = start_mqtt_server(list(PYNATSD), tmp_path, "pynatsd")
+    try:
+        expiry = Properties(PacketTypes.CONNECT)
+        expiry.SessionExpiryInterval = 300
+        first = v5(server.mqtt_port, "member", clean=False, connect_properties=expiry)
+        first.subscribe(("$share/g/jobs", 1))
+        first.disconnect()
+        server.restart()
+        again = v5(server.mqtt_port, "member", clean=False, connect_properties=expiry)
+        pub = v5(server.mqtt_port, "pub")
+        pub.publish("jobs", b"after restart", 1)
+        got = again.wait_messages(1)
+        assert again.connack == (True, 0)
+        assert [(m.payload, m.qos) for m in got] == [(b"after restart", 1)]
+        pub.disconnect()
+        again.disconnect()
+    finally:
+        server.process.stop()

@@ -167,35 +167,38 @@ class MQTT:
             session.consumers.by_sid = dict(stored.cons)
         if session.keep_session:
             kept = state.persistent[client_id] = stored or StoredSession()
-            store.save_session(client_id, kept.subs, kept.cons)
+            store.save_session(client_id, kept.subs, kept.cons, kept.shared)
         elif stored is not None:
             # MQTT 5, resumed without a session expiry: the session ends with the connection.
             store.delete_session(client_id)
-        state.resumed[client_id] = (stored.subs if stored is not None else {}, waiting)
+        state.resumed[client_id] = (stored or StoredSession(), waiting)
         return stored is not None
 
     def restore_subscriptions(self, session: MQTTSession) -> None:
         """A resumed session's subscriptions, made again on the new connection."""
         state = self._state(session.account)
-        subs, waiting = state.resumed.pop(session.client_id, ({}, []))
+        stored, waiting = state.resumed.pop(session.client_id, (StoredSession(), []))
         added: list[MQTTSubscription] = []
         consumers = session.consumers
         if consumers is not None and consumers.has_pubrel_consumer():
             session.subscribe_pubrel()  # PUBRELs waiting for PUBCOMP go again
-        for subject, qos in subs.items():
+        for subject, qos in stored.subs.items():
             session.subscribe_subject(subject, qos, added)
+        for (group, subject), qos in stored.shared.items():
+            session.subscribe_subject(subject, qos, added, group)
         for topic, payload, qos in waiting:
             session.send_publish(topic, payload, qos, False)
-        if subs:
+        if stored.subs or stored.shared:
             self.subscriptions_changed(session)
 
     def subscriptions_changed(self, session: MQTTSession) -> None:
         state = self._state(session.account)
         if session.client_id in state.persistent:
             consumers = session.consumers
-            kept = StoredSession(session.filters(), {} if consumers is None else consumers.by_sid)
+            cons = {} if consumers is None else consumers.by_sid
+            kept = StoredSession(session.filters(), cons, session.shared_filters())
             state.persistent[session.client_id] = kept
-            state.store.save_session(session.client_id, kept.subs, kept.cons)
+            state.store.save_session(session.client_id, kept.subs, kept.cons, kept.shared)
 
     def session_closed(self, session: MQTTSession) -> None:
         state = self.accounts.get(session.account.name)
@@ -259,8 +262,8 @@ class AccountState:
         # Persistent sessions whose client is away, and what they kept for it
         # (mqtt.offline), until the client's CONNACK is out.
         self.offline: dict[str, OfflineSession] = {}
-        # A session being resumed: its subscriptions and waiting messages, until restored.
-        self.resumed: dict[str, tuple[dict[bytes, int], list[tuple[bytes, bytes, int]]]] = {}
+        # A session being resumed: its record and waiting messages, until restored.
+        self.resumed: dict[str, tuple[StoredSession, list[tuple[bytes, bytes, int]]]] = {}
         # Retained messages: subject -> the PUBLISH that set it and its NATS header block.
         self.retained: dict[bytes, tuple[p.Publish, bytes]] = {
             subject: (packet, b"") for subject, packet in store.load_retained().items()

@@ -566,6 +566,16 @@ class MQTTSession(Client):
             and not sub.queue
         }
 
+    def shared_filters(self) -> dict[tuple[bytes, bytes], int]:
+        """MQTT 5 shared subscriptions: (group, NATS subject) -> QoS (a session's record)."""
+        return {
+            (sub.queue_bytes, sub.subject_bytes): sub.qos
+            for sid, sub in self.subs.items()
+            if isinstance(sub, MQTTSubscription)
+            and not sid.endswith(LEVEL_UP_SID_SUFFIX)
+            and sub.queue
+        }
+
     def add_subscription(
         self, subject: bytes, sid: bytes, qos: int, group: bytes = b""
     ) -> MQTTSubscription | None:

@@ -185,7 +185,11 @@ class AccountStore:
                 sid.encode(): (str(cc["durable_name"]), str(cc["deliver_subject"]))
                 for sid, cc in (record.get("cons") or {}).items()
             }
-            return StoredSession(subs, cons)
+            shared = {
+                (str(x["group"]).encode(), str(x["subject"]).encode()): int(x["qos"])
+                for x in record.get("shared") or []
+            }
+            return StoredSession(subs, cons, shared)
         except (ValueError, AttributeError, TypeError, KeyError):
             return None  # not a session record pynatsd or nats-server wrote
 
@@ -194,10 +198,18 @@ class AccountStore:
         client_id: str,
         subs: dict[bytes, int],
         cons: dict[bytes, tuple[str, str]] | None = None,
+        shared: dict[tuple[bytes, bytes], int] | None = None,
     ) -> None:
         record: dict[str, object] = {"origin": self.origin, "id": client_id}
         if subs:
             record["subs"] = {subject.decode(): qos for subject, qos in subs.items()}
+        if shared:
+            # pynatsd's field (nats-server has no shared subscriptions): MQTT 5 shared
+            # subscriptions, their group, subject and QoS.
+            record["shared"] = [
+                {"group": group.decode(), "subject": subject.decode(), "qos": qos}
+                for (group, subject), qos in shared.items()
+            ]
         if cons:
             record["cons"] = {
                 sid.decode(): self._consumer_json(MESSAGES, durable, deliver)
@@ -398,11 +410,14 @@ def stored_properties(fields: dict[bytes, bytes], now: float = 0.0) -> p.Propert
 
 @dataclass(slots=True)
 class StoredSession:
-    """A persistent session's record: its filters and its QoS 1/2 subscriptions' consumers."""
+    """A persistent session's record: its filters, its QoS 1/2 subscriptions' consumers and
+    its shared subscriptions."""
 
     subs: dict[bytes, int] = field(default_factory=dict)
     # sid -> (durable name, deliver subject)
     cons: dict[bytes, tuple[str, str]] = field(default_factory=dict)
+    # MQTT 5 shared subscriptions: (group, NATS subject) -> QoS
+    shared: dict[tuple[bytes, bytes], int] = field(default_factory=dict)
 
 
 def header_fields(header: bytes) -> dict[bytes, bytes]:
