@@ -86,6 +86,13 @@ def v5(port: int, client_id: str, **kwargs: Any) -> Client:
     return Client(port, client_id, v5=True, **kwargs)
 
 
+def kept_session(port: int, client_id: str) -> Client:
+    """An MQTT 5 client whose session outlives the connection (expiry 300 s, clean start 0)."""
+    expiry = Properties(PacketTypes.CONNECT)
+    expiry.SessionExpiryInterval = 300
+    return v5(port, client_id, clean=False, connect_properties=expiry)
+
+
 def publish_properties(**fields: Any) -> Properties:
     props = Properties(PacketTypes.PUBLISH)
     for name, value in fields.items():
@@ -223,14 +230,12 @@ def test_server_topic_aliases(pynatsd: MQTTServer, mosquitto_port: int | None) -
 
 def test_session_expiry_and_take_over(pynatsd: MQTTServer, mosquitto_port: int | None) -> None:
     def scenario(port: int, u: str) -> Any:
-        expiry = Properties(PacketTypes.CONNECT)
-        expiry.SessionExpiryInterval = 300
-        first = v5(port, f"{u}-s", clean=False, connect_properties=expiry)
+        first = kept_session(port, f"{u}-s")
         first.subscribe((f"{u}/kept", 1))
         first.disconnect()
         pub = v5(port, f"{u}-pub")
         pub.publish(f"{u}/kept", b"while away", 1)
-        again = v5(port, f"{u}-s", clean=False, connect_properties=expiry)
+        again = kept_session(port, f"{u}-s")
         got = again.wait_messages(1)
         thief = v5(port, f"{u}-s", clean=True)
         wait_for(again.disconnected.is_set, "the taken-over connection closed")
@@ -468,12 +473,10 @@ def test_shared_subscription_is_part_of_the_session(
     gets the group's messages without subscribing again."""
 
     def scenario(port: int, u: str) -> Any:
-        expiry = Properties(PacketTypes.CONNECT)
-        expiry.SessionExpiryInterval = 300
-        first = v5(port, f"{u}-member", clean=False, connect_properties=expiry)
+        first = kept_session(port, f"{u}-member")
         first.subscribe((f"$share/g/{u}/jobs", 1))
         first.disconnect()
-        again = v5(port, f"{u}-member", clean=False, connect_properties=expiry)
+        again = kept_session(port, f"{u}-member")
         pub = v5(port, f"{u}-pub")
         pub.publish(f"{u}/jobs", b"after", 1)
         got = again.wait_messages(1)
@@ -490,13 +493,11 @@ def test_shared_subscription_survives_a_restart(tmp_path: Path) -> None:
     restart the resumed member gets the group's QoS 1 messages from its consumer."""
     server = start_mqtt_server(list(PYNATSD), tmp_path, "pynatsd")
     try:
-        expiry = Properties(PacketTypes.CONNECT)
-        expiry.SessionExpiryInterval = 300
-        first = v5(server.mqtt_port, "member", clean=False, connect_properties=expiry)
+        first = kept_session(server.mqtt_port, "member")
         first.subscribe(("$share/g/jobs", 1))
         first.disconnect()
         server.restart()
-        again = v5(server.mqtt_port, "member", clean=False, connect_properties=expiry)
+        again = kept_session(server.mqtt_port, "member")
         pub = v5(server.mqtt_port, "pub")
         pub.publish("jobs", b"after restart", 1)
         got = again.wait_messages(1)
