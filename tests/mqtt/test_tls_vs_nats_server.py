@@ -170,3 +170,16 @@ def test_varz_mqtt_block(mapped: list[MQTTServer]) -> None:
         blocks[server.name] = block
     assert blocks["pynatsd"] == blocks["nats-server"]
     assert blocks["pynatsd"]["tls_map"] is True
+
+
+def test_mapped_users_need_no_password_warning(tmp_path: Path, files: dict[str, str]) -> None:
+    """A user without a password whom the MQTT listener's `verify_and_map` can select is a
+    certificate identity: no "Plaintext passwords detected" warning at start-up."""
+    block = (
+        f'tls {{ cert_file: "{files["server"]}", key_file: "{files["server-key"]}", '
+        f'ca_file: "{files["ca"]}", verify_and_map: true }}'
+    )
+    users = 'authorization { users = [ { user: "alice@example.com" } ] }'
+    with mqtt_servers(tmp_path, extra=users, mqtt_extra=block) as servers:
+        warned = {s.name: "Plaintext passwords" in s.process.log_text() for s in servers}
+    assert warned == {"nats-server": False, "pynatsd": False}

@@ -184,9 +184,14 @@ class Authenticator:
     def startup_warnings(self) -> list[str]:
         """What nats-server warns about at start (checkAuthforWarnings)."""
         warn = bool(self._password) and not is_bcrypt(self._password)
+        mqtt = self.options.mqtt
+        mqtt_map = mqtt is not None and mqtt.tls_map and mqtt.port != 0
         for user in self._users.values():
-            if not user.password and self._tls_map and _type_allowed(user, "STANDARD"):
-                continue  # a certificate identity
+            if not user.password and (
+                (self._tls_map and _type_allowed(user, "STANDARD"))
+                or (mqtt_map and _type_allowed(user, "MQTT"))
+            ):
+                continue  # a certificate identity (nats-server's canTLSMap)
             if not is_bcrypt(user.password):
                 warn = True
                 break
