@@ -657,8 +657,8 @@ class MQTTSession(Client):
 
     def leave_shared(self) -> None:
         """A persistent session's connection ends: it leaves its shared subscriptions' groups
-        (their consumers serve the members still here; the session record keeps no shared
-        subscription), and what reaches it while away waits in memory."""
+        (their consumers serve the members still here, and it joins again when it resumes),
+        and what reaches it while away waits in memory."""
         consumers = self.consumers
         if consumers is None:
             return
