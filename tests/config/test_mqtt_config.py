@@ -48,6 +48,23 @@ def test_block_fields(tmp_path: Path) -> None:
     assert mqtt.downgrade_qos2_subscribe and mqtt.consumer_inactive_threshold == 60.0
 
 
+def test_tls_block(tmp_path: Path) -> None:
+    """The block's `tls` is read as the client listener's (parseTLS)."""
+    opts = load(
+        tmp_path,
+        """mqtt { port: 1883, tls {
+            cert_file: "c.pem", key_file: "k.pem", ca_file: "ca.pem"
+            verify_and_map: true, timeout: 3, pinned_certs: ["%s"]
+        } }"""
+        % ("ab" * 32),
+    )
+    mqtt = opts.mqtt
+    assert mqtt is not None
+    assert (mqtt.tls_cert, mqtt.tls_key, mqtt.tls_ca_cert) == ("c.pem", "k.pem", "ca.pem")
+    assert mqtt.tls_verify and mqtt.tls_map and mqtt.tls_timeout == 3.0
+    assert mqtt.tls_pinned_certs == ["ab" * 32]
+
+
 def test_startup_checks(tmp_path: Path) -> None:
     assert startup_errors(load(tmp_path, "mqtt { port: 1883 }")) == [NEEDS_JETSTREAM]
     assert startup_errors(load(tmp_path, "jetstream: true\nmqtt { port: 1883 }")) == []

@@ -53,6 +53,7 @@ def _field(loader: Loader, mqtt: MQTTOptions, key: str, entry: Node) -> None:
         mqtt.tls_cert, mqtt.tls_key, mqtt.tls_ca_cert = draft.cert, draft.key, draft.ca
         mqtt.tls_verify, mqtt.tls_map = draft.verify, draft.tls_map
         mqtt.tls_pinned_certs = draft.pinned
+        mqtt.tls_timeout = draft.timeout
     elif key in ("authorization", "authentication"):
         auth = parse_authorization(loader, key, entry)
         mqtt.username, mqtt.password, mqtt.token = auth.user, auth.password, auth.token

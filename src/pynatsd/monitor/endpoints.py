@@ -264,7 +264,7 @@ def _varz_mqtt(server: Server) -> dict[str, Any]:
         "no_auth_user": mqtt.no_auth_user,
         "auth_timeout": mqtt.auth_timeout,
         "tls_map": mqtt.tls_map,
-        "tls_timeout": TLS_TIMEOUT,
+        "tls_timeout": mqtt.tls_timeout or TLS_TIMEOUT,
         "js_domain": mqtt.js_domain,
         "tls_cert_not_after": _cert_not_after(mqtt.tls_cert),
     }

@@ -20,7 +20,7 @@ from pynatsd.mqtt.consumers import SessionConsumers, delete_session_consumers, n
 from pynatsd.mqtt.offline import OfflineSession
 from pynatsd.mqtt.session import DUPLICATE_CLIENT_ID, MQTTSession, MQTTSubscription
 from pynatsd.mqtt.store import AccountStore, StoredSession
-from pynatsd.options import DEFAULT_HOST
+from pynatsd.options import DEFAULT_HOST, TLS_TIMEOUT
 from pynatsd.server.listen import bound_port, listen
 from pynatsd.subjects import match_literal_bytes
 from pynatsd.tls import listener_context
@@ -56,6 +56,9 @@ class MQTT:
     async def start(self) -> None:
         opts = self.options
         context = tls_context(opts)
+        tls: dict[str, Any] = {}
+        if context is not None:
+            tls = {"ssl": context, "ssl_handshake_timeout": opts.tls_timeout or TLS_TIMEOUT}
         port = 0 if opts.port == -1 else opts.port
         self._listener = await listen(
             self.server.loop,
@@ -63,7 +66,7 @@ class MQTT:
             self.host,
             port,
             lambda err: f"Unable to listen for MQTT connections: {err}",
-            ssl=context,
+            **tls,
         )
         self.port = bound_port(self._listener, port)
         scheme = "mqtts" if context is not None else "mqtt"
