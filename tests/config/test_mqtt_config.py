@@ -12,6 +12,7 @@ from pynatsd.config import load_config, startup_errors
 from pynatsd.config.mqtt import NEEDS_JETSTREAM, USER_WITH_USERS
 from pynatsd.flags import apply_flags
 from pynatsd.options import Options
+from support.certs import loopback_server_files
 from support.natsserver import NATS_SERVER, require_nats_server
 from support.processes import PYNATSD
 
@@ -49,18 +50,18 @@ def test_block_fields(tmp_path: Path) -> None:
 
 
 def test_tls_block(tmp_path: Path) -> None:
-    """The block's `tls` is read as the client listener's (parseTLS)."""
+    """The block's `tls` is read as the client listener's (parseTLS), its files read."""
+    cert, key, ca = loopback_server_files(tmp_path)
     opts = load(
         tmp_path,
-        """mqtt { port: 1883, tls {
-            cert_file: "c.pem", key_file: "k.pem", ca_file: "ca.pem"
-            verify_and_map: true, timeout: 3, pinned_certs: ["%s"]
-        } }"""
-        % ("ab" * 32),
+        f"""mqtt {{ port: 1883, tls {{
+            cert_file: "{cert}", key_file: "{key}", ca_file: "{ca}"
+            verify_and_map: true, timeout: 3, pinned_certs: ["{"ab" * 32}"]
+        }} }}""",
     )
     mqtt = opts.mqtt
     assert mqtt is not None
-    assert (mqtt.tls_cert, mqtt.tls_key, mqtt.tls_ca_cert) == ("c.pem", "k.pem", "ca.pem")
+    assert (mqtt.tls_cert, mqtt.tls_key, mqtt.tls_ca_cert) == (cert, key, ca)
     assert mqtt.tls_verify and mqtt.tls_map and mqtt.tls_timeout == 3.0
     assert mqtt.tls_pinned_certs == ["ab" * 32]
 
@@ -91,6 +92,8 @@ def test_mqtt_port_flag() -> None:
         "jetstream: true\nauthorization { users: [{user: a, password: b}] }\n"
         "mqtt { port: 18999, authorization { token: t } }",
         "gateway { name: a, port: -1 }\nmqtt { port: 18999 }",
+        "jetstream: true\n"
+        'mqtt { port: 18999, tls { cert_file: "/no.pem", key_file: "/no-key.pem" } }',
     ],
 )
 def test_startup_refusal_vs_nats_server(tmp_path: Path, conf: str) -> None:

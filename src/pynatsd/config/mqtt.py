@@ -19,6 +19,7 @@ from pynatsd.config.registry import (
 from pynatsd.config.tls import read_tls_block
 from pynatsd.config.values import go_atoi, split_host_port
 from pynatsd.options import MQTTOptions, Options
+from pynatsd.tls import TLSConfigError, server_context
 
 # nats-server's error texts (errMQTT* in server/mqtt.go).
 SERVER_NAME_MUST_BE_SET = "mqtt requires server name to be explicitly set"
@@ -54,6 +55,13 @@ def _field(loader: Loader, mqtt: MQTTOptions, key: str, entry: Node) -> None:
         mqtt.tls_verify, mqtt.tls_map = draft.verify, draft.tls_map
         mqtt.tls_pinned_certs = draft.pinned
         mqtt.tls_timeout = draft.timeout
+        # nats-server builds the TLS configuration (and reads the files) while loading.
+        files = Options(tls=True, tls_cert=draft.cert, tls_key=draft.key, tls_ca_cert=draft.ca)
+        files.tls_min_version, files.tls_ciphers = draft.min_version, draft.ciphers
+        try:
+            server_context(files)
+        except TLSConfigError as e:
+            loader.error(entry, str(e))
     elif key in ("authorization", "authentication"):
         auth = parse_authorization(loader, key, entry)
         mqtt.username, mqtt.password, mqtt.token = auth.user, auth.password, auth.token
