@@ -507,3 +507,33 @@ def test_shared_subscription_survives_a_restart(tmp_path: Path) -> None:
         again.disconnect()
     finally:
         server.process.stop()
+
+
+def test_resumed_session_keeps_subscription_options(
+    pynatsd: MQTTServer, mosquitto_port: int | None
+) -> None:
+    """A resumed session's subscriptions keep their options: No Local still holds, and the
+    Subscription Identifier still comes with each message."""
+
+    def scenario(port: int, u: str) -> Any:
+        first = kept_session(port, f"{u}-me")
+        ids = Properties(PacketTypes.SUBSCRIBE)
+        ids.SubscriptionIdentifier = 9
+        first.subscribe((f"{u}/local", SubscribeOptions(1, noLocal=True)))
+        first.subscribe((f"{u}/tagged", SubscribeOptions(1)), properties=ids)
+        first.disconnect()
+        again = kept_session(port, f"{u}-me")
+        pub = v5(port, f"{u}-pub")
+        again.publish(f"{u}/local", b"mine", 1)
+        pub.publish(f"{u}/local", b"theirs", 1)
+        pub.publish(f"{u}/tagged", b"tagged", 1)
+        got = again.wait_messages(2)
+        pub.disconnect()
+        again.disconnect()
+        v5(port, f"{u}-me").disconnect()  # clean: the session goes
+        return sorted((m.payload, m.properties.get("SubscriptionIdentifier")) for m in got)
+
+    assert same_on_mosquitto(pynatsd, mosquitto_port, scenario) == [
+        (b"tagged", [9]),
+        (b"theirs", None),
+    ]

@@ -170,7 +170,7 @@ class MQTT:
             session.consumers.by_sid = dict(stored.cons)
         if session.keep_session:
             kept = state.persistent[client_id] = stored or StoredSession()
-            store.save_session(client_id, kept.subs, kept.cons, kept.shared)
+            store.save_session(client_id, kept)
         elif stored is not None:
             # MQTT 5, resumed without a session expiry: the session ends with the connection.
             store.delete_session(client_id)
@@ -181,14 +181,13 @@ class MQTT:
         """A resumed session's subscriptions, made again on the new connection."""
         state = self._state(session.account)
         stored, waiting = state.resumed.pop(session.client_id, (StoredSession(), []))
-        added: list[MQTTSubscription] = []
         consumers = session.consumers
         if consumers is not None and consumers.has_pubrel_consumer():
             session.subscribe_pubrel()  # PUBRELs waiting for PUBCOMP go again
         for subject, qos in stored.subs.items():
-            session.subscribe_subject(subject, qos, added)
+            session.resubscribe(subject, qos, b"", stored.options)
         for (group, subject), qos in stored.shared.items():
-            session.subscribe_subject(subject, qos, added, group)
+            session.resubscribe(subject, qos, group, stored.options)
         for topic, payload, qos in waiting:
             session.send_publish(topic, payload, qos, False)
         if stored.subs or stored.shared:
@@ -199,9 +198,11 @@ class MQTT:
         if session.client_id in state.persistent:
             consumers = session.consumers
             cons = {} if consumers is None else consumers.by_sid
-            kept = StoredSession(session.filters(), cons, session.shared_filters())
+            kept = StoredSession(
+                session.filters(), cons, session.shared_filters(), session.subscription_options()
+            )
             state.persistent[session.client_id] = kept
-            state.store.save_session(session.client_id, kept.subs, kept.cons, kept.shared)
+            state.store.save_session(session.client_id, kept)
 
     def session_closed(self, session: MQTTSession) -> None:
         state = self.accounts.get(session.account.name)

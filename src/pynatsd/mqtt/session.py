@@ -576,6 +576,31 @@ class MQTTSession(Client):
             and sub.queue
         }
 
+    def subscription_options(self) -> dict[bytes, tuple[int, int]]:
+        """MQTT 5: sid -> (options byte, Subscription Identifier) of the subscriptions whose
+        options say more than their QoS (a session's record)."""
+        return {
+            sid: (sub.options, sub.identifier)
+            for sid, sub in self.subs.items()
+            if isinstance(sub, MQTTSubscription)
+            and not sid.endswith(LEVEL_UP_SID_SUFFIX)
+            and (sub.options != sub.qos or sub.identifier)
+        }
+
+    def resubscribe(
+        self, subject: bytes, qos: int, group: bytes, options: dict[bytes, tuple[int, int]]
+    ) -> None:
+        """A resumed session's subscription, with the MQTT 5 options it had."""
+        added: list[MQTTSubscription] = []
+        if not self.subscribe_subject(subject, qos, added, group):
+            return
+        sid = (b"$share " + group + b" " if group else b"") + subject
+        kept = options.get(sid)
+        for sub in added:
+            sub.delivered = max(sub.delivered, 0)
+            if kept is not None:
+                sub.options, sub.identifier = kept
+
     def add_subscription(
         self, subject: bytes, sid: bytes, qos: int, group: bytes = b""
     ) -> MQTTSubscription | None:

@@ -189,31 +189,31 @@ class AccountStore:
                 (str(x["group"]).encode(), str(x["subject"]).encode()): int(x["qos"])
                 for x in record.get("shared") or []
             }
-            return StoredSession(subs, cons, shared)
+            options = {
+                sid.encode(): (int(kept[0]), int(kept[1]))
+                for sid, kept in (record.get("v5") or {}).items()
+            }
+            return StoredSession(subs, cons, shared, options)
         except (ValueError, AttributeError, TypeError, KeyError):
             return None  # not a session record pynatsd or nats-server wrote
 
-    def save_session(
-        self,
-        client_id: str,
-        subs: dict[bytes, int],
-        cons: dict[bytes, tuple[str, str]] | None = None,
-        shared: dict[tuple[bytes, bytes], int] | None = None,
-    ) -> None:
+    def save_session(self, client_id: str, session: StoredSession) -> None:
         record: dict[str, object] = {"origin": self.origin, "id": client_id}
-        if subs:
-            record["subs"] = {subject.decode(): qos for subject, qos in subs.items()}
-        if shared:
-            # pynatsd's field (nats-server has no shared subscriptions): MQTT 5 shared
-            # subscriptions, their group, subject and QoS.
+        if session.subs:
+            record["subs"] = {subject.decode(): qos for subject, qos in session.subs.items()}
+        # pynatsd's fields (nats-server has no MQTT 5): shared subscriptions (group, subject,
+        # QoS), and the subscription options and identifiers beyond the QoS, by sid.
+        if session.shared:
             record["shared"] = [
                 {"group": group.decode(), "subject": subject.decode(), "qos": qos}
-                for (group, subject), qos in shared.items()
+                for (group, subject), qos in session.shared.items()
             ]
-        if cons:
+        if session.options:
+            record["v5"] = {sid.decode(): list(kept) for sid, kept in session.options.items()}
+        if session.cons:
             record["cons"] = {
                 sid.decode(): self._consumer_json(MESSAGES, durable, deliver)
-                for sid, (durable, deliver) in cons.items()
+                for sid, (durable, deliver) in session.cons.items()
             }
         pubrel = PUBREL_DURABLE_PREFIX + client_id_hash(client_id)
         if self.has_consumer(OUT, pubrel):
@@ -410,14 +410,17 @@ def stored_properties(fields: dict[bytes, bytes], now: float = 0.0) -> p.Propert
 
 @dataclass(slots=True)
 class StoredSession:
-    """A persistent session's record: its filters, its QoS 1/2 subscriptions' consumers and
-    its shared subscriptions."""
+    """A persistent session's record: its filters, its QoS 1/2 subscriptions' consumers, its
+    shared subscriptions and MQTT 5 subscription options."""
 
     subs: dict[bytes, int] = field(default_factory=dict)
     # sid -> (durable name, deliver subject)
     cons: dict[bytes, tuple[str, str]] = field(default_factory=dict)
     # MQTT 5 shared subscriptions: (group, NATS subject) -> QoS
     shared: dict[tuple[bytes, bytes], int] = field(default_factory=dict)
+    # MQTT 5: sid -> (subscription options byte, Subscription Identifier), where they say
+    # more than the QoS
+    options: dict[bytes, tuple[int, int]] = field(default_factory=dict)
 
 
 def header_fields(header: bytes) -> dict[bytes, bytes]:
