@@ -9,6 +9,7 @@ permissions.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -17,11 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import NameOID
 
 from support.certs import make_ca, make_cert
 from support.mqtt import Client, MQTTServer, TLSFiles, mqtt_servers
 from support.natsserver import require_nats_server
+from support.processes import wait_for_log_line
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -183,3 +187,32 @@ def test_mapped_users_need_no_password_warning(tmp_path: Path, files: dict[str, 
     with mqtt_servers(tmp_path, extra=users, mqtt_extra=block) as servers:
         warned = {s.name: "Plaintext passwords" in s.process.log_text() for s in servers}
     assert warned == {"nats-server": False, "pynatsd": False}
+
+
+def test_handshake_error_is_logged(verify: list[MQTTServer], files: dict[str, str]) -> None:
+    """A client without a certificate: the failed handshake is logged in crypto/tls's words.
+    (nats-server logs some of them as `EOF`, when the client's close wins the race.)"""
+    lines = {}
+    for server in verify:
+        assert attempt(server, files, None, None) == "closed"
+        pattern = "TLS handshake error: tls"
+        lines[server.name] = wait_for_log_line(server.process.log_text, pattern)
+    assert lines["pynatsd"] == lines["nats-server"]
+    assert lines["pynatsd"] == "[ERR] TLS handshake error: tls: client didn't provide a certificate"
+
+
+def test_pinned_certs(tmp_path: Path, files: dict[str, str]) -> None:
+    """`pinned_certs`: a verified certificate that is not pinned is refused."""
+    key = x509.load_pem_x509_certificate(Path(files["alice"]).read_bytes()).public_key()
+    spki = key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    block = (
+        f'tls {{ cert_file: "{files["server"]}", key_file: "{files["server-key"]}", '
+        f'ca_file: "{files["ca"]}", verify: true, '
+        f'pinned_certs: ["{hashlib.sha256(spki).hexdigest()}"] }}'
+    )
+    with mqtt_servers(tmp_path, mqtt_extra=block) as servers:
+        results = {
+            s.name: [attempt(s, files, who, None) for who in ("alice", "mallory")] for s in servers
+        }
+    assert results["pynatsd"] == results["nats-server"], results
+    assert results["pynatsd"] == [(False, 0), "closed"]

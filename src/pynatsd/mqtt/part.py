@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ssl
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.auth import AuthResult
@@ -20,7 +21,8 @@ from pynatsd.mqtt.consumers import SessionConsumers, delete_session_consumers, n
 from pynatsd.mqtt.offline import OfflineSession
 from pynatsd.mqtt.session import DUPLICATE_CLIENT_ID, MQTTSession, MQTTSubscription
 from pynatsd.mqtt.store import AccountStore, StoredSession
-from pynatsd.options import DEFAULT_HOST, TLS_TIMEOUT
+from pynatsd.mqtt.tls import TLSMQTTSession
+from pynatsd.options import DEFAULT_HOST
 from pynatsd.server.listen import bound_port, listen
 from pynatsd.subjects import match_literal_bytes
 from pynatsd.tls import listener_context
@@ -56,17 +58,13 @@ class MQTT:
     async def start(self) -> None:
         opts = self.options
         context = tls_context(opts)
-        tls: dict[str, Any] = {}
-        if context is not None:
-            tls = {"ssl": context, "ssl_handshake_timeout": opts.tls_timeout or TLS_TIMEOUT}
         port = 0 if opts.port == -1 else opts.port
         self._listener = await listen(
             self.server.loop,
-            lambda: MQTTSession(self.server, self),
+            self._session_factory(context),
             self.host,
             port,
             lambda err: f"Unable to listen for MQTT connections: {err}",
-            **tls,
         )
         self.port = bound_port(self._listener, port)
         scheme = "mqtts" if context is not None else "mqtt"
@@ -88,6 +86,13 @@ class MQTT:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+
+    def _session_factory(self, context: ssl.SSLContext | None) -> Callable[[], MQTTSession]:
+        """What each connection to the MQTT port is: a session, with its own TLS when the
+        block has a `tls {}`."""
+        if context is None:
+            return lambda: MQTTSession(self.server, self)
+        return lambda: TLSMQTTSession(self.server, self, context)
 
     def _websocket_session(self) -> MQTTSession:
         """An MQTT client on the websocket listener's `/mqtt` path: TLS, if any, is that

@@ -48,7 +48,6 @@ from pynatsd.server.events import client_connected
 from pynatsd.server.reserved import RESERVED_FIRST_BYTES, is_reserved_subject
 from pynatsd.server.subscription import Subscription
 from pynatsd.sublist import InvalidSubjectError
-from pynatsd.tls import pin_matches
 
 if TYPE_CHECKING:
     from pynatsd.auth import AuthResult
@@ -151,20 +150,12 @@ class MQTTSession(Client):
         return b""  # an MQTT server speaks second
 
     def admit(self, transport: asyncio.Transport) -> bool:
-        """Take the connection on; on a TLS listener (MQTT's, or the websocket listener's for
-        `/mqtt`) keep the client certificate, for verify_and_map and `pinned_certs`."""
+        """Take the connection on; on the websocket listener's TLS keep the client
+        certificate, for verify_and_map (the MQTT port's TLS is `mqtt.tls`)."""
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:
             self.peer_cert = ssl_object.getpeercert(binary_form=True)
-        if not super().admit(transport):
-            return False
-        pins = self.mqtt.options.tls_pinned_certs
-        if pins and not self.websocket and not pin_matches(pins, self.peer_cert):
-            # nats-server's doTLSServerHandshake refuses it before any MQTT packet.
-            log.error("%s - TLS handshake error: certificate not pinned", self.label)
-            self.close(CloseReason.TLS_HANDSHAKE_ERROR)
-            return False
-        return True
+        return super().admit(transport)
 
     def start_timers(self) -> None:
         """The authentication timer, always (nats-server's createMQTTClient); no PING timer:
