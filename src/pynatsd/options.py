@@ -354,6 +354,10 @@ class MQTTOptions:
     tls_cert: str = ""
     tls_key: str = ""
     tls_ca_cert: str = ""
+    tls_verify: bool = False  # `verify`: a client certificate is required and verified
+    tls_map: bool = False  # `verify_and_map`: the certificate names the user (MQTT's alone)
+    tls_pinned_certs: list[str] = field(default_factory=list)  # hex sha256 of SPKI DER
+    tls_timeout: float = 0.0  # seconds the TLS handshake may take; 0: the default (2 s)
     # `authorization { user, password, token, timeout }`: MQTT's own credentials, which
     # replace the server's for MQTT clients (nats-server's authOverride).
     username: str = ""

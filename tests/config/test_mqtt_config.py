@@ -12,6 +12,7 @@ from pynatsd.config import load_config, startup_errors
 from pynatsd.config.mqtt import NEEDS_JETSTREAM, USER_WITH_USERS
 from pynatsd.flags import apply_flags
 from pynatsd.options import Options
+from support.certs import loopback_server_files
 from support.natsserver import NATS_SERVER, require_nats_server
 from support.processes import PYNATSD
 
@@ -48,6 +49,23 @@ def test_block_fields(tmp_path: Path) -> None:
     assert mqtt.downgrade_qos2_subscribe and mqtt.consumer_inactive_threshold == 60.0
 
 
+def test_tls_block(tmp_path: Path) -> None:
+    """The block's `tls` is read as the client listener's (parseTLS), its files read."""
+    cert, key, ca = loopback_server_files(tmp_path)
+    opts = load(
+        tmp_path,
+        f"""mqtt {{ port: 1883, tls {{
+            cert_file: "{cert}", key_file: "{key}", ca_file: "{ca}"
+            verify_and_map: true, timeout: 3, pinned_certs: ["{"ab" * 32}"]
+        }} }}""",
+    )
+    mqtt = opts.mqtt
+    assert mqtt is not None
+    assert (mqtt.tls_cert, mqtt.tls_key, mqtt.tls_ca_cert) == (cert, key, ca)
+    assert mqtt.tls_verify and mqtt.tls_map and mqtt.tls_timeout == 3.0
+    assert mqtt.tls_pinned_certs == ["ab" * 32]
+
+
 def test_startup_checks(tmp_path: Path) -> None:
     assert startup_errors(load(tmp_path, "mqtt { port: 1883 }")) == [NEEDS_JETSTREAM]
     assert startup_errors(load(tmp_path, "jetstream: true\nmqtt { port: 1883 }")) == []
@@ -55,6 +73,11 @@ def test_startup_checks(tmp_path: Path) -> None:
     users = "jetstream: true\nauthorization { users: [{user: a, password: b}] }\n"
     text = users + "mqtt { port: 1883, authorization { user: m, password: p } }"
     assert startup_errors(load(tmp_path, text)) == [USER_WITH_USERS]
+    # A leaf node may use a JetStream elsewhere (js_domain): no local one needed.
+    leaf = "leafnodes { port: 7422 }\nmqtt { port: 1883, js_domain: hub }"
+    assert startup_errors(load(tmp_path, leaf)) == []
+    remote = "leafnodes { remotes: [{url: nats://h:7422}] }\nmqtt { port: 1883 }"
+    assert startup_errors(load(tmp_path, remote)) == []
 
 
 def test_mqtt_port_flag() -> None:
@@ -68,6 +91,9 @@ def test_mqtt_port_flag() -> None:
         "mqtt { port: 0 }\nmqtt { port: 18999 }",
         "jetstream: true\nauthorization { users: [{user: a, password: b}] }\n"
         "mqtt { port: 18999, authorization { token: t } }",
+        "gateway { name: a, port: -1 }\nmqtt { port: 18999 }",
+        "jetstream: true\n"
+        'mqtt { port: 18999, tls { cert_file: "/no.pem", key_file: "/no-key.pem" } }',
     ],
 )
 def test_startup_refusal_vs_nats_server(tmp_path: Path, conf: str) -> None:

@@ -20,7 +20,18 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from support.mqtt import Client, MQTTServer, NATSClient, accepts, start_mqtt_server, wait_for
+from pynatsd.mqtt import frames
+from pynatsd.mqtt import packets as p
+from pynatsd.mqtt import properties as props_ids
+from support.mqtt import (
+    Client,
+    MQTTServer,
+    NATSClient,
+    RawMQTT,
+    accepts,
+    start_mqtt_server,
+    wait_for,
+)
 from support.ports import free_port
 from support.processes import PYNATSD
 
@@ -73,6 +84,13 @@ def same_on_mosquitto(
 
 def v5(port: int, client_id: str, **kwargs: Any) -> Client:
     return Client(port, client_id, v5=True, **kwargs)
+
+
+def kept_session(port: int, client_id: str) -> Client:
+    """An MQTT 5 client whose session outlives the connection (expiry 300 s, clean start 0)."""
+    expiry = Properties(PacketTypes.CONNECT)
+    expiry.SessionExpiryInterval = 300
+    return v5(port, client_id, clean=False, connect_properties=expiry)
 
 
 def publish_properties(**fields: Any) -> Properties:
@@ -168,16 +186,56 @@ def test_topic_alias(pynatsd: MQTTServer, mosquitto_port: int | None) -> None:
     )
 
 
+def test_server_topic_aliases(pynatsd: MQTTServer, mosquitto_port: int | None) -> None:
+    """A client whose CONNECT allows 2 topic aliases gets each of its first two topics once
+    in full with an alias, then as the alias alone (an empty topic: paho 2 does not resolve
+    aliases it receives, so the test sees them as sent); a third topic goes in full without
+    one. A client that allows none gets full topics."""
+
+    def scenario(port: int, u: str) -> Any:
+        allow = Properties(PacketTypes.CONNECT)
+        allow.TopicAliasMaximum = 2
+        aliased = v5(port, f"{u}-aliased", connect_properties=allow)
+        plain = v5(port, f"{u}-plain")
+        for client in (aliased, plain):
+            client.subscribe((f"{u}/#", 1))
+        pub = v5(port, f"{u}-pub")
+        for topic in ("a", "b", "a", "c", "b", "c"):
+            pub.publish(f"{u}/{topic}", topic.encode(), 1)
+        seen = []
+        for client in (aliased, plain):
+            got = client.wait_messages(6)
+            seen.append(
+                [(m.topic.replace(u, "U"), m.payload, m.properties.get("TopicAlias")) for m in got]
+            )
+        for c in (aliased, plain, pub):
+            c.disconnect()
+        return seen
+
+    aliased, plain = scenario(pynatsd.mqtt_port, f"v{next(_ids)}")
+    assert aliased == [
+        ("U/a", b"a", 1),
+        ("U/b", b"b", 2),
+        ("", b"a", 1),
+        ("U/c", b"c", None),
+        ("", b"b", 2),
+        ("U/c", b"c", None),
+    ]
+    assert plain == [(f"U/{t}", t.encode(), None) for t in ("a", "b", "a", "c", "b", "c")]
+    if mosquitto_port is not None:
+        # mosquitto 2.0.11 sends no topic aliases: both clients see full topics.
+        theirs = scenario(mosquitto_port, f"v{next(_ids)}")
+        assert theirs == [plain, plain]
+
+
 def test_session_expiry_and_take_over(pynatsd: MQTTServer, mosquitto_port: int | None) -> None:
     def scenario(port: int, u: str) -> Any:
-        expiry = Properties(PacketTypes.CONNECT)
-        expiry.SessionExpiryInterval = 300
-        first = v5(port, f"{u}-s", clean=False, connect_properties=expiry)
+        first = kept_session(port, f"{u}-s")
         first.subscribe((f"{u}/kept", 1))
         first.disconnect()
         pub = v5(port, f"{u}-pub")
         pub.publish(f"{u}/kept", b"while away", 1)
-        again = v5(port, f"{u}-s", clean=False, connect_properties=expiry)
+        again = kept_session(port, f"{u}-s")
         got = again.wait_messages(1)
         thief = v5(port, f"{u}-s", clean=True)
         wait_for(again.disconnected.is_set, "the taken-over connection closed")
@@ -325,3 +383,157 @@ def test_session_expires(pynatsd: MQTTServer) -> None:
     again = v5(pynatsd.mqtt_port, "expiring", clean=False)
     assert again.connack == (False, 0)
     again.disconnect()
+
+
+def test_shared_subscription_redelivers_to_another_member(tmp_path: Path) -> None:
+    """A shared subscription at QoS 1 reads its group's JetStream consumer, as other QoS 1
+    subscriptions do: a member that leaves without acknowledging its messages does not lose
+    them, they come again (with DUP) to the member that stays, once `ack_wait` has passed.
+    (mosquitto 2.0.11 drops them with the member, so this is pynatsd's alone.)"""
+    server = start_mqtt_server(list(PYNATSD), tmp_path, "pynatsd", mqtt_extra='ack_wait: "1s"')
+    try:
+        port = server.mqtt_port
+        silent = RawMQTT(port)
+        silent.decoder.version = p.MQTT_5  # it reads what an MQTT 5 server sends
+        silent.send(
+            frames.connect(p.Connect(b"MQTT", 5, True, 30, "silent"))
+            + frames.subscribe(p.Subscribe(1, ((b"$share/g/work/#", 1),)), v5=True)
+        )
+        assert [type(x) for x in silent.read_packets(2)] == [p.ConnAck, p.SubAck]
+        stays = v5(port, "stays")
+        assert stays.subscribe(("$share/g/work/#", 1)) == [1]
+        pub = v5(port, "pub")
+        for i in range(20):
+            pub.publish(f"work/{i}", b"%d" % i, 1)
+        held = silent.read_packets(1)
+        assert held and all(isinstance(x, p.Publish) for x in held)
+        silent.close()  # never acknowledged
+        got = stays.wait_messages(20)
+        assert sorted(int(m.payload) for m in got) == list(range(20))
+        held_ids = {int(x.payload) for x in held if isinstance(x, p.Publish)}
+        assert all(m.dup for m in got if int(m.payload) in held_ids)
+        stays.disconnect()
+        pub.disconnect()
+    finally:
+        server.process.stop()
+
+
+def test_qos2_properties_survive_a_restart(tmp_path: Path) -> None:
+    """An MQTT 5 QoS 2 message received (PUBREC) and not yet released waits in
+    `$MQTT_qos2in` with its properties: released after a restart, it reaches a NATS
+    subscriber with its headers and reply subject, and an MQTT 5 subscriber with its
+    properties."""
+    server = start_mqtt_server(list(PYNATSD), tmp_path, "pynatsd")
+    try:
+        expiry = {props_ids.SESSION_EXPIRY_INTERVAL: 300}
+        connect = frames.connect(p.Connect(b"MQTT", 5, False, 30, "held", properties=expiry))
+        properties = {
+            props_ids.USER_PROPERTY: [("site", "north")],
+            props_ids.CONTENT_TYPE: "text/plain",
+            props_ids.RESPONSE_TOPIC: "held/answers",
+            props_ids.MESSAGE_EXPIRY_INTERVAL: 600,
+        }
+        publish = p.Publish(b"held/in", b"21.5", 2, False, False, 7, properties)
+        raw = RawMQTT(server.mqtt_port)
+        raw.decoder.version = p.MQTT_5
+        raw.send(connect + frames.publish(publish, v5=True))
+        assert [type(x) for x in raw.read_packets(2)] == [p.ConnAck, p.PubRec]
+        raw.close()
+        server.restart()
+        nats = NATSClient(server.nats_port)
+        nats.sub("held.in")
+        sub = v5(server.mqtt_port, "held-sub")
+        sub.subscribe(("held/in", 2))
+        raw = RawMQTT(server.mqtt_port)
+        raw.decoder.version = p.MQTT_5
+        raw.send(connect + frames.pub_response(p.PUBREL, 7, 0, {}))
+        assert [type(x) for x in raw.read_packets(2)] == [p.ConnAck, p.PubComp]
+        msg = nats.read_msg()
+        header = msg.header.decode()
+        assert (msg.subject, msg.reply, msg.payload) == ("held.in", "held.answers", b"21.5")
+        assert "Nmqtt-Pub:2\r\n" in header and "site: north\r\n" in header
+        assert "Nmqtt-Content-Type: text/plain\r\n" in header
+        got = sub.wait_messages(1)
+        assert (got[0].payload, got[0].qos) == (b"21.5", 2)
+        assert got[0].properties["UserProperty"] == [("site", "north")]
+        assert got[0].properties["ContentType"] == "text/plain"
+        assert got[0].properties["ResponseTopic"] == "held/answers"
+        assert 590 <= got[0].properties["MessageExpiryInterval"] <= 600
+        raw.close()
+        sub.disconnect()
+        nats.close()
+    finally:
+        server.process.stop()
+
+
+def test_shared_subscription_is_part_of_the_session(
+    pynatsd: MQTTServer, mosquitto_port: int | None
+) -> None:
+    """A session with a Session Expiry Interval keeps its shared subscription: resumed, it
+    gets the group's messages without subscribing again."""
+
+    def scenario(port: int, u: str) -> Any:
+        first = kept_session(port, f"{u}-member")
+        first.subscribe((f"$share/g/{u}/jobs", 1))
+        first.disconnect()
+        again = kept_session(port, f"{u}-member")
+        pub = v5(port, f"{u}-pub")
+        pub.publish(f"{u}/jobs", b"after", 1)
+        got = again.wait_messages(1)
+        pub.disconnect()
+        again.disconnect()
+        v5(port, f"{u}-member").disconnect()  # clean: the session goes
+        return again.connack, [(m.payload, m.qos) for m in got]
+
+    assert same_on_mosquitto(pynatsd, mosquitto_port, scenario) == ((True, 0), [(b"after", 1)])
+
+
+def test_shared_subscription_survives_a_restart(tmp_path: Path) -> None:
+    """The session record keeps its shared subscriptions (pynatsd's `shared` field): after a
+    restart the resumed member gets the group's QoS 1 messages from its consumer."""
+    server = start_mqtt_server(list(PYNATSD), tmp_path, "pynatsd")
+    try:
+        first = kept_session(server.mqtt_port, "member")
+        first.subscribe(("$share/g/jobs", 1))
+        first.disconnect()
+        server.restart()
+        again = kept_session(server.mqtt_port, "member")
+        pub = v5(server.mqtt_port, "pub")
+        pub.publish("jobs", b"after restart", 1)
+        got = again.wait_messages(1)
+        assert again.connack == (True, 0)
+        assert [(m.payload, m.qos) for m in got] == [(b"after restart", 1)]
+        pub.disconnect()
+        again.disconnect()
+    finally:
+        server.process.stop()
+
+
+def test_resumed_session_keeps_subscription_options(
+    pynatsd: MQTTServer, mosquitto_port: int | None
+) -> None:
+    """A resumed session's subscriptions keep their options: No Local still holds, and the
+    Subscription Identifier still comes with each message."""
+
+    def scenario(port: int, u: str) -> Any:
+        first = kept_session(port, f"{u}-me")
+        ids = Properties(PacketTypes.SUBSCRIBE)
+        ids.SubscriptionIdentifier = 9
+        first.subscribe((f"{u}/local", SubscribeOptions(1, noLocal=True)))
+        first.subscribe((f"{u}/tagged", SubscribeOptions(1)), properties=ids)
+        first.disconnect()
+        again = kept_session(port, f"{u}-me")
+        pub = v5(port, f"{u}-pub")
+        again.publish(f"{u}/local", b"mine", 1)
+        pub.publish(f"{u}/local", b"theirs", 1)
+        pub.publish(f"{u}/tagged", b"tagged", 1)
+        got = again.wait_messages(2)
+        pub.disconnect()
+        again.disconnect()
+        v5(port, f"{u}-me").disconnect()  # clean: the session goes
+        return sorted((m.payload, m.properties.get("SubscriptionIdentifier")) for m in got)
+
+    assert same_on_mosquitto(pynatsd, mosquitto_port, scenario) == [
+        (b"tagged", [9]),
+        (b"theirs", None),
+    ]

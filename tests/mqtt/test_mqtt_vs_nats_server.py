@@ -17,7 +17,17 @@ import pytest
 
 from pynatsd.mqtt import frames
 from pynatsd.mqtt import packets as p
-from support.mqtt import Client, MQTTServer, NATSClient, RawMQTT, accepts, mqtt_servers, wait_for
+from support.mqtt import (
+    Client,
+    MQTTServer,
+    NATSClient,
+    RawMQTT,
+    accepts,
+    connect_packet,
+    mqtt_servers,
+    raw_exchange,
+    wait_for,
+)
 from support.natsserver import require_nats_server
 
 pytestmark = pytest.mark.timeout(120)
@@ -40,29 +50,6 @@ def both(servers: list[MQTTServer], scenario: Callable[[MQTTServer, str], Any]) 
     results = {s.name: scenario(s, unique) for s in servers}
     assert results["pynatsd"] == results["nats-server"], results
     return results["pynatsd"]
-
-
-def connect_packet(client_id: str = "raw", **fields: Any) -> bytes:
-    values: dict[str, Any] = {
-        "protocol_name": b"MQTT",
-        "protocol_level": 4,
-        "clean_start": True,
-        "keep_alive": 30,
-        "client_id": client_id,
-        **fields,
-    }
-    return frames.connect(p.Connect(**values))
-
-
-def raw_exchange(port: int, data: bytes) -> tuple[list[p.Packet], bool]:
-    """Send `data` on a new connection: the packets back and whether the server closed."""
-    raw = RawMQTT(port)
-    try:
-        raw.send(data)
-        packets = raw.read_until_closed(timeout=1.5)
-        return packets, raw.closed
-    finally:
-        raw.close()
 
 
 # -- CONNECT / CONNACK --------------------------------------------------------------------------

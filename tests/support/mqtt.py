@@ -20,6 +20,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.properties import Properties
 
+from pynatsd.mqtt import frames
 from pynatsd.mqtt import packets as p
 from pynatsd.mqtt.codec import Decoder
 from support.lineclient import LineClient
@@ -46,25 +47,33 @@ class MQTTServer:
         self.process.start()
 
 
-def mqtt_conf(store: Path, mqtt_port: int, extra: str = "", mqtt_extra: str = "") -> str:
+def mqtt_conf(
+    store: Path, mqtt_port: int, extra: str = "", mqtt_extra: str = "", js_extra: str = ""
+) -> str:
     return (
         f"server_name: mqtt_{mqtt_port}\n"
-        f'jetstream {{ store_dir: "{store}" }}\n'
+        f'jetstream {{ store_dir: "{store}"\n{js_extra}\n}}\n'
         f"mqtt {{ port: {mqtt_port}\n{mqtt_extra}\n}}\n"
         f"{extra}\n"
     )
 
 
 def start_mqtt_server(
-    cmd: list[str], directory: Path, name: str, extra: str = "", mqtt_extra: str = ""
+    cmd: list[str],
+    directory: Path,
+    name: str,
+    extra: str = "",
+    mqtt_extra: str = "",
+    js_extra: str = "",
 ) -> MQTTServer:
-    """One server (`cmd`: nats-server's or pynatsd's command) with an MQTT listener."""
+    """One server (`cmd`: nats-server's or pynatsd's command) with an MQTT listener;
+    `mqtt_extra` and `js_extra` go into its `mqtt {}` and `jetstream {}` blocks."""
     mqtt_port = free_port()
     store = directory / f"{name}-store"
     conf = directory / f"{name}.conf"
     # "{free_port}" in `extra` becomes a port of this server's own (an http_port, ...).
     extra = extra.replace("{free_port}", str(free_port()))
-    conf.write_text(mqtt_conf(store, mqtt_port, extra, mqtt_extra))
+    conf.write_text(mqtt_conf(store, mqtt_port, extra, mqtt_extra, js_extra))
     process = start_server(cmd, ["-c", str(conf)])
     wait_for(lambda: accepts(mqtt_port), f"{name} MQTT listener")
     return MQTTServer(name, process.port, mqtt_port, process, conf)
@@ -72,15 +81,13 @@ def start_mqtt_server(
 
 @contextmanager
 def mqtt_servers(
-    directory: Path, extra: str = "", mqtt_extra: str = ""
+    directory: Path, extra: str = "", mqtt_extra: str = "", js_extra: str = ""
 ) -> Iterator[list[MQTTServer]]:
     """nats-server and pynatsd, each with an MQTT listener and the same configuration."""
     servers: list[MQTTServer] = []
     try:
-        servers.append(
-            start_mqtt_server([str(NATS_SERVER)], directory, "nats-server", extra, mqtt_extra)
-        )
-        servers.append(start_mqtt_server(list(PYNATSD), directory, "pynatsd", extra, mqtt_extra))
+        for name, cmd in (("nats-server", [str(NATS_SERVER)]), ("pynatsd", list(PYNATSD))):
+            servers.append(start_mqtt_server(cmd, directory, name, extra, mqtt_extra, js_extra))
         yield servers
     finally:
         for server in servers:
@@ -153,7 +160,42 @@ class RawMQTT:
         self.sock.close()
 
 
+def connect_packet(client_id: str = "raw", **fields: Any) -> bytes:
+    values: dict[str, Any] = {
+        "protocol_name": b"MQTT",
+        "protocol_level": 4,
+        "clean_start": True,
+        "keep_alive": 30,
+        "client_id": client_id,
+        **fields,
+    }
+    return frames.connect(p.Connect(**values))
+
+
+def raw_exchange(port: int, data: bytes) -> tuple[list[p.Packet], bool]:
+    """Send `data` on a new connection: the packets back and whether the server closed."""
+    raw = RawMQTT(port)
+    try:
+        raw.send(data)
+        packets = raw.read_until_closed(timeout=1.5)
+        return packets, raw.closed
+    finally:
+        raw.close()
+
+
 # -- paho-mqtt ----------------------------------------------------------------------------------
+
+# The path MQTT clients upgrade on at a websocket listener (nats-server's mqttWSPath).
+WEBSOCKET_PATH = "/mqtt"
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """What a TLS client trusts (the CA file) and, for `verify`, the certificate it shows."""
+
+    ca: str
+    cert: str | None = None
+    key: str | None = None
 
 
 @dataclass
@@ -181,9 +223,13 @@ class Client:
         username: str | None = None,
         password: str | None = None,
         connect_properties: Properties | None = None,
+        websocket: bool = False,
+        tls: TLSFiles | None = None,
     ) -> None:
         protocol = paho.MQTTv5 if v5 else paho.MQTTv311
         kwargs: dict[str, Any] = {"protocol": protocol}
+        if websocket:
+            kwargs["transport"] = "websockets"
         if not v5:
             kwargs["clean_session"] = clean
         self.paho = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, **kwargs)
@@ -202,6 +248,10 @@ class Client:
         if username is not None:
             self.paho.username_pw_set(username, password)
         self.paho.reconnect_delay_set(60, 120)  # a test reconnects on purpose only
+        if websocket:
+            self.paho.ws_set_options(path=WEBSOCKET_PATH)
+        if tls is not None:
+            self.paho.tls_set(ca_certs=tls.ca, certfile=tls.cert, keyfile=tls.key)
         extra: dict[str, Any] = {}
         if v5:
             extra["clean_start"] = clean

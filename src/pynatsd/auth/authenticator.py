@@ -145,7 +145,7 @@ class Authenticator:
             elif user.username:
                 self._users[user.username] = user
         self._user_dns: list[tuple[str, certs.DN]] = []
-        if self._tls_map:
+        if self._tls_map or (options.mqtt is not None and options.mqtt.tls_map):
             for name in self._users:
                 dn = certs.parse_dn(name)
                 if dn is not None:
@@ -184,9 +184,14 @@ class Authenticator:
     def startup_warnings(self) -> list[str]:
         """What nats-server warns about at start (checkAuthforWarnings)."""
         warn = bool(self._password) and not is_bcrypt(self._password)
+        mqtt = self.options.mqtt
+        mqtt_map = mqtt is not None and mqtt.tls_map and mqtt.port != 0
         for user in self._users.values():
-            if not user.password and self._tls_map and _type_allowed(user, "STANDARD"):
-                continue  # a certificate identity
+            if not user.password and (
+                (self._tls_map and _type_allowed(user, "STANDARD"))
+                or (mqtt_map and _type_allowed(user, "MQTT"))
+            ):
+                continue  # a certificate identity (nats-server's canTLSMap)
             if not is_bcrypt(user.password):
                 warn = True
                 break
@@ -230,14 +235,17 @@ class Authenticator:
         client_cert: x509.Certificate | bytes | None = None,
         conn_type: str = "STANDARD",
         client_host: str = "",
+        tls_map: bool | None = None,
     ) -> AuthResult | None:
         """Authenticate one CONNECT (its decoded JSON) against this configuration. `nonce` is
         the one sent in INFO ("" if none); `client_cert` the verified peer certificate of a TLS
-        connection. Never raises; None means "Authorization Violation"."""
+        connection; `tls_map` replaces the client listener's verify_and_map (the MQTT listener
+        has its own, as nats-server's). Never raises; None means "Authorization Violation"."""
         try:
             if not isinstance(connect, Mapping):
                 raise _Reject("CONNECT is not an object")
-            return self._check(connect, nonce, client_cert, conn_type, client_host)
+            tls_map = self._tls_map if tls_map is None else tls_map
+            return self._check(connect, nonce, client_cert, conn_type, client_host, tls_map)
         except _Reject as e:
             log.debug("Authentication failed: %s", e)
             return None
@@ -255,6 +263,7 @@ class Authenticator:
         client_cert: x509.Certificate | bytes | None,
         conn_type: str,
         client_host: str,
+        tls_map: bool,
     ) -> AuthResult:
         c_user = _str(connect, "user")
         c_pass = _str(connect, "pass")
@@ -279,7 +288,7 @@ class Authenticator:
         user: User | None = None
         by_cert = False
         if self._users and nkey_user is None:
-            if self._tls_map:
+            if tls_map:
                 user = self._user_from_cert(client_cert, conn_type)
                 by_cert = True
                 c_user = user.username

@@ -16,11 +16,10 @@ from pynatsd.config.registry import (
     want_map,
     want_str,
 )
+from pynatsd.config.tls import read_tls_block
 from pynatsd.config.values import go_atoi, split_host_port
 from pynatsd.options import MQTTOptions, Options
-
-# Lower-cased field of the block's `tls` map -> the MQTTOptions field it sets.
-_TLS_FILES = {"cert_file": "tls_cert", "key_file": "tls_key", "ca_file": "tls_ca_cert"}
+from pynatsd.tls import TLSConfigError, server_context
 
 # nats-server's error texts (errMQTT* in server/mqtt.go).
 SERVER_NAME_MUST_BE_SET = "mqtt requires server name to be explicitly set"
@@ -50,10 +49,19 @@ def _field(loader: Loader, mqtt: MQTTOptions, key: str, entry: Node) -> None:
     elif key in ("host", "net"):
         mqtt.host = want_str(loader, entry)
     elif key == "tls":
-        for tls_name, tls_entry in want_map(loader, entry).items():
-            option = _TLS_FILES.get(tls_name.lower())
-            if option is not None:
-                setattr(mqtt, option, str(tls_entry.value))
+        # nats-server reads it with parseTLS, as the client listener's block.
+        draft = read_tls_block(loader, entry)
+        mqtt.tls_cert, mqtt.tls_key, mqtt.tls_ca_cert = draft.cert, draft.key, draft.ca
+        mqtt.tls_verify, mqtt.tls_map = draft.verify, draft.tls_map
+        mqtt.tls_pinned_certs = draft.pinned
+        mqtt.tls_timeout = draft.timeout
+        # nats-server builds the TLS configuration (and reads the files) while loading.
+        files = Options(tls=True, tls_cert=draft.cert, tls_key=draft.key, tls_ca_cert=draft.ca)
+        files.tls_min_version, files.tls_ciphers = draft.min_version, draft.ciphers
+        try:
+            server_context(files)
+        except TLSConfigError as e:
+            loader.error(entry, str(e))
     elif key in ("authorization", "authentication"):
         auth = parse_authorization(loader, key, entry)
         mqtt.username, mqtt.password, mqtt.token = auth.user, auth.password, auth.token
@@ -95,13 +103,16 @@ def startup_problems(opts: Options) -> list[str]:
     if mqtt is None or mqtt.port == 0:
         return []
     clustered = opts.cluster is not None and opts.cluster.port != 0
-    if not opts.server_name and clustered:
+    gateway = opts.gateway is not None and opts.gateway.port != 0
+    if not opts.server_name and (clustered or gateway):
         return [SERVER_NAME_MUST_BE_SET]
     if opts.users:
         if mqtt.username:
             return [USER_WITH_USERS]
         if mqtt.token:
             return [TOKEN_WITH_USERS]
-    if not opts.jetstream and not clustered:
+    # A leaf node may reach a JetStream elsewhere (`js_domain`), so nats-server lets it be.
+    leaf = opts.leafnodes is not None and (opts.leafnodes.port != 0 or opts.leafnodes.remotes)
+    if not opts.jetstream and not (clustered or gateway or leaf):
         return [NEEDS_JETSTREAM]
     return []

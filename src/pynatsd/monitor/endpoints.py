@@ -263,10 +263,27 @@ def _varz_mqtt(server: Server) -> dict[str, Any]:
         "port": mqtt.port,
         "no_auth_user": mqtt.no_auth_user,
         "auth_timeout": mqtt.auth_timeout,
-        "tls_timeout": TLS_TIMEOUT,
+        "tls_map": mqtt.tls_map,
+        "tls_timeout": mqtt.tls_timeout or TLS_TIMEOUT,
         "js_domain": mqtt.js_domain,
+        "tls_cert_not_after": _cert_not_after(mqtt.tls_cert),
     }
     return {key: value for key, value in fields.items() if value}
+
+
+def _cert_not_after(path: str) -> str:
+    """When the certificate in a PEM file expires, as Go writes a time.Time ("" without
+    one, or when it cannot be read)."""
+    if not path:
+        return ""
+    from cryptography import x509
+
+    try:
+        with open(path, "rb") as f:
+            cert = x509.load_pem_x509_certificate(f.read())
+    except (OSError, ValueError):
+        return ""
+    return cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def connz(server: Server, query: Mapping[str, str]) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ssl
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.auth import AuthResult
@@ -19,6 +21,7 @@ from pynatsd.mqtt.consumers import SessionConsumers, delete_session_consumers, n
 from pynatsd.mqtt.offline import OfflineSession
 from pynatsd.mqtt.session import DUPLICATE_CLIENT_ID, MQTTSession, MQTTSubscription
 from pynatsd.mqtt.store import AccountStore, StoredSession
+from pynatsd.mqtt.tls import TLSMQTTSession
 from pynatsd.options import DEFAULT_HOST
 from pynatsd.server.listen import bound_port, listen
 from pynatsd.subjects import match_literal_bytes
@@ -54,32 +57,57 @@ class MQTT:
 
     async def start(self) -> None:
         opts = self.options
-        context = None
-        if opts.tls_cert:
-            context = listener_context(opts.tls_cert, opts.tls_key, opts.tls_ca_cert)
+        context = tls_context(opts)
         port = 0 if opts.port == -1 else opts.port
         self._listener = await listen(
             self.server.loop,
-            lambda: MQTTSession(self.server, self),
+            self._session_factory(context),
             self.host,
             port,
             lambda err: f"Unable to listen for MQTT connections: {err}",
-            ssl=context,
         )
         self.port = bound_port(self._listener, port)
         scheme = "mqtts" if context is not None else "mqtt"
         log.info("Listening for MQTT clients on %s://%s:%d", scheme, self.host, self.port)
+        self.server.websocket_mqtt = self._websocket_session
+        domain = opts.js_domain
+        if domain and domain != self.server.options.jetstream_domain:
+            # nats-server would send its JetStream requests to `$JS.<domain>.API` (a hub's,
+            # across a leaf); pynatsd's MQTT keeps its state in this server's JetStream.
+            log.warning(
+                'MQTT js_domain "%s" is not this server\'s JetStream domain: MQTT state is kept '
+                "in this server's JetStream (in memory without one)",
+                domain,
+            )
 
     async def stop(self) -> None:
+        if self.server.websocket_mqtt == self._websocket_session:
+            self.server.websocket_mqtt = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+
+    def _session_factory(self, context: ssl.SSLContext | None) -> Callable[[], MQTTSession]:
+        """What each connection to the MQTT port is: a session, with its own TLS when the
+        block has a `tls {}`."""
+        if context is None:
+            return lambda: MQTTSession(self.server, self)
+        return lambda: TLSMQTTSession(self.server, self, context)
+
+    def _websocket_session(self) -> MQTTSession:
+        """An MQTT client on the websocket listener's `/mqtt` path: TLS, if any, is that
+        listener's (nats-server's createMQTTClient with a websocket)."""
+        session = MQTTSession(self.server, self)
+        session.websocket = True
+        return session
 
     # -- connecting ------------------------------------------------------------------------------
 
     def authenticate(self, session: MQTTSession, connect: dict[str, Any]) -> AuthResult | None:
         """MQTT's own credentials when the block sets them (nats-server's authOverride), else
-        the server's users, nkeys and tokens for the MQTT connection type."""
+        the server's users, nkeys and tokens for the MQTT connection type (MQTT_WS over a
+        websocket), with the MQTT listener's verify_and_map in place of the client
+        listener's."""
         opts = self.options
         user, password = connect.get("user", ""), connect.get("pass", "")
         if opts.username:
@@ -93,7 +121,10 @@ class MQTT:
             for configured in self.server.options.users:
                 if configured.username == opts.no_auth_user:
                     connect["pass"] = configured.password
-        return self.server.authenticator.check(connect, "", session.peer_cert, "MQTT", session.host)
+        conn_type = "MQTT_WS" if session.websocket else "MQTT"
+        return self.server.authenticator.check(
+            connect, "", session.peer_cert, conn_type, session.host, tls_map=opts.tls_map
+        )
 
     def new_client_id(self) -> str:
         """An id for a client that sent none (nats-server's nuid.Next())."""
@@ -144,35 +175,39 @@ class MQTT:
             session.consumers.by_sid = dict(stored.cons)
         if session.keep_session:
             kept = state.persistent[client_id] = stored or StoredSession()
-            store.save_session(client_id, kept.subs, kept.cons)
+            store.save_session(client_id, kept)
         elif stored is not None:
             # MQTT 5, resumed without a session expiry: the session ends with the connection.
             store.delete_session(client_id)
-        state.resumed[client_id] = (stored.subs if stored is not None else {}, waiting)
+        state.resumed[client_id] = (stored or StoredSession(), waiting)
         return stored is not None
 
     def restore_subscriptions(self, session: MQTTSession) -> None:
         """A resumed session's subscriptions, made again on the new connection."""
         state = self._state(session.account)
-        subs, waiting = state.resumed.pop(session.client_id, ({}, []))
-        added: list[MQTTSubscription] = []
+        stored, waiting = state.resumed.pop(session.client_id, (StoredSession(), []))
         consumers = session.consumers
         if consumers is not None and consumers.has_pubrel_consumer():
             session.subscribe_pubrel()  # PUBRELs waiting for PUBCOMP go again
-        for subject, qos in subs.items():
-            session.subscribe_subject(subject, qos, added)
+        for subject, qos in stored.subs.items():
+            session.resubscribe(subject, qos, b"", stored.options)
+        for (group, subject), qos in stored.shared.items():
+            session.resubscribe(subject, qos, group, stored.options)
         for topic, payload, qos in waiting:
             session.send_publish(topic, payload, qos, False)
-        if subs:
+        if stored.subs or stored.shared:
             self.subscriptions_changed(session)
 
     def subscriptions_changed(self, session: MQTTSession) -> None:
         state = self._state(session.account)
         if session.client_id in state.persistent:
             consumers = session.consumers
-            kept = StoredSession(session.filters(), {} if consumers is None else consumers.by_sid)
+            cons = {} if consumers is None else consumers.by_sid
+            kept = StoredSession(
+                session.filters(), cons, session.shared_filters(), session.subscription_options()
+            )
             state.persistent[session.client_id] = kept
-            state.store.save_session(session.client_id, kept.subs, kept.cons)
+            state.store.save_session(session.client_id, kept)
 
     def session_closed(self, session: MQTTSession) -> None:
         state = self.accounts.get(session.account.name)
@@ -181,6 +216,7 @@ class MQTT:
             if session.client_id not in state.persistent and session.consumers is not None:
                 session.consumers.drop_all()  # a clean session's consumers end with it
             if session.client_id in state.persistent:
+                session.leave_shared()
                 offline = state.offline[session.client_id] = OfflineSession(session)
                 expiry = session.session_expiry
                 if expiry is not None and expiry < NEVER_EXPIRES:
@@ -235,12 +271,26 @@ class AccountState:
         # Persistent sessions whose client is away, and what they kept for it
         # (mqtt.offline), until the client's CONNACK is out.
         self.offline: dict[str, OfflineSession] = {}
-        # A session being resumed: its subscriptions and waiting messages, until restored.
-        self.resumed: dict[str, tuple[dict[bytes, int], list[tuple[bytes, bytes, int]]]] = {}
+        # A session being resumed: its record and waiting messages, until restored.
+        self.resumed: dict[str, tuple[StoredSession, list[tuple[bytes, bytes, int]]]] = {}
         # Retained messages: subject -> the PUBLISH that set it and its NATS header block.
         self.retained: dict[bytes, tuple[p.Publish, bytes]] = {
             subject: (packet, b"") for subject, packet in store.load_retained().items()
         }
+
+
+def tls_context(opts: MQTTOptions) -> ssl.SSLContext | None:
+    """The MQTT listener's TLS (its `tls {}` block, None without one): `verify` and
+    `verify_and_map` require a client certificate the CA file verifies (Go's
+    RequireAndVerifyClientCert), as nats-server's GenTLSConfig."""
+    if not opts.tls_cert:
+        return None
+    context = listener_context(opts.tls_cert, opts.tls_key, opts.tls_ca_cert)
+    if opts.tls_verify or opts.tls_map:
+        context.verify_mode = ssl.CERT_REQUIRED
+        if not opts.tls_ca_cert:
+            context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    return context
 
 
 def _same(given: str, expected: str) -> bool:

@@ -26,7 +26,13 @@ from pynatsd.mqtt.codec import Decoder
 from pynatsd.mqtt.consumers import ConsumerSubscription, SessionConsumers
 from pynatsd.mqtt.inflight import InFlight
 from pynatsd.mqtt.nats_headers import message_qos, nats_message
-from pynatsd.mqtt.store import MESSAGES_PREFIX, PUBREL_HEADER, header_fields, qos2_header
+from pynatsd.mqtt.store import (
+    MESSAGES_PREFIX,
+    PUBREL_HEADER,
+    StoreError,
+    header_fields,
+    qos2_header,
+)
 from pynatsd.mqtt.topics import (
     TopicError,
     filter_to_subject,
@@ -99,6 +105,7 @@ class MQTTSession(Client):
         "mqtt",
         "publishing_retain",
         "qos2_in",
+        "server_aliases",
         "session_expiry",
         "topic_aliases",
         "version",
@@ -128,6 +135,9 @@ class MQTTSession(Client):
         # MQTT 5: topic aliases the client set (alias -> topic); the session outlives the
         # connection (3.1.1: clean session 0; 5: a session expiry interval).
         self.topic_aliases: dict[int, bytes] = {}
+        # MQTT 5: the aliases this server gives topics toward the client (its CONNECT's Topic
+        # Alias Maximum above 0), None otherwise.
+        self.server_aliases: v5.ServerAliases | None = None
         self.keep_session = False
         # MQTT 5's Session Expiry Interval (seconds; 0xFFFFFFFF: never), None under 3.1.1.
         self.session_expiry: int | None = None
@@ -138,6 +148,14 @@ class MQTTSession(Client):
 
     def greeting(self) -> bytes:
         return b""  # an MQTT server speaks second
+
+    def admit(self, transport: asyncio.Transport) -> bool:
+        """Take the connection on; on the websocket listener's TLS keep the client
+        certificate, for verify_and_map (the MQTT port's TLS is `mqtt.tls`)."""
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.peer_cert = ssl_object.getpeercert(binary_form=True)
+        return super().admit(transport)
 
     def start_timers(self) -> None:
         """The authentication timer, always (nats-server's createMQTTClient); no PING timer:
@@ -168,6 +186,8 @@ class MQTTSession(Client):
             self._publish_will(will)
         self.mqtt.session_closed(self)
         super().close(reason, abort)
+        if self.consumers is not None:
+            self.consumers.interest_all()
 
     # -- packets ---------------------------------------------------------------------------------
 
@@ -270,7 +290,14 @@ class MQTTSession(Client):
             connack_props = self._v5_connect(connect)
         else:
             self.keep_session = not connect.clean_start
-        session_present = self.mqtt.attach_session(self, connect.clean_start)
+        try:
+            session_present = self.mqtt.attach_session(self, connect.clean_start)
+        except StoreError as e:
+            # The account's streams cannot be made: no CONNACK (mqttProcessConnect's error).
+            log.error("%s - unable to connect: %s", self.label, e)
+            self.will = None
+            self.close(CloseReason.PROTOCOL_VIOLATION)
+            return
         self.outbound.push(self._connack(session_present, p.RC_ACCEPTED, connack_props))
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Client connected", self.label)
@@ -283,6 +310,9 @@ class MQTTSession(Client):
         asked = connect.properties
         self.session_expiry = asked.get(props.SESSION_EXPIRY_INTERVAL, 0)
         self.keep_session = self.session_expiry > 0
+        alias_maximum = asked.get(props.TOPIC_ALIAS_MAXIMUM, 0)
+        if alias_maximum:
+            self.server_aliases = v5.ServerAliases(alias_maximum)
         receive_maximum = asked.get(props.RECEIVE_MAXIMUM)
         if receive_maximum:
             self.inflight.max_pending = min(self.inflight.max_pending, receive_maximum)
@@ -342,10 +372,10 @@ class MQTTSession(Client):
         if qos == 2:
             # Kept until the client releases it (PUBREL), once per packet id: a DUP of a
             # message not released yet is not delivered twice. In `$MQTT_qos2in` as
-            # nats-server keeps it; MQTT 5 properties stay in memory.
+            # nats-server keeps it, with an MQTT 5 message's properties.
             consumers = self.consumers
-            if consumers is not None and not packet.properties:
-                qos2 = qos2_header(subject, packet.retain)
+            if consumers is not None:
+                qos2 = qos2_header(subject, packet.retain, packet.properties)
                 consumers.store.store_qos2(self.client_id, packet.packet_id, qos2, packet.payload)
             else:
                 self.qos2_in.setdefault(packet.packet_id, packet)
@@ -360,8 +390,7 @@ class MQTTSession(Client):
         if message is None and self.consumers is not None:
             stored = self.consumers.store.take_qos2(self.client_id, packet.packet_id)
             if stored is not None:
-                subject, retain, payload = stored
-                message = p.Publish(subject_to_topic(subject), payload, 2, retain)
+                message = dataclasses.replace(stored, topic=subject_to_topic(stored.topic))
         if message is not None:
             header, _ = self._nats_header(message)
             self.publish_to_nats(topic_to_subject(message.topic), message, header)
@@ -395,7 +424,8 @@ class MQTTSession(Client):
         if packet.qos and consumers is not None and self._may_publish(subject, False):
             # QoS 1/2 subscriptions read it from `$MQTT_msgs` (mqttInitiateMsgDelivery).
             if self.version == p.MQTT_5:
-                header = v5.stored_header(header, self.client_id, packet.retain)
+                response_topic = packet.properties.get(props.RESPONSE_TOPIC, "")
+                header = v5.stored_header(header, self.client_id, packet.retain, response_topic)
             consumers.store.store_message(subject, header, packet.payload)
 
     def _nats_header(self, packet: p.Publish) -> tuple[bytes, int]:
@@ -527,6 +557,41 @@ class MQTTSession(Client):
             and not sub.queue
         }
 
+    def shared_filters(self) -> dict[tuple[bytes, bytes], int]:
+        """MQTT 5 shared subscriptions: (group, NATS subject) -> QoS (a session's record)."""
+        return {
+            (sub.queue_bytes, sub.subject_bytes): sub.qos
+            for sid, sub in self.subs.items()
+            if isinstance(sub, MQTTSubscription)
+            and not sid.endswith(LEVEL_UP_SID_SUFFIX)
+            and sub.queue
+        }
+
+    def subscription_options(self) -> dict[bytes, tuple[int, int]]:
+        """MQTT 5: sid -> (options byte, Subscription Identifier) of the subscriptions whose
+        options say more than their QoS (a session's record)."""
+        return {
+            sid: (sub.options, sub.identifier)
+            for sid, sub in self.subs.items()
+            if isinstance(sub, MQTTSubscription)
+            and not sid.endswith(LEVEL_UP_SID_SUFFIX)
+            and (sub.options != sub.qos or sub.identifier)
+        }
+
+    def resubscribe(
+        self, subject: bytes, qos: int, group: bytes, options: dict[bytes, tuple[int, int]]
+    ) -> None:
+        """A resumed session's subscription, with the MQTT 5 options it had."""
+        added: list[MQTTSubscription] = []
+        if not self.subscribe_subject(subject, qos, added, group):
+            return
+        sid = (b"$share " + group + b" " if group else b"") + subject
+        kept = options.get(sid)
+        for sub in added:
+            sub.delivered = max(sub.delivered, 0)
+            if kept is not None:
+                sub.options, sub.identifier = kept
+
     def add_subscription(
         self, subject: bytes, sid: bytes, qos: int, group: bytes = b""
     ) -> MQTTSubscription | None:
@@ -565,9 +630,10 @@ class MQTTSession(Client):
     def _back(self, sub: MQTTSubscription) -> bool:
         """A QoS 1/2 subscription's JetStream consumer and the subscription on its deliver
         subject (processJSConsumer); a subscription at QoS 0 now loses them. False when
-        JetStream refuses the consumer. MQTT 5 shared subscriptions stay in memory."""
+        JetStream refuses the consumer. An MQTT 5 shared subscription reads its group's
+        consumer, as a member of the group on its deliver subject."""
         consumers = self.consumers
-        if consumers is None or sub.queue:
+        if consumers is None:
             return True
         if sub.qos == 0:
             self._unback(sub.sid)
@@ -575,7 +641,10 @@ class MQTTSession(Client):
             return True
         if sub.qos == 2 and not consumers.pubrel and not self.subscribe_pubrel():
             return False
-        made = consumers.ensure(sub.sid, sub.subject_bytes)
+        if sub.queue:
+            made = consumers.ensure_shared(sub.sid, sub.queue_bytes, sub.subject_bytes)
+        else:
+            made = consumers.ensure(sub.sid, sub.subject_bytes)
         if made is None:
             return False
         durable, deliver = made
@@ -590,14 +659,30 @@ class MQTTSession(Client):
 
     def _unback(self, sid: bytes) -> None:
         consumers = self.consumers
-        if consumers is None or sid not in consumers.by_sid:
+        if consumers is None:
             return
-        deliver = consumers.by_sid[sid][1].encode()
+        known = consumers.by_sid.get(sid) or consumers.shared_by_sid.get(sid)
+        if known is None:
+            return
+        deliver = known[1].encode()
         durable = consumers.drop(sid)
         self.inflight.forget(durable)
         delivery = self.subs.get(deliver)
         if delivery is not None:
             self.unsubscribe(delivery)
+
+    def leave_shared(self) -> None:
+        """A persistent session's connection ends: it leaves its shared subscriptions' groups
+        (their consumers serve the members still here, and it joins again when it resumes),
+        and what reaches it while away waits in memory."""
+        consumers = self.consumers
+        if consumers is None:
+            return
+        for sid in list(consumers.shared_by_sid):
+            self._unback(sid)
+            sub = self.subs.get(sid)
+            if isinstance(sub, MQTTSubscription):
+                sub.backed = False
 
     def _subscribe_deliver(self, sub: ConsumerSubscription) -> None:
         self.account.sublist.insert(sub)
@@ -702,6 +787,8 @@ class MQTTSession(Client):
                 self.inflight.pubrel[packet_id] = msg.reply
                 self.outbound.push(frames.pub_response(p.PUBREL, packet_id))
             return
+        if target.queue and not consumers.takes_shared(sub.durable, msg.reply):
+            return  # another member of the shared subscription's group takes it
         subject = msg.subject[len(MESSAGES_PREFIX) :]
         qos = min(message_qos(header), target.qos) if header else 0
         if not subject or not qos:
@@ -712,8 +799,8 @@ class MQTTSession(Client):
         properties: p.Properties | None = None
         retain = False
         if self.version == p.MQTT_5:
-            origin, retained = v5.stored_origin(header)
-            properties = v5.delivery_properties(header, b"", b"")
+            origin, retained, response_topic = v5.stored_origin(header)
+            properties = v5.delivery_properties(header, b"", response_topic)
             if properties is None or (
                 target.options & p.SUB_NO_LOCAL and origin == self.client_id.encode()
             ):
@@ -728,7 +815,7 @@ class MQTTSession(Client):
         payload = msg.payload[header_size:] if header_size > 0 else msg.payload
         self.stats.sent(1, len(payload))
         topic = subject_to_topic(subject)
-        head = frames.publish_head(topic, len(payload), qos, retain, dup, packet_id, properties)
+        head = self._publish_head(topic, len(payload), qos, retain, dup, packet_id, properties)
         self.outbound.push(head + payload)
 
     def _process_pubrec(self, packet_id: int) -> None:
@@ -770,20 +857,37 @@ class MQTTSession(Client):
         if properties is None and self.version == p.MQTT_5:
             properties = {}
         if qos == 0:
-            head = frames.publish_head(topic, len(payload), 0, retain, False, 0, properties)
+            head = self._publish_head(topic, len(payload), 0, retain, False, 0, properties)
             self.outbound.push(head + payload)
             return
         packet_id = self.inflight.track(topic, payload, qos, retain, properties)
         if packet_id:
-            head = frames.publish_head(
+            head = self._publish_head(
                 topic, len(payload), qos, retain, False, packet_id, properties
             )
             self.outbound.push(head + payload)
             self._arm_redelivery()
 
+    def _publish_head(
+        self,
+        topic: bytes,
+        size: int,
+        qos: int,
+        retain: bool,
+        dup: bool,
+        packet_id: int,
+        properties: p.Properties | None,
+    ) -> bytes:
+        """A PUBLISH head for this client: toward an MQTT 5 client that accepts topic
+        aliases, the topic goes once with an alias and then as the alias alone."""
+        aliases = self.server_aliases
+        if aliases is not None and properties is not None:
+            topic, properties = aliases.apply(topic, properties)
+        return frames.publish_head(topic, size, qos, retain, dup, packet_id, properties)
+
     def _send_backlog(self) -> None:
         for packet_id, entry in self.inflight.release_backlog():
-            head = frames.publish_head(
+            head = self._publish_head(
                 entry.topic,
                 len(entry.payload),
                 entry.qos,
@@ -808,7 +912,7 @@ class MQTTSession(Client):
             if entry.released:
                 self.outbound.push(frames.pub_response(p.PUBREL, packet_id))
             else:
-                head = frames.publish_head(
+                head = self._publish_head(
                     entry.topic,
                     len(entry.payload),
                     entry.qos,

@@ -16,23 +16,28 @@ session's `$MQTT_PUBREL_<hash>` consumer. So all of it survives a restart on the
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import jetstream_of
 from pynatsd.jetstream.consumer_checks import check_consumer_config
 from pynatsd.jetstream.consumer_config import ConsumerConfig, set_consumer_defaults
-from pynatsd.jetstream.errors import ApiError
+from pynatsd.jetstream.errors import ApiError, replicas_not_supported
 from pynatsd.jetstream.stream_checks import check_stream_config
 from pynatsd.jetstream.stream_config import StreamConfig, set_static_stream_metadata
+from pynatsd.logger import log
 from pynatsd.mqtt import packets as p
+from pynatsd.mqtt import properties as props
 from pynatsd.mqtt.nats_headers import SUBJECT_HEADER
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.jetstream.stream import Stream
+    from pynatsd.options import Options
     from pynatsd.server.accounts import Account
     from pynatsd.server.server import Server
 
@@ -51,17 +56,39 @@ SUB_DELIVER_PREFIX = "$MQTT.sub."
 PUBREL_DELIVER_PREFIX = "$MQTT.deliver.pubrel."
 PUBREL_DURABLE_PREFIX = "$MQTT_PUBREL_"
 PUBREL_HEADER = b"Nmqtt-PubRel"
+# pynatsd's: an MQTT 5 QoS 2 message's properties (base64 of their MQTT encoding) and when it
+# came (Unix ms), while it waits for PUBREL in `$MQTT_qos2in`.
+PROPERTIES_HEADER = b"Nmqtt-Props"
+RECEIVED_HEADER = b"Nmqtt-Received"
+# pynatsd's: the consumer of an MQTT 5 shared subscription (one per group and filter).
+SHARED_DURABLE_PREFIX = "$MQTT_SHARE_"
 
-# (name, subjects, retention, one message per subject), as nats-server makes them.
+# (name, subjects, retention, one message per subject, what nats-server's messages call it),
+# in the order nats-server looks them up and makes them.
 _STREAMS = (
-    (SESSIONS, f"{SESSIONS_PREFIX}>", "limits", True),
-    (MESSAGES, f"{MESSAGES_PREFIX}>", "interest", False),
-    (RETAINED, f"{RETAINED_PREFIX}>", "limits", True),
-    (QOS2_IN, f"{QOS2_IN_PREFIX}>", "limits", True),
-    (OUT, "$MQTT.out.>", "interest", False),
+    (SESSIONS, "", "limits", True, "sessions"),  # its subjects name the domain (below)
+    (MESSAGES, f"{MESSAGES_PREFIX}>", "interest", False, "messages"),
+    (QOS2_IN, f"{QOS2_IN_PREFIX}>", "limits", True, "QoS2 incoming messages"),
+    (OUT, "$MQTT.out.>", "interest", False, "QoS2 outgoing PUBREL"),
+    (RETAINED, f"{RETAINED_PREFIX}>", "limits", True, "retained messages"),
 )
 
+
+class StoreError(Exception):
+    """An account's MQTT streams cannot be made; the text is nats-server's, and the client
+    that needed them is refused with it ("unable to connect: ...")."""
+
+
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def mqtt_domain(opts: Options) -> str:
+    """The JetStream domain MQTT's requests go to: the block's `js_domain`, else this server's
+    JetStream domain ("" for none), as mqttCreateAccountSessionManager picks it."""
+    mqtt = opts.mqtt
+    if mqtt is not None and mqtt.js_domain:
+        return mqtt.js_domain
+    return opts.jetstream_domain
 
 
 def client_id_hash(client_id: str) -> str:
@@ -77,17 +104,58 @@ class AccountStore:
         self.server = server
         self.account = account
         self.origin = server.options.server_name
+        self.domain = mqtt_domain(server.options)
+        # Session records are on `$MQTT.sess.<domain>.<hash>` when there is a domain
+        # (nats-server's domainTk), else `$MQTT.sess.<hash>`.
+        self.sessions_prefix = SESSIONS_PREFIX + (f"{self.domain}." if self.domain else "")
+        # Shared subscriptions' consumers -> the client ids of their members.
+        self.shared_members: dict[str, set[str]] = {}
         js = jetstream_of(server)
         self._ajs: AccountJetStream | None = None if js is None else js.accounts.get(account.name)
         if self._ajs is not None:
-            for name, subject, retention, last_only in _STREAMS:
-                if name not in self._ajs.streams:
-                    config = StreamConfig(name=name, subjects=[subject], retention=retention)
-                    if last_only:
-                        config.max_msgs_per_subject = 1
-                    config = check_stream_config(config, False, self._ajs.stream_configs())
-                    set_static_stream_metadata(config)
-                    self._ajs.add_stream(config)
+            self._make_streams(self._ajs)
+
+    def _make_streams(self, ajs: AccountJetStream) -> None:
+        """The five streams, made when missing, with the block's `stream_replicas` (1 when
+        unset: this server is never a clustered JetStream), as mqttCreateAccountSessionManager;
+        StoreError with nats-server's text when one cannot be made."""
+        mqtt = self.server.options.mqtt
+        configured = mqtt.stream_replicas if mqtt is not None else 0
+        replicas = configured if configured > 0 else 1
+        name = self.account.name
+        text = f'Creating MQTT streams/consumers with replicas {replicas} for account "{name}"'
+        if mqtt is not None and mqtt.js_domain:
+            text += f' in domain "{mqtt.js_domain}"'
+        log.info("%s", text)
+        for stream, subject, retention, last_only, what in _STREAMS:
+            subject = subject or f"{self.sessions_prefix}>"
+            existing = ajs.streams.get(stream)
+            if existing is not None:
+                current = max(existing.config.num_replicas, 1)
+                if configured > 0 and current != replicas:
+                    log.warning(
+                        "MQTT %s stream replicas mismatch: current is %d but configuration is "
+                        "%d for '%s > %s'",
+                        what,
+                        current,
+                        replicas,
+                        name,
+                        stream,
+                    )
+                continue
+            config = StreamConfig(name=stream, subjects=[subject], retention=retention)
+            config.num_replicas = replicas
+            if last_only:
+                config.max_msgs_per_subject = 1
+            try:
+                config = check_stream_config(config, False, ajs.stream_configs())
+                if config.num_replicas > 1:
+                    raise replicas_not_supported()
+            except ApiError as e:
+                detail = f"{e.description} ({e.err_code})"
+                raise StoreError(f'create {what} stream for account "{name}": {detail}') from None
+            set_static_stream_metadata(config)
+            ajs.add_stream(config)
 
     def _stream(self, name: str) -> Stream | None:
         return None if self._ajs is None else self._ajs.streams.get(name)
@@ -105,7 +173,7 @@ class AccountStore:
         stream = self._stream(SESSIONS)
         if stream is None:
             return None
-        stored = stream.store.load_last_msg(SESSIONS_PREFIX + client_id_hash(client_id))
+        stored = stream.store.load_last_msg(self.sessions_prefix + client_id_hash(client_id))
         if stored is None or not stored.data:
             return None
         try:
@@ -117,33 +185,46 @@ class AccountStore:
                 sid.encode(): (str(cc["durable_name"]), str(cc["deliver_subject"]))
                 for sid, cc in (record.get("cons") or {}).items()
             }
-            return StoredSession(subs, cons)
+            shared = {
+                (str(x["group"]).encode(), str(x["subject"]).encode()): int(x["qos"])
+                for x in record.get("shared") or []
+            }
+            options = {
+                sid.encode(): (int(kept[0]), int(kept[1]))
+                for sid, kept in (record.get("v5") or {}).items()
+            }
+            return StoredSession(subs, cons, shared, options)
         except (ValueError, AttributeError, TypeError, KeyError):
             return None  # not a session record pynatsd or nats-server wrote
 
-    def save_session(
-        self,
-        client_id: str,
-        subs: dict[bytes, int],
-        cons: dict[bytes, tuple[str, str]] | None = None,
-    ) -> None:
+    def save_session(self, client_id: str, session: StoredSession) -> None:
         record: dict[str, object] = {"origin": self.origin, "id": client_id}
-        if subs:
-            record["subs"] = {subject.decode(): qos for subject, qos in subs.items()}
-        if cons:
+        if session.subs:
+            record["subs"] = {subject.decode(): qos for subject, qos in session.subs.items()}
+        # pynatsd's fields (nats-server has no MQTT 5): shared subscriptions (group, subject,
+        # QoS), and the subscription options and identifiers beyond the QoS, by sid.
+        if session.shared:
+            record["shared"] = [
+                {"group": group.decode(), "subject": subject.decode(), "qos": qos}
+                for (group, subject), qos in session.shared.items()
+            ]
+        if session.options:
+            record["v5"] = {sid.decode(): list(kept) for sid, kept in session.options.items()}
+        if session.cons:
             record["cons"] = {
                 sid.decode(): self._consumer_json(MESSAGES, durable, deliver)
-                for sid, (durable, deliver) in cons.items()
+                for sid, (durable, deliver) in session.cons.items()
             }
         pubrel = PUBREL_DURABLE_PREFIX + client_id_hash(client_id)
         if self.has_consumer(OUT, pubrel):
             record["pubrel"] = self._consumer_json(OUT, pubrel, "")
-        self._publish(SESSIONS_PREFIX + client_id_hash(client_id), b"", json.dumps(record).encode())
+        subject = self.sessions_prefix + client_id_hash(client_id)
+        self._publish(subject, b"", json.dumps(record).encode())
 
     def delete_session(self, client_id: str) -> None:
         stream = self._stream(SESSIONS)
         if stream is not None:
-            stream.purge(subject=SESSIONS_PREFIX + client_id_hash(client_id))
+            stream.purge(subject=self.sessions_prefix + client_id_hash(client_id))
 
     # -- retained messages -----------------------------------------------------------------------
 
@@ -261,9 +342,9 @@ class AccountStore:
         if stream is not None and stream.store.load_last_msg(key) is None:
             self._publish(key, header, payload)
 
-    def take_qos2(self, client_id: str, packet_id: int) -> tuple[bytes, bool, bytes] | None:
-        """The QoS 2 message a PUBREL releases (its subject, retain flag and payload),
-        removed."""
+    def take_qos2(self, client_id: str, packet_id: int) -> p.Publish | None:
+        """The QoS 2 message a PUBREL releases (its topic as a NATS subject, retain flag,
+        payload and MQTT 5 properties), removed."""
         stream = self._stream(QOS2_IN)
         if stream is None:
             return None
@@ -277,7 +358,9 @@ class AccountStore:
         flags = fields.get(b"Nmqtt-Pub", b"2")
         if not subject:
             return None
-        return subject, bool(int(flags[1:2] or b"0", 16) & 1), stored.data
+        retain = bool(int(flags[1:2] or b"0", 16) & 1)
+        properties = stored_properties(fields)
+        return p.Publish(subject, stored.data, 2, retain, False, packet_id, properties)
 
     def store_pubrel(self, id_hash: str, packet_id: int) -> None:
         """A PUBREL to send until PUBCOMP (nats-server's mqttNewDeliverablePubRel)."""
@@ -289,20 +372,55 @@ class AccountStore:
             self.server.publish_internal(self.account, subject, "", header, data)
 
 
-def qos2_header(subject: bytes, retain: bool) -> bytes:
+def qos2_header(
+    subject: bytes, retain: bool, properties: p.Properties | None = None, now: float = 0.0
+) -> bytes:
     """The header of a QoS 2 message waiting for PUBREL: the QoS and the PUBLISH flags, and
-    the subject it goes to (nats-server's mqttNewDeliverableMessage with encodePP)."""
+    the subject it goes to (nats-server's mqttNewDeliverableMessage with encodePP); an MQTT 5
+    message's properties too, as their MQTT encoding and the time they came (pynatsd's,
+    so they survive a restart as the message does)."""
     flags = 4 | int(retain)
-    return b"NATS/1.0\r\nNmqtt-Pub:2%x\r\n%s:%s\r\n\r\n" % (flags, SUBJECT_HEADER, subject)
+    header = b"NATS/1.0\r\nNmqtt-Pub:2%x\r\n%s:%s\r\n" % (flags, SUBJECT_HEADER, subject)
+    kept = {k: v for k, v in (properties or {}).items() if k != props.TOPIC_ALIAS}
+    if kept:
+        encoded = base64.b64encode(props.encode(kept))
+        received = int((now or time.time()) * 1000)
+        header += b"%s:%s\r\n%s:%d\r\n" % (PROPERTIES_HEADER, encoded, RECEIVED_HEADER, received)
+    return header + b"\r\n"
+
+
+def stored_properties(fields: dict[bytes, bytes], now: float = 0.0) -> p.Properties:
+    """The MQTT 5 properties `qos2_header` kept, the Message Expiry Interval less the time
+    the message waited (0 left: expired)."""
+    encoded = fields.get(PROPERTIES_HEADER)
+    if not encoded:
+        return {}
+    try:
+        block = base64.b64decode(encoded)  # the property block, its length first
+        properties, _ = props.decode(block, 0, len(block))
+    except ValueError:  # not what qos2_header wrote (MalformedError is one)
+        return {}
+    expiry = properties.get(props.MESSAGE_EXPIRY_INTERVAL)
+    if expiry is not None:
+        received = int(fields.get(RECEIVED_HEADER, b"0") or b"0") / 1000
+        waited = int((now or time.time()) - received) if received else 0
+        properties[props.MESSAGE_EXPIRY_INTERVAL] = max(expiry - waited, 0)
+    return properties
 
 
 @dataclass(slots=True)
 class StoredSession:
-    """A persistent session's record: its filters and its QoS 1/2 subscriptions' consumers."""
+    """A persistent session's record: its filters, its QoS 1/2 subscriptions' consumers, its
+    shared subscriptions and MQTT 5 subscription options."""
 
     subs: dict[bytes, int] = field(default_factory=dict)
     # sid -> (durable name, deliver subject)
     cons: dict[bytes, tuple[str, str]] = field(default_factory=dict)
+    # MQTT 5 shared subscriptions: (group, NATS subject) -> QoS
+    shared: dict[tuple[bytes, bytes], int] = field(default_factory=dict)
+    # MQTT 5: sid -> (subscription options byte, Subscription Identifier), where they say
+    # more than the QoS
+    options: dict[bytes, tuple[int, int]] = field(default_factory=dict)
 
 
 def header_fields(header: bytes) -> dict[bytes, bytes]:

@@ -125,22 +125,26 @@ def shared_filter(topic_filter: bytes) -> tuple[bytes, bytes] | None:
 
 
 # Kept with a message from an MQTT 5 client in `$MQTT_msgs` (never sent to NATS subscribers):
-# who published it (No Local) and whether it was retained (Retain As Published).
+# who published it (No Local), whether it was retained (Retain As Published) and its Response
+# Topic (a stored message has no reply subject).
 ORIGIN_CLIENT = b"Nmqtt-Origin-Client"
 RETAINED = b"Nmqtt-Retained"
+RESPONSE = b"Nmqtt-Response"
 
 
-def stored_header(header: bytes, client_id: str, retain: bool) -> bytes:
+def stored_header(header: bytes, client_id: str, retain: bool, response_topic: str = "") -> bytes:
     """The header block of an MQTT 5 client's QoS 1/2 message as `$MQTT_msgs` keeps it."""
     extra = b"%s:%s\r\n" % (ORIGIN_CLIENT, client_id.encode())
     if retain:
         extra += b"%s:1\r\n" % RETAINED
+    if response_topic and "\r" not in response_topic and "\n" not in response_topic:
+        extra += b"%s:%s\r\n" % (RESPONSE, response_topic.encode())
     return header[:-2] + extra + b"\r\n"
 
 
-def stored_origin(header: bytes) -> tuple[bytes, bool]:
-    """The publisher's client id and retain flag kept by `stored_header`."""
-    origin = b""
+def stored_origin(header: bytes) -> tuple[bytes, bool, bytes]:
+    """The publisher's client id, retain flag and response topic kept by `stored_header`."""
+    origin = response = b""
     retained = False
     for line in header.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
@@ -148,4 +152,30 @@ def stored_origin(header: bytes) -> tuple[bytes, bool]:
             origin = value
         elif name == RETAINED:
             retained = value == b"1"
-    return origin, retained
+        elif name == RESPONSE:
+            response = value
+    return origin, retained, response
+
+
+class ServerAliases:
+    """Topic aliases toward one MQTT 5 connection [MQTT-3.3.2-8]: the first PUBLISH of a topic
+    carries it with a new alias, the next ones an empty topic and the alias, up to the
+    client's Topic Alias Maximum; topics beyond it go in full. The mapping lives as long as
+    the connection."""
+
+    __slots__ = ("by_topic", "maximum")
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = maximum
+        self.by_topic: dict[bytes, int] = {}
+
+    def apply(self, topic: bytes, properties: props_dict) -> tuple[bytes, props_dict]:
+        """The topic to write and the properties with the alias (a copy: the caller's may be
+        kept for a redelivery)."""
+        alias = self.by_topic.get(topic)
+        if alias is not None:
+            return b"", {**properties, props.TOPIC_ALIAS: alias}
+        if len(self.by_topic) >= self.maximum:
+            return topic, properties
+        alias = self.by_topic[topic] = len(self.by_topic) + 1
+        return topic, {**properties, props.TOPIC_ALIAS: alias}

@@ -148,6 +148,9 @@ class Server:
         # Set by the leaf nodes part: makes a leaf connection of a websocket upgrade for the
         # `/leafnode` path (None: such an upgrade is a client, as without leaf nodes).
         self.websocket_leaf: Callable[[], asyncio.Protocol] | None = None
+        # Set by the MQTT part: an MQTT connection for a websocket upgrade on `/mqtt` (None:
+        # such an upgrade is refused with 404, as nats-server without MQTT).
+        self.websocket_mqtt: Callable[[], asyncio.Protocol] | None = None
         # Run once the server is ready (its client port known), as nats-server starts its
         # routes after the client listener.
         self.ready_hooks: list[Callable[[], None]] = []

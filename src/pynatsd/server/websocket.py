@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from websockets.exceptions import InvalidState
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 MAX_MESSAGE = 64 * 1024 * 1024
 # The path a leaf node's upgrade asks for (nats-server's leafNodeWSPath).
 LEAFNODE_PATH = "/leafnode"
+# The path an MQTT client's upgrade asks for (nats-server's mqttWSPath), and the header
+# nats-server's answer to it always carries, whatever the request offered (wsMQTTSecProto).
+MQTT_PATH = "/mqtt"
+MQTT_PROTOCOL_HEADER = ("Sec-Websocket-Protocol", "mqtt")
 _DATA = (Opcode.BINARY, Opcode.TEXT, Opcode.CONT)
 
 
@@ -68,6 +73,8 @@ class WebSocketTransport(asyncio.Transport):
         self._ws = ws
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return  # as on TCP, nothing is sent (an MQTT server's empty greeting)
         try:
             self._ws.send_binary(bytes(data))
         except InvalidState:
@@ -129,22 +136,47 @@ class WebSocketConnection(asyncio.Protocol):
 
     def _upgrade(self, request: Request) -> None:
         assert self.raw is not None
+        path = request.path.split("?", 1)[0]  # Go's EscapedPath: no query
+        mqtt = path.endswith(MQTT_PATH)
+        if mqtt and self.server.websocket_mqtt is None:
+            # nats-server checks this before anything else of the request.
+            self._refuse(404, "mqtt websocket endpoint not enabled")
+            return
         response = self.ws.accept(request)
+        if mqtt and response.status_code == 101:
+            response.headers[MQTT_PROTOCOL_HEADER[0]] = MQTT_PROTOCOL_HEADER[1]
         self.ws.send_response(response)
         self.raw.write(b"".join(self.ws.data_to_send()))
         if response.status_code != 101:
             log.error("WebSocket handshake refused: %s", response.reason_phrase)
             self.raw.close()
             return
-        self.client = self._endpoint(request.path)
+        self.client = self._endpoint(path, mqtt)
         self.client.connection_made(WebSocketTransport(self.raw, self.ws))
 
-    def _endpoint(self, path: str) -> asyncio.Protocol:
+    def _refuse(self, status: int, why: str) -> None:
+        """nats-server's wsReturnHTTPError: the status text as the body, the reason logged."""
+        assert self.raw is not None
+        response = self.ws.reject(status, HTTPStatus(status).phrase + "\n")
+        response.headers["Sec-Websocket-Version"] = "13"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        del response.headers["Connection"]  # Go's http.Error sets none
+        self.ws.send_response(response)
+        self.raw.write(b"".join(self.ws.data_to_send()))
+        peer = self.raw.get_extra_info("peername")
+        where = f"{peer[0]}:{peer[1]} - " if peer else ""
+        log.error("%swebsocket handshake error: %s", where, why)
+        self.raw.close()
+
+    def _endpoint(self, path: str, mqtt: bool) -> asyncio.Protocol:
         """nats-server's wsUpgrade: a path ending in `/leafnode` is a leaf node dialing in (when
-        this server takes leafs), anything else a client."""
+        this server takes leafs), one ending in `/mqtt` an MQTT client, anything else a
+        client."""
         leaf = self.server.websocket_leaf
-        if leaf is not None and path.split("?", 1)[0].endswith(LEAFNODE_PATH):
+        if leaf is not None and path.endswith(LEAFNODE_PATH):
             return leaf()
+        if mqtt and self.server.websocket_mqtt is not None:
+            return self.server.websocket_mqtt()
         client = Client(self.server)
         client.websocket = True
         return client
