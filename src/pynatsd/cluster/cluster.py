@@ -124,7 +124,7 @@ class Gateways(Protocol):
         """A routed message with a gateway-routed subject or reply: handled (True)."""
 
 
-class Cluster(LinkListener):
+class Cluster(LinkListener[Route]):
     """The `cluster` part of a server."""
 
     name = "cluster"
@@ -144,7 +144,6 @@ class Cluster(LinkListener):
         self.pool_size = max(opts.pool_size, 0)
         self.pinned_accounts = self._pinned_of(opts)
         self.pinned_changes = PinnedAccounts(self)  # what a reload does to them
-        self.connecting: set[Route] = set()  # every open route connection
         self.self_urls: set[str] = set()  # configured URLs that turned out to be ourselves
         # `tls {}`: every route is TLS, both ways (its contexts built once).
         self.tls: PeerTLS | None = peer_contexts(opts.tls) if opts.tls is not None else None

@@ -108,7 +108,7 @@ def _host_port(url: str) -> tuple[str, int]:
     return parsed.hostname or "127.0.0.1", parsed.port or 7222
 
 
-class Gateway(LinkListener):
+class Gateway(LinkListener[GatewayConnection]):
     """The `gateway` part of a server."""
 
     name = "gateway"  # the part's name; the gateway's own is `gateway_name`
@@ -130,7 +130,6 @@ class Gateway(LinkListener):
         ]  # ownCfgURLs, for /varz
         self.outbound: dict[str, GatewayConnection] = {}
         self.inbound: dict[int, GatewayConnection] = {}
-        self.connecting: set[GatewayConnection] = set()
         self.host = opts.host
         self.url = ""  # this server's gateway URL, host:port
         self.urls: list[str] = []  # the gateway URLs of every server of this cluster
