@@ -92,9 +92,18 @@ def parse(data: bytes, expect_connect: bool = False) -> list[tuple[object, ...]]
         (b"LS+ LX $G lx.q g1 1\r\n", ("RS+", b"LX", b"$G", b"lx.q", b"g1", 1)),
         (b"LS- LX $G lx.sub\r\n", ("RS-", b"LX", b"$G", b"lx.sub", b"")),
         (b"LS- LX $G lx.q g1\r\n", ("RS-", b"LX", b"$G", b"lx.q", b"g1")),
-        (b"RMSG $G foo 5\r\nhello\r\n", ("MSG", b"", b"$G", b"foo", b"", b"hello", -1, ())),
-        (b"RMSG $G foo r.1 2\r\nhi\r\n", ("MSG", b"", b"$G", b"foo", b"r.1", b"hi", -1, ())),
-        (b"RMSG $G bar | q1 1\r\nx\r\n", ("MSG", b"", b"$G", b"bar", b"", b"x", -1, (b"q1",))),
+        (
+            b"RMSG $G foo 5\r\nhello\r\n",
+            ("MSG", b"", b"$G", b"foo", b"", b"hello", -1, ()),
+        ),
+        (
+            b"RMSG $G foo r.1 2\r\nhi\r\n",
+            ("MSG", b"", b"$G", b"foo", b"r.1", b"hi", -1, ()),
+        ),
+        (
+            b"RMSG $G bar | q1 1\r\nx\r\n",
+            ("MSG", b"", b"$G", b"bar", b"", b"x", -1, (b"q1",)),
+        ),
         (
             b"RMSG $G bar + r q1 q2 1\r\nx\r\n",
             ("MSG", b"", b"$G", b"bar", b"r", b"x", -1, (b"q1", b"q2")),
@@ -244,7 +253,14 @@ def test_repeated_lines_take_the_fast_path() -> None:
         ("Ping",),
         ("MSG", b"", b"$G", b"foo", b"", b"yo", -1, ()),
     ]
-    assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun, Pub, Ping, RouteMsgRun]
+    assert [type(ev) for ev in events] == [
+        Pub,
+        Pub,
+        RouteMsgRun,
+        Pub,
+        Ping,
+        RouteMsgRun,
+    ]
     runs = [ev for ev in events if isinstance(ev, RouteMsgRun)]
     assert [run.tails for run in runs] == [[b"hi\r\n", b"hi\r\n"], [b"yo\r\n"]]
     foo = [ev.line for ev in events if type(ev) is Pub][:2] + [run.line for run in runs]
@@ -252,6 +268,78 @@ def test_repeated_lines_take_the_fast_path() -> None:
     # A plain RouteParser (the base of other server links) gives RouteMsg events instead.
     plain = RouteParser()
     assert [type(ev) for ev in plain.feed(data)] == [RouteMsg] * 5 + [Ping, RouteMsg]
+
+
+LINE = b"RMSG $G foo 3\r\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    count=st.integers(0, 150),
+    breaks=st.lists(
+        st.tuples(
+            st.integers(0, 150),
+            st.sampled_from(
+                [
+                    b"PING\r\n",
+                    b"RMSG $G foo 2\r\nab\r\n",
+                    b"RMSG $G bar 3\r\nabc\r\n",
+                    b"RMSG $G foo 3\r\nab",
+                ]
+            ),
+        ),
+        max_size=3,
+    ),
+    payloads=st.lists(st.sampled_from([b"abc", b"\r\nR", b"MSG", b"foo"]), min_size=1, max_size=4),
+    cuts=st.lists(st.integers(0, 3000), max_size=3),
+)
+def test_long_runs_read_as_one_block(
+    count: int, breaks: list[tuple[int, bytes]], payloads: list[bytes], cuts: list[int]
+) -> None:
+    """A long run of one line (payloads that hold the line itself included) is one block;
+    another op, another line, another size or the end of a read ends it; the messages and
+    each receiver's frames are what they are read one by one."""
+    messages = [LINE + payloads[i % len(payloads)] + b"\r\n" for i in range(count)]
+    messages.insert(0, LINE + b"xyz\r\n" + LINE + b"xyz\r\n")  # the line seen: runs begin
+    if count > 5:
+        messages[5] = LINE + b"RMSG $G foo 3\r\n"[:3] + b"\r\n"
+    for at, other in breaks:
+        messages.insert(min(at, len(messages)), other)
+    data = b"".join(messages)
+    if data.endswith(b"ab"):
+        data += b"c\r\n"
+    whole = parse(data)
+    parser = RouteRunParser()
+    events: list[Event | Pub] = []
+    start = 0
+    for cut in sorted(c % (len(data) + 1) for c in cuts):
+        events += parser.feed(data[start:cut])
+        start = cut
+    events += parser.feed(data[start:])
+    assert describe_all(events, parser) == whole
+    head = b"MSG foo 1 3\r\n"
+    for run in (ev for ev in events if isinstance(ev, RouteMsgRun)):
+        for i in range(run.count):
+            assert run.framed(head, i) == b"".join(head + tail for tail in run.tails[i:])
+
+
+def test_a_stream_of_one_line_is_one_block() -> None:
+    """A read of messages with the line of the one before, each as long as the others, is
+    one run taken as one block; a receiver's frames are made from it in one pass."""
+    parser = RouteRunParser()
+    data = (LINE + b"abc\r\n") * 100
+    events = parser.feed(data)
+    assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun]
+    run = events[2]
+    assert isinstance(run, RouteMsgRun) and run.block and run.count == 98
+    assert run.framed(b"MSG foo 1 3\r\n", 90) == b"MSG foo 1 3\r\nabc\r\n" * 8
+    # Payloads that are the line itself: each message framed all the same.
+    line = b"RMSG $G foo 16\r\n"
+    events = parser.feed((line + line + b"\r\n") * 20)
+    assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun]
+    run = events[2]
+    assert isinstance(run, RouteMsgRun) and run.block and run.count == 18
+    assert run.framed(b"MSG foo 1 16\r\n", 1) == (b"MSG foo 1 16\r\n" + line + b"\r\n") * 17
 
 
 def test_ping_pong_ok_events() -> None:
@@ -297,7 +385,8 @@ def test_leaf_origin_frames_and_pinned_ops() -> None:
     )
     parser = RouteParser(account=b"$SYS")
     events = describe_all(
-        parser.feed(b"LS+ LX a.b g 2\r\nLS- LX a.b g\r\nLMSG LX a.b 0 1\r\nx\r\n"), parser
+        parser.feed(b"LS+ LX a.b g 2\r\nLS- LX a.b g\r\nLMSG LX a.b 0 1\r\nx\r\n"),
+        parser,
     )
     assert events == [
         ("RS+", b"LX", b"$SYS", b"a.b", b"g", 2),

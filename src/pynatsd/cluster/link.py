@@ -52,6 +52,32 @@ NO_PERMISSIONS = PermissionChecker(None)
 FIRST_PING = 1.0
 
 
+# Between failed dials of a route or a gateway: a second, or with `connect_backoff` doubled
+# each time up to 30 s (nats-server's DEFAULT_ROUTE_CONNECT_MAX, gatewayConnectMaxDelay).
+RETRY_DELAY = 1.0
+RETRY_MAX_DELAY = 30.0
+
+
+class RetryDelays:
+    """The waits between failed dials of one route or gateway (nats-server's attemptDelay in
+    connectToRoute, and solicitGateway's): a second each, or with `connect_backoff` a second
+    doubled after each failed attempt, up to 30 s. Once connected it starts again from a
+    second."""
+
+    def __init__(self, backoff: bool) -> None:
+        self.backoff = backoff
+        self.delay = RETRY_DELAY
+
+    def next(self) -> float:
+        delay = self.delay
+        if self.backoff:
+            self.delay = min(delay * 2, RETRY_MAX_DELAY)
+        return delay
+
+    def reset(self) -> None:
+        self.delay = RETRY_DELAY
+
+
 class Link(asyncio.Protocol):
     """A connection to another server. Subclasses say what they are (`kind`, in log lines),
     how often they ping, and what to do once closed."""
@@ -216,16 +242,15 @@ class Link(asyncio.Protocol):
         the rest go to each planned receiver as one frame (its MSG line before each payload)."""
         plans = self.plans
         line = run.line
-        tails = run.tails
-        for i, tail in enumerate(tails):
+        count = run.count
+        for i in range(count):
             plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
             if plan is None or plan.genid != plan.sublist.genid:  # type: ignore[union-attr]
-                self._process_msg(RouteMsg(run.account, run.pub(tail), ()))
+                self._process_msg(RouteMsg(run.account, run.pub(run.tail(i)), ()))
                 if self.closed:
                     return
                 continue
-            rest = tails[i:] if i else tails
-            k = len(rest)
+            k = count - i
             nbytes = k * run.size
             stats = self.stats
             stats.in_msgs += k
@@ -236,7 +261,7 @@ class Link(asyncio.Protocol):
             plan.nbytes += nbytes
             dirty = self.server.dirty
             for outbound, _, head in plan.targets:
-                outbound.frames.append(head + head.join(rest))
+                outbound.frames.append(run.framed(head, i))
                 if not outbound.dirty:
                     outbound.dirty = True
                     dirty.append(outbound)

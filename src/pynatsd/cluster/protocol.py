@@ -159,18 +159,104 @@ class RouteMsg(Event):
 class RouteMsgRun(Event):
     """Plain RMSGs with the same line, one after the other in one read (a peer forwarding a
     stream): the line's account, subject, reply, payload size, size as written and argument
-    (the same bytes object as the `line` of the bare `Pub` that came first), and each
-    message's payload with its CRLF, as it came."""
+    (the same bytes object as the `line` of the bare `Pub` that came first), and the messages:
+    each one's payload with its CRLF, as it came (`tails`), or, when the parser took them in
+    one piece, `block`, the bytes they came as (the whole line, `repeat`, before each)."""
 
-    __slots__ = ("account", "line", "reply", "size", "size_text", "subject", "tails")
+    __slots__ = (
+        "_tails",
+        "account",
+        "block",
+        "line",
+        "repeat",
+        "reply",
+        "size",
+        "size_text",
+        "subject",
+    )
 
-    def __init__(self, memo: _RmsgLine) -> None:
+    def __init__(self, memo: _RmsgLine, repeat: bytes = b"", block: bytes = b"") -> None:
         self.account, self.subject, self.reply, self.size, self.size_text, self.line = memo
-        self.tails: list[bytes] = []
+        self._tails: list[bytes] = []
+        self.repeat = repeat
+        self.block = block
+
+    @property
+    def tails(self) -> list[bytes]:
+        """Each message's payload with its CRLF."""
+        block = self.block
+        if block and not self._tails:
+            start, tail = len(self.repeat), self.size + 2
+            stride = start + tail
+            self._tails = [block[i : i + tail] for i in range(start, len(block), stride)]
+        return self._tails
+
+    @property
+    def count(self) -> int:
+        if self.block:
+            return len(self.block) // (len(self.repeat) + self.size + 2)
+        return len(self._tails)
+
+    def tail(self, i: int) -> bytes:
+        """Message `i`'s payload with its CRLF."""
+        if not self.block:
+            return self._tails[i]
+        stride = len(self.repeat) + self.size + 2
+        return self.block[i * stride + len(self.repeat) : (i + 1) * stride]
+
+    def framed(self, head: bytes, start: int = 0) -> bytes:
+        """The messages from number `start` on, each after `head` (a receiver's line)."""
+        block = self.block
+        if block:
+            if start:
+                block = block[start * (len(self.repeat) + self.size + 2) :]
+            if block.count(self.repeat) * (len(self.repeat) + self.size + 2) == len(block):
+                # The line nowhere but before each message (no payload holds it): swapped
+                # for `head` in one pass.
+                return block.replace(self.repeat, head)
+        tails = self.tails
+        return head + head.join(tails[start:] if start else tails)
 
     def pub(self, tail: bytes) -> Pub:
         """One of the run's messages as the `Pub` it stands for."""
         return make_pub((self.subject, self.reply, tail[:-2], -1, self.line, self.size_text, b""))
+
+
+# The fewest messages a run is taken as one block for (`_uniform_end`), and how many are looked
+# at first (a run that ends soon costs little to find out).
+_MIN_BLOCK = 8
+_PROBE = 64
+
+
+def _uniform_end(data: bytes, pos: int, repeat: bytes, size: int) -> int:
+    """Where the messages from `pos` on that each are the line `repeat` (whole, CRLF included),
+    `size` payload bytes and a CRLF end, if there are at least `_MIN_BLOCK` of them; else
+    `pos`."""
+    stride = len(repeat) + size + 2
+    most = (len(data) - pos) // stride
+    count = _uniform_count(data, pos, repeat, stride, min(most, _PROBE))
+    if count == _PROBE < most:
+        count = _uniform_count(data, pos, repeat, stride, most)
+    return pos + count * stride if count >= _MIN_BLOCK else pos
+
+
+def _uniform_count(data: bytes, pos: int, repeat: bytes, stride: int, most: int) -> int:
+    """How many of the `most` messages of `stride` bytes from `pos` on are the line `repeat`
+    then a payload and a CRLF, one after the other (0 if fewer than `_MIN_BLOCK`). Each column
+    of their bytes at one offset (every CR after a payload, every line's first byte, ...) is
+    checked at once: the messages are as long as each other."""
+    count = most
+    crlf = stride - 2
+    for column, byte in ((crlf, b"\r"), (crlf + 1, b"\n"), *enumerate(_bytes_of(repeat))):
+        if count < _MIN_BLOCK:
+            return 0
+        strip = data[pos + column : pos + count * stride : stride]
+        count = min(count, len(strip) - len(strip.lstrip(byte)))
+    return count if count >= _MIN_BLOCK else 0
+
+
+def _bytes_of(text: bytes) -> list[bytes]:
+    return [text[i : i + 1] for i in range(len(text))]
 
 
 def _split(arg: bytes) -> list[bytes]:
@@ -279,6 +365,7 @@ class RouteParser:
         # Not while the start of a line waits for its end: those bytes continue it.
         rep_len = 0 if self._partial else len(rep)
         run: list[bytes] | None = None  # the tails of the run being read, if any
+        blocks = True  # a run may be taken as one block (`_uniform_end`)
         while pos < n and not self._dead:
             if self._pending is not None:
                 # A payload split over reads: what comes first is its rest, whatever it reads.
@@ -288,6 +375,13 @@ class RouteParser:
             if rep_len and data.startswith(rep, pos):
                 memo = self._repeat_memo
                 assert memo is not None
+                if run is None and blocks:
+                    end = _uniform_end(data, pos, rep, memo[3])
+                    if end > pos:
+                        append(RouteMsgRun(memo, rep, data[pos:end]))
+                        pos = end
+                        continue
+                    blocks = False  # not worth trying again in this read
                 start = pos + rep_len
                 end = start + memo[3] + 2
                 if end <= n and data[end - 2] == 0x0D and data[end - 1] == 0x0A:
