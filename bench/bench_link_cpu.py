@@ -6,6 +6,7 @@ a loaded machine inflates the figures less than wall time would.
     python bench/bench_link_cpu.py                       # route, leaf, gateway; 16 B
     python bench/bench_link_cpu.py --kinds leaf --size 1024 --profile /tmp/leaf.prof
     python bench/bench_link_cpu.py --mixed               # two subjects taking turns (no runs)
+    python bench/bench_link_cpu.py --read 4096           # smaller reads (cut messages more often)
 
 Receivers get a transport that only counts bytes (bench_client_cpu's): what is measured is the
 link's parser, its delivery plans and the outbound buffering of one local subscriber, i.e. the
@@ -71,7 +72,7 @@ KINDS: dict[str, Callable[[Server], tuple[Link, bytes]]] = {
 
 
 async def link_cpu(
-    kind: str, size: int, batches: int, mixed: bool, profile: str | None
+    kind: str, size: int, batches: int, read: int, mixed: bool, profile: str | None
 ) -> tuple[float, int]:
     """CPU µs per message, and the bytes the subscriber was sent."""
     options = Options(
@@ -89,14 +90,16 @@ async def link_cpu(
     link, op = KINDS[kind](server)
     subjects = [b"foo.bar", b"foo.baz"] if mixed else [b"foo.bar"]
     frames = [op + b"%s %d\r\n%s\r\n" % (s, size, b"x" * size) for s in subjects]
-    per_batch = max(1, 65536 // len(frames[0]))
-    batch = b"".join(frames[i % len(frames)] for i in range(per_batch))
+    count = batches * max(1, read // len(frames[0]))
+    data = b"".join(frames[i % len(frames)] for i in range(count))
+    # Reads of `read` bytes, cut wherever that falls (a message goes on in the next read).
+    reads = [data[i : i + read] for i in range(0, len(data), read)]
     profiler = cProfile.Profile() if profile else None
     start = time.process_time()
     if profiler is not None:
         profiler.enable()
-    for _ in range(batches):
-        link.data_received(batch)
+    for chunk in reads:
+        link.data_received(chunk)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile)  # type: ignore[arg-type]
@@ -104,19 +107,22 @@ async def link_cpu(
     transport = subscriber.transport
     written = transport.written if isinstance(transport, CountingTransport) else 0
     await server.shutdown()
-    return elapsed / (batches * per_batch) * 1e6, written
+    return elapsed / count * 1e6, written
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kinds", default="route,leaf,gateway")
     parser.add_argument("--size", type=int, default=16)
-    parser.add_argument("--batches", type=int, default=100, help="reads of about 64 KiB")
+    parser.add_argument("--batches", type=int, default=100, help="reads")
+    parser.add_argument("--read", type=int, default=65000, help="bytes per read")
     parser.add_argument("--mixed", action="store_true", help="two subjects taking turns")
     parser.add_argument("--profile", default=None, help="cProfile output (one kind)")
     args = parser.parse_args()
     for kind in args.kinds.split(","):
-        us, written = asyncio.run(link_cpu(kind, args.size, args.batches, args.mixed, args.profile))
+        us, written = asyncio.run(
+            link_cpu(kind, args.size, args.batches, args.read, args.mixed, args.profile)
+        )
         print(
             f"{kind:<8} {'mixed' if args.mixed else 'run'} {args.size} B: "
             f"{us:.3f} us CPU per message (subscriber sent {written} B)"

@@ -284,6 +284,7 @@ LINE = b"RMSG $G foo 3\r\n"
                     b"PING\r\n",
                     b"RMSG $G foo 2\r\nab\r\n",
                     b"RMSG $G bar 3\r\nabc\r\n",
+                    b"RMSG $G fob 3\r\nabc\r\n",  # a message as long, another line
                     b"RMSG $G foo 3\r\nab",
                 ]
             ),
@@ -293,16 +294,13 @@ LINE = b"RMSG $G foo 3\r\n"
     payloads=st.lists(st.sampled_from([b"abc", b"\r\nR", b"MSG", b"foo"]), min_size=1, max_size=4),
     cuts=st.lists(st.integers(0, 3000), max_size=3),
 )
-def test_long_runs_read_as_one_block(
+def test_long_runs_read_in_one_piece(
     count: int, breaks: list[tuple[int, bytes]], payloads: list[bytes], cuts: list[int]
 ) -> None:
-    """A long run of one line (payloads that hold the line itself included) is one block;
-    another op, another line, another size or the end of a read ends it; the messages and
-    each receiver's frames are what they are read one by one."""
+    """A long run of one line (read in one piece) is the messages it stands for, whatever ends
+    it: another op, another line (as long or not), another size, the end of a read."""
     messages = [LINE + payloads[i % len(payloads)] + b"\r\n" for i in range(count)]
     messages.insert(0, LINE + b"xyz\r\n" + LINE + b"xyz\r\n")  # the line seen: runs begin
-    if count > 5:
-        messages[5] = LINE + b"RMSG $G foo 3\r\n"[:3] + b"\r\n"
     for at, other in breaks:
         messages.insert(min(at, len(messages)), other)
     data = b"".join(messages)
@@ -317,29 +315,28 @@ def test_long_runs_read_as_one_block(
         start = cut
     events += parser.feed(data[start:])
     assert describe_all(events, parser) == whole
-    head = b"MSG foo 1 3\r\n"
-    for run in (ev for ev in events if isinstance(ev, RouteMsgRun)):
-        for i in range(run.count):
-            assert run.framed(head, i) == b"".join(head + tail for tail in run.tails[i:])
 
 
-def test_a_stream_of_one_line_is_one_block() -> None:
-    """A read of messages with the line of the one before, each as long as the others, is
-    one run taken as one block; a receiver's frames are made from it in one pass."""
+def test_a_stream_of_one_line_is_one_run() -> None:
+    """A read of messages with the line of the one before, each as long as the others, is one
+    run, payloads that hold the line itself too."""
     parser = RouteRunParser()
-    data = (LINE + b"abc\r\n") * 100
-    events = parser.feed(data)
+    events = parser.feed((LINE + b"abc\r\n") * 100)
     assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun]
     run = events[2]
-    assert isinstance(run, RouteMsgRun) and run.block and run.count == 98
-    assert run.framed(b"MSG foo 1 3\r\n", 90) == b"MSG foo 1 3\r\nabc\r\n" * 8
-    # Payloads that are the line itself: each message framed all the same.
+    assert isinstance(run, RouteMsgRun) and run.tails == [b"abc\r\n"] * 98
     line = b"RMSG $G foo 16\r\n"
-    events = parser.feed((line + line + b"\r\n") * 20)
+    events = parser.feed((line + line + b"\r\n") * 20 + (line + b"x" * 16 + b"\r\n") * 20)
     assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun]
     run = events[2]
-    assert isinstance(run, RouteMsgRun) and run.block and run.count == 18
-    assert run.framed(b"MSG foo 1 16\r\n", 1) == (b"MSG foo 1 16\r\n" + line + b"\r\n") * 17
+    assert isinstance(run, RouteMsgRun)
+    assert run.tails == [line + b"\r\n"] * 18 + [b"x" * 16 + b"\r\n"] * 20
+    # Another line as long and, further on, a payload holding the line: as many pieces as
+    # messages, but not each as long as a payload.
+    other = b"RMSG $G fob 16\r\n"
+    plain = line + b"x" * 16 + b"\r\n"
+    data = plain * 10 + other + b"y" * 16 + b"\r\n" + line + line + b"\r\n" + plain * 10
+    assert describe_all(parser.feed(data), parser) == parse(data)
 
 
 def test_ping_pong_ok_events() -> None:

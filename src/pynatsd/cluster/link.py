@@ -242,15 +242,16 @@ class Link(asyncio.Protocol):
         the rest go to each planned receiver as one frame (its MSG line before each payload)."""
         plans = self.plans
         line = run.line
-        count = run.count
-        for i in range(count):
+        tails = run.tails
+        for i, tail in enumerate(tails):
             plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
             if plan is None or plan.genid != plan.sublist.genid:  # type: ignore[union-attr]
-                self._process_msg(RouteMsg(run.account, run.pub(run.tail(i)), ()))
+                self._process_msg(RouteMsg(run.account, run.pub(tail), ()))
                 if self.closed:
                     return
                 continue
-            k = count - i
+            rest = tails[i:] if i else tails
+            k = len(rest)
             nbytes = k * run.size
             stats = self.stats
             stats.in_msgs += k
@@ -261,7 +262,7 @@ class Link(asyncio.Protocol):
             plan.nbytes += nbytes
             dirty = self.server.dirty
             for outbound, _, head in plan.targets:
-                outbound.frames.append(run.framed(head, i))
+                outbound.frames.append(head + head.join(rest))
                 if not outbound.dirty:
                     outbound.dirty = True
                     dirty.append(outbound)

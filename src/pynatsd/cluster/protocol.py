@@ -159,104 +159,56 @@ class RouteMsg(Event):
 class RouteMsgRun(Event):
     """Plain RMSGs with the same line, one after the other in one read (a peer forwarding a
     stream): the line's account, subject, reply, payload size, size as written and argument
-    (the same bytes object as the `line` of the bare `Pub` that came first), and the messages:
-    each one's payload with its CRLF, as it came (`tails`), or, when the parser took them in
-    one piece, `block`, the bytes they came as (the whole line, `repeat`, before each)."""
+    (the same bytes object as the `line` of the bare `Pub` that came first), and each
+    message's payload with its CRLF, as it came."""
 
-    __slots__ = (
-        "_tails",
-        "account",
-        "block",
-        "line",
-        "repeat",
-        "reply",
-        "size",
-        "size_text",
-        "subject",
-    )
+    __slots__ = ("account", "line", "reply", "size", "size_text", "subject", "tails")
 
-    def __init__(self, memo: _RmsgLine, repeat: bytes = b"", block: bytes = b"") -> None:
+    def __init__(self, memo: _RmsgLine, tails: list[bytes] | None = None) -> None:
         self.account, self.subject, self.reply, self.size, self.size_text, self.line = memo
-        self._tails: list[bytes] = []
-        self.repeat = repeat
-        self.block = block
-
-    @property
-    def tails(self) -> list[bytes]:
-        """Each message's payload with its CRLF."""
-        block = self.block
-        if block and not self._tails:
-            start, tail = len(self.repeat), self.size + 2
-            stride = start + tail
-            self._tails = [block[i : i + tail] for i in range(start, len(block), stride)]
-        return self._tails
-
-    @property
-    def count(self) -> int:
-        if self.block:
-            return len(self.block) // (len(self.repeat) + self.size + 2)
-        return len(self._tails)
-
-    def tail(self, i: int) -> bytes:
-        """Message `i`'s payload with its CRLF."""
-        if not self.block:
-            return self._tails[i]
-        stride = len(self.repeat) + self.size + 2
-        return self.block[i * stride + len(self.repeat) : (i + 1) * stride]
-
-    def framed(self, head: bytes, start: int = 0) -> bytes:
-        """The messages from number `start` on, each after `head` (a receiver's line)."""
-        block = self.block
-        if block:
-            if start:
-                block = block[start * (len(self.repeat) + self.size + 2) :]
-            if block.count(self.repeat) * (len(self.repeat) + self.size + 2) == len(block):
-                # The line nowhere but before each message (no payload holds it): swapped
-                # for `head` in one pass.
-                return block.replace(self.repeat, head)
-        tails = self.tails
-        return head + head.join(tails[start:] if start else tails)
+        self.tails: list[bytes] = [] if tails is None else tails
 
     def pub(self, tail: bytes) -> Pub:
         """One of the run's messages as the `Pub` it stands for."""
         return make_pub((self.subject, self.reply, tail[:-2], -1, self.line, self.size_text, b""))
 
 
-# The fewest messages a run is taken as one block for (`_uniform_end`), and how many are looked
-# at first (a run that ends soon costs little to find out).
+# The fewest messages a run is read in one piece for (`_uniform_run`).
 _MIN_BLOCK = 8
-_PROBE = 64
 
 
-def _uniform_end(data: bytes, pos: int, repeat: bytes, size: int) -> int:
-    """Where the messages from `pos` on that each are the line `repeat` (whole, CRLF included),
-    `size` payload bytes and a CRLF end, if there are at least `_MIN_BLOCK` of them; else
-    `pos`."""
-    stride = len(repeat) + size + 2
+def _uniform_run(data: bytes, pos: int, repeat: bytes, size: int) -> list[bytes] | None:
+    """The payloads (with their CRLF) of the messages from `pos` on that each are the line
+    `repeat` (whole, CRLF included), `size` bytes and a CRLF, if at least `_MIN_BLOCK` of them
+    come one after the other; else None. Read in one piece rather than message by message:
+    the CR and the LF after every payload are each one strided slice, checked at once, and
+    the messages they frame are split on the line, each piece as long as a payload."""
+    tail = size + 2
+    stride = len(repeat) + tail
     most = (len(data) - pos) // stride
-    count = _uniform_count(data, pos, repeat, stride, min(most, _PROBE))
-    if count == _PROBE < most:
-        count = _uniform_count(data, pos, repeat, stride, most)
-    return pos + count * stride if count >= _MIN_BLOCK else pos
-
-
-def _uniform_count(data: bytes, pos: int, repeat: bytes, stride: int, most: int) -> int:
-    """How many of the `most` messages of `stride` bytes from `pos` on are the line `repeat`
-    then a payload and a CRLF, one after the other (0 if fewer than `_MIN_BLOCK`). Each column
-    of their bytes at one offset (every CR after a payload, every line's first byte, ...) is
-    checked at once: the messages are as long as each other."""
+    if most < _MIN_BLOCK or not data.startswith(repeat, pos + stride):
+        return None
+    stop = pos + most * stride
     count = most
-    crlf = stride - 2
-    for column, byte in ((crlf, b"\r"), (crlf + 1, b"\n"), *enumerate(_bytes_of(repeat))):
-        if count < _MIN_BLOCK:
-            return 0
-        strip = data[pos + column : pos + count * stride : stride]
+    for column, byte in ((stride - 2, b"\r"), (stride - 1, b"\n")):
+        strip = data[pos + column : stop : stride]
         count = min(count, len(strip) - len(strip.lstrip(byte)))
-    return count if count >= _MIN_BLOCK else 0
-
-
-def _bytes_of(text: bytes) -> list[bytes]:
-    return [text[i : i + 1] for i in range(len(text))]
+    if count < _MIN_BLOCK:
+        return None
+    tails = data[pos : pos + count * stride].split(repeat)
+    del tails[0]  # b"": the piece starts with the line
+    lengths = list(map(len, tails))
+    if len(tails) != count or lengths.count(tail) != count:
+        # Another line as long, or a payload that holds the line: the messages before it.
+        count = 0
+        for length in lengths:
+            if length != tail:
+                break
+            count += 1
+        if count < _MIN_BLOCK:
+            return None
+        del tails[count:]
+    return tails
 
 
 def _split(arg: bytes) -> list[bytes]:
@@ -305,6 +257,7 @@ class RouteParser:
         "_partial",
         "_payload",
         "_pending",
+        "_pending_line",
         "_repeat",
         "_repeat_memo",
         "account",
@@ -334,6 +287,9 @@ class RouteParser:
         # origin), and the payload bytes received so far.
         self._pending: tuple[bytes, bytes, bytes, tuple[bytes, ...], int, int, bytes] | None = None
         self._payload = bytearray()
+        # The plain line of that message, when it is one (`message_runs`): it comes out as a
+        # bare `Pub` like a whole one, so that a plan finds it.
+        self._pending_line: _RmsgLine | None = None
         self._dead = False
         # Plain RMSG lines seen: argument -> (account, subject, reply, size, size as written,
         # the argument). A peer forwarding a stream of messages repeats the same few lines.
@@ -365,7 +321,7 @@ class RouteParser:
         # Not while the start of a line waits for its end: those bytes continue it.
         rep_len = 0 if self._partial else len(rep)
         run: list[bytes] | None = None  # the tails of the run being read, if any
-        blocks = True  # a run may be taken as one block (`_uniform_end`)
+        blocks = True  # a run may be read in one piece (`_uniform_run`)
         while pos < n and not self._dead:
             if self._pending is not None:
                 # A payload split over reads: what comes first is its rest, whatever it reads.
@@ -376,10 +332,11 @@ class RouteParser:
                 memo = self._repeat_memo
                 assert memo is not None
                 if run is None and blocks:
-                    end = _uniform_end(data, pos, rep, memo[3])
-                    if end > pos:
-                        append(RouteMsgRun(memo, rep, data[pos:end]))
-                        pos = end
+                    tails = _uniform_run(data, pos, rep, memo[3])
+                    if tails is not None:
+                        run = tails  # a message with the line right after goes on with it
+                        append(RouteMsgRun(memo, tails))
+                        pos += len(tails) * (rep_len + memo[3] + 2)
                         continue
                     blocks = False  # not worth trying again in this read
                 start = pos + rep_len
@@ -413,6 +370,8 @@ class RouteParser:
                 self._partial += data[pos : nl + 1]
                 line = bytes(self._partial)
                 self._partial = bytearray()
+                rep = self._repeat  # the lines after it may repeat one again
+                rep_len = len(rep)
             else:
                 line = data[pos : nl + 1]
             pos = nl + 1
@@ -436,6 +395,13 @@ class RouteParser:
                 return 0
         start = nl + 1
         end = start + memo[3]
+        if end + 2 > len(data) and self.message_runs:
+            # The payload goes on in the next read (with large messages, at the end of nearly
+            # every read): kept with its line.
+            self._pending = (memo[0], memo[1], memo[2], (), memo[3], -1, b"")
+            self._pending_line = memo
+            self._payload = bytearray()
+            return start
         if end + 2 > len(data) or data[end] != 0x0D or data[end + 1] != 0x0A:
             return 0
         msg = make_pub((memo[1], memo[2], data[start:end], -1, memo[5], memo[4], b""))
@@ -505,6 +471,10 @@ class RouteParser:
         if body[size:] != b"\r\n":
             self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
             return len(data)
+        memo, self._pending_line = self._pending_line, None
+        if memo is not None:
+            events.append(make_pub((memo[1], memo[2], body[:size], -1, memo[5], memo[4], b"")))
+            return pos + len(chunk)
         account, subject, reply, queues, _, hdr, origin = pending
         events.append(RouteMsg(account, Pub(subject, reply, body[:size], hdr), queues, origin))
         return pos + len(chunk)
