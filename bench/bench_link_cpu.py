@@ -33,42 +33,38 @@ from pynatsd.options import ClusterOptions, GatewayOptions, LeafNodeOptions, Opt
 PEER_ID = "NBENCHPEERBENCHPEERBENCHPEERBENCHPEERBENCHPEERBENCHPEER"
 
 
-def _route(server: Server) -> tuple[Link, bytes]:
-    route = Route(server.parts["cluster"], solicited=False)  # type: ignore[arg-type]
-    route.connection_made(CountingTransport())  # type: ignore[arg-type]
-    route.data_received(
+# Each kind: how to make one on a server, what its peer says first (CONNECT, and INFO on a
+# route or gateway), and what comes before the subject of its messages.
+KINDS: dict[str, tuple[Callable[[Server], Link], bytes, bytes]] = {
+    "route": (
+        lambda server: Route(server.parts["cluster"], solicited=False),  # type: ignore[arg-type]
         b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"cluster":"A"}\r\n'
-        b'INFO {"server_id":"%s","cluster":"A","headers":true}\r\n' % PEER_ID.encode()
-    )
-    return route, b"RMSG $G "
-
-
-def _leaf(server: Server) -> tuple[Link, bytes]:
-    leaf = Leaf(server.parts["leafnodes"])  # type: ignore[arg-type]
-    leaf.connection_made(CountingTransport())  # type: ignore[arg-type]
-    leaf.data_received(
+        b'INFO {"server_id":"%s","cluster":"A","headers":true}\r\n' % PEER_ID.encode(),
+        b"RMSG $G ",
+    ),
+    "leaf": (
+        lambda server: Leaf(server.parts["leafnodes"]),  # type: ignore[arg-type]
         b'CONNECT {"server_id":"%s","name":"L","cluster":"L","headers":true,'
-        b'"remote_account":"$G","protocol":1}\r\n' % PEER_ID.encode()
-    )
-    return leaf, b"LMSG "
-
-
-def _gateway(server: Server) -> tuple[Link, bytes]:
-    conn = GatewayConnection(server.parts["gateway"])  # type: ignore[arg-type]
-    conn.connection_made(CountingTransport())  # type: ignore[arg-type]
-    conn.data_received(
+        b'"remote_account":"$G","protocol":1}\r\n' % PEER_ID.encode(),
+        b"LMSG ",
+    ),
+    "gateway": (
+        lambda server: GatewayConnection(server.parts["gateway"]),  # type: ignore[arg-type]
         b'CONNECT {"gateway":"B","name":"%s","headers":true}\r\n'
         b'INFO {"gateway":"B","server_id":"%s","server_name":"b1","headers":true}\r\n'
-        % (PEER_ID.encode(), PEER_ID.encode())
-    )
-    return conn, b"RMSG $G "
-
-
-KINDS: dict[str, Callable[[Server], tuple[Link, bytes]]] = {
-    "route": _route,
-    "leaf": _leaf,
-    "gateway": _gateway,
+        % (PEER_ID.encode(), PEER_ID.encode()),
+        b"RMSG $G ",
+    ),
 }
+
+
+def _open(kind: str, server: Server) -> tuple[Link, bytes]:
+    """A link of `kind` past its handshake, and the head of its messages."""
+    make, hello, op = KINDS[kind]
+    link = make(server)
+    link.connection_made(CountingTransport())  # type: ignore[arg-type]
+    link.data_received(hello)
+    return link, op
 
 
 async def link_cpu(
@@ -87,7 +83,7 @@ async def link_cpu(
     quiet = b'CONNECT {"verbose":false,"pedantic":false,"protocol":1,"headers":true}\r\n'
     subscriber = connect(server, quiet + b"SUB foo.* 1\r\n")
     await asyncio.sleep(0)
-    link, op = KINDS[kind](server)
+    link, op = _open(kind, server)
     subjects = [b"foo.bar", b"foo.baz"] if mixed else [b"foo.bar"]
     frames = [op + b"%s %d\r\n%s\r\n" % (s, size, b"x" * size) for s in subjects]
     count = batches * max(1, read // len(frames[0]))
