@@ -4,20 +4,15 @@ the dial loop itself (its sleeps recorded and made instant), not timed."""
 
 from __future__ import annotations
 
-import asyncio
-from types import SimpleNamespace
-from typing import Any
-
 import pytest
 
 import pynatsd
 import pynatsd.cluster.cluster as cluster_module
 from cluster.nodes import CLUSTER, eventually
-from pynatsd.cluster.cluster import RetryDelays
+from pynatsd.cluster.link import RetryDelays
 from pynatsd.options import ClusterOptions
 from support.ports import LOOPBACK, free_port
-
-REAL_SLEEP = asyncio.sleep
+from support.sleeps import record_sleeps
 
 
 def test_retry_delays() -> None:
@@ -33,16 +28,7 @@ def test_retry_delays() -> None:
 async def test_explicit_route_to_a_dead_peer(
     monkeypatch: pytest.MonkeyPatch, backoff: bool, waits: list[float]
 ) -> None:
-    slept: list[float] = []
-
-    async def sleep(delay: float, *args: Any) -> None:
-        slept.append(delay)
-        await REAL_SLEEP(0.01)
-
-    # The cluster module's asyncio, with its sleeps recorded (everything else is asyncio's).
-    shim = SimpleNamespace(**{name: getattr(asyncio, name) for name in dir(asyncio)})
-    shim.sleep = sleep
-    monkeypatch.setattr(cluster_module, "asyncio", shim)
+    slept = record_sleeps(monkeypatch, cluster_module)
     dead = f"nats-route://{LOOPBACK}:{free_port()}"
     opts = ClusterOptions(
         name=CLUSTER, host=LOOPBACK, port=-1, routes=[dead], connect_backoff=backoff

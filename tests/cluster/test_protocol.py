@@ -92,9 +92,18 @@ def parse(data: bytes, expect_connect: bool = False) -> list[tuple[object, ...]]
         (b"LS+ LX $G lx.q g1 1\r\n", ("RS+", b"LX", b"$G", b"lx.q", b"g1", 1)),
         (b"LS- LX $G lx.sub\r\n", ("RS-", b"LX", b"$G", b"lx.sub", b"")),
         (b"LS- LX $G lx.q g1\r\n", ("RS-", b"LX", b"$G", b"lx.q", b"g1")),
-        (b"RMSG $G foo 5\r\nhello\r\n", ("MSG", b"", b"$G", b"foo", b"", b"hello", -1, ())),
-        (b"RMSG $G foo r.1 2\r\nhi\r\n", ("MSG", b"", b"$G", b"foo", b"r.1", b"hi", -1, ())),
-        (b"RMSG $G bar | q1 1\r\nx\r\n", ("MSG", b"", b"$G", b"bar", b"", b"x", -1, (b"q1",))),
+        (
+            b"RMSG $G foo 5\r\nhello\r\n",
+            ("MSG", b"", b"$G", b"foo", b"", b"hello", -1, ()),
+        ),
+        (
+            b"RMSG $G foo r.1 2\r\nhi\r\n",
+            ("MSG", b"", b"$G", b"foo", b"r.1", b"hi", -1, ()),
+        ),
+        (
+            b"RMSG $G bar | q1 1\r\nx\r\n",
+            ("MSG", b"", b"$G", b"bar", b"", b"x", -1, (b"q1",)),
+        ),
         (
             b"RMSG $G bar + r q1 q2 1\r\nx\r\n",
             ("MSG", b"", b"$G", b"bar", b"r", b"x", -1, (b"q1", b"q2")),
@@ -244,7 +253,14 @@ def test_repeated_lines_take_the_fast_path() -> None:
         ("Ping",),
         ("MSG", b"", b"$G", b"foo", b"", b"yo", -1, ()),
     ]
-    assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun, Pub, Ping, RouteMsgRun]
+    assert [type(ev) for ev in events] == [
+        Pub,
+        Pub,
+        RouteMsgRun,
+        Pub,
+        Ping,
+        RouteMsgRun,
+    ]
     runs = [ev for ev in events if isinstance(ev, RouteMsgRun)]
     assert [run.tails for run in runs] == [[b"hi\r\n", b"hi\r\n"], [b"yo\r\n"]]
     foo = [ev.line for ev in events if type(ev) is Pub][:2] + [run.line for run in runs]
@@ -252,6 +268,75 @@ def test_repeated_lines_take_the_fast_path() -> None:
     # A plain RouteParser (the base of other server links) gives RouteMsg events instead.
     plain = RouteParser()
     assert [type(ev) for ev in plain.feed(data)] == [RouteMsg] * 5 + [Ping, RouteMsg]
+
+
+LINE = b"RMSG $G foo 3\r\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    count=st.integers(0, 150),
+    breaks=st.lists(
+        st.tuples(
+            st.integers(0, 150),
+            st.sampled_from(
+                [
+                    b"PING\r\n",
+                    b"RMSG $G foo 2\r\nab\r\n",
+                    b"RMSG $G bar 3\r\nabc\r\n",
+                    b"RMSG $G fob 3\r\nabc\r\n",  # a message as long, another line
+                    b"RMSG $G foo 3\r\nab",
+                ]
+            ),
+        ),
+        max_size=3,
+    ),
+    payloads=st.lists(st.sampled_from([b"abc", b"\r\nR", b"MSG", b"foo"]), min_size=1, max_size=4),
+    cuts=st.lists(st.integers(0, 3000), max_size=3),
+)
+def test_long_runs_read_in_one_piece(
+    count: int, breaks: list[tuple[int, bytes]], payloads: list[bytes], cuts: list[int]
+) -> None:
+    """A long run of one line (read in one piece) is the messages it stands for, whatever ends
+    it: another op, another line (as long or not), another size, the end of a read."""
+    messages = [LINE + payloads[i % len(payloads)] + b"\r\n" for i in range(count)]
+    messages.insert(0, LINE + b"xyz\r\n" + LINE + b"xyz\r\n")  # the line seen: runs begin
+    for at, other in breaks:
+        messages.insert(min(at, len(messages)), other)
+    data = b"".join(messages)
+    if data.endswith(b"ab"):
+        data += b"c\r\n"
+    whole = parse(data)
+    parser = RouteRunParser()
+    events: list[Event | Pub] = []
+    start = 0
+    for cut in sorted(c % (len(data) + 1) for c in cuts):
+        events += parser.feed(data[start:cut])
+        start = cut
+    events += parser.feed(data[start:])
+    assert describe_all(events, parser) == whole
+
+
+def test_a_stream_of_one_line_is_one_run() -> None:
+    """A read of messages with the line of the one before, each as long as the others, is one
+    run, payloads that hold the line itself too."""
+    parser = RouteRunParser()
+    events = parser.feed((LINE + b"abc\r\n") * 100)
+    assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun]
+    run = events[2]
+    assert isinstance(run, RouteMsgRun) and run.tails == [b"abc\r\n"] * 98
+    line = b"RMSG $G foo 16\r\n"
+    events = parser.feed((line + line + b"\r\n") * 20 + (line + b"x" * 16 + b"\r\n") * 20)
+    assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun]
+    run = events[2]
+    assert isinstance(run, RouteMsgRun)
+    assert run.tails == [line + b"\r\n"] * 18 + [b"x" * 16 + b"\r\n"] * 20
+    # Another line as long and, further on, a payload holding the line: as many pieces as
+    # messages, but not each as long as a payload.
+    other = b"RMSG $G fob 16\r\n"
+    plain = line + b"x" * 16 + b"\r\n"
+    data = plain * 10 + other + b"y" * 16 + b"\r\n" + line + line + b"\r\n" + plain * 10
+    assert describe_all(parser.feed(data), parser) == parse(data)
 
 
 def test_ping_pong_ok_events() -> None:
@@ -297,7 +382,8 @@ def test_leaf_origin_frames_and_pinned_ops() -> None:
     )
     parser = RouteParser(account=b"$SYS")
     events = describe_all(
-        parser.feed(b"LS+ LX a.b g 2\r\nLS- LX a.b g\r\nLMSG LX a.b 0 1\r\nx\r\n"), parser
+        parser.feed(b"LS+ LX a.b g 2\r\nLS- LX a.b g\r\nLMSG LX a.b 0 1\r\nx\r\n"),
+        parser,
     )
     assert events == [
         ("RS+", b"LX", b"$SYS", b"a.b", b"g", 2),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pynatsd.cluster.protocol import RouteMsg, RouteSub, RouteUnsub
+from pynatsd.cluster.protocol import RouteMsg, RouteMsgRun, RouteSub, RouteUnsub
 from pynatsd.leafnode.protocol import (
     LeafParser,
     lmsg_frame,
@@ -21,9 +21,17 @@ STREAM = (
 )
 
 
-def _shape(events: list[object]) -> list[tuple[object, ...]]:
+def _shape(events: list[object], parser: LeafParser) -> list[tuple[object, ...]]:
+    """Each event described; a plain LMSG (a bare `Pub`) and each of a run's as the message
+    it stands for."""
     out: list[tuple[object, ...]] = []
+    expanded: list[object] = []
     for ev in events:
+        if isinstance(ev, RouteMsgRun):
+            expanded += [parser.route_msg(ev.pub(tail)) for tail in ev.tails]
+        else:
+            expanded.append(parser.route_msg(ev) if type(ev) is Pub else ev)
+    for ev in expanded:
         if isinstance(ev, RouteSub):
             out.append(("sub", ev.subject, ev.queue, ev.weight))
         elif isinstance(ev, RouteUnsub):
@@ -51,14 +59,29 @@ EXPECTED = [
 
 
 def test_leaf_ops_whole() -> None:
-    assert _shape(LeafParser().feed(STREAM)) == EXPECTED
+    parser = LeafParser()
+    assert _shape(parser.feed(STREAM), parser) == EXPECTED
 
 
 @pytest.mark.parametrize("split", range(1, len(STREAM)))
 def test_leaf_ops_split_anywhere(split: int) -> None:
     parser = LeafParser()
     events = parser.feed(STREAM[:split]) + parser.feed(STREAM[split:])
-    assert _shape(events) == EXPECTED
+    assert _shape(events, parser) == EXPECTED
+
+
+def test_a_repeated_line_is_a_run() -> None:
+    """LMSGs repeating the line of the one before (seen before) come as one run, as on a
+    route; another op ends the run, the line after it starts the next."""
+    parser = LeafParser()
+    data = b"LMSG foo 1\r\na\r\n" * 2 + b"LMSG foo 1\r\nb\r\n" * 3 + b"PING\r\nLMSG foo 1\r\nc\r\n"
+    events = parser.feed(data)
+    assert [type(ev) for ev in events] == [Pub, Pub, RouteMsgRun, Ping, RouteMsgRun]
+    run = events[2]
+    assert isinstance(run, RouteMsgRun) and run.tails == [b"b\r\n"] * 3
+    assert [m[3] for m in _shape(events, parser) if m[0] == "msg"] == [b"a", b"a"] + [b"b"] * 3 + [
+        b"c"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from collections.abc import Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import unquote, urlparse
 
-from pynatsd.cluster.link import LinkListener, count_interest
+from pynatsd.cluster.link import RETRY_DELAY, LinkListener, RetryDelays, count_interest
 from pynatsd.cluster.link_tls import first_host_name, server_name
 from pynatsd.cluster.permissions import (
     export_changed,
@@ -66,11 +66,8 @@ _T = TypeVar("_T")
 # The route protocol version announced: 2 (accounts), not 3 (message tracing), so a Go peer
 # never forwards us trace-only messages, which this server would deliver.
 ROUTE_PROTO = 2
-# Explicit routes are retried forever, every second plus up to 100 ms of jitter.
-RETRY_DELAY = 1.0
+# Explicit routes are retried forever, every second (RETRY_DELAY) plus up to 100 ms of jitter.
 RETRY_JITTER = 0.1
-# The longest wait between dials with connect_backoff (nats-server's DEFAULT_ROUTE_CONNECT_MAX).
-RETRY_MAX_DELAY = 30.0
 CLUSTER_TLS_INSECURE_WARNING = (
     "TLS certificate chain and hostname of solicited routes will not be verified. "
     "DO NOT USE IN PRODUCTION!"
@@ -79,25 +76,6 @@ CLUSTER_TLS_INSECURE_WARNING = (
 
 def _retry_delay() -> float:
     return RETRY_DELAY + random.random() * RETRY_JITTER
-
-
-class RetryDelays:
-    """The waits between failed dials of one route (nats-server's attemptDelay in
-    connectToRoute): a second each, or with `connect_backoff` a second doubled after each
-    failed attempt, up to 30 s. A route that connects starts again from a second."""
-
-    def __init__(self, backoff: bool) -> None:
-        self.backoff = backoff
-        self.delay = RETRY_DELAY
-
-    def next(self) -> float:
-        delay = self.delay
-        if self.backoff:
-            self.delay = min(delay * 2, RETRY_MAX_DELAY)
-        return delay
-
-    def reset(self) -> None:
-        self.delay = RETRY_DELAY
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -124,7 +102,7 @@ class Gateways(Protocol):
         """A routed message with a gateway-routed subject or reply: handled (True)."""
 
 
-class Cluster(LinkListener):
+class Cluster(LinkListener[Route]):
     """The `cluster` part of a server."""
 
     name = "cluster"
@@ -144,7 +122,6 @@ class Cluster(LinkListener):
         self.pool_size = max(opts.pool_size, 0)
         self.pinned_accounts = self._pinned_of(opts)
         self.pinned_changes = PinnedAccounts(self)  # what a reload does to them
-        self.connecting: set[Route] = set()  # every open route connection
         self.self_urls: set[str] = set()  # configured URLs that turned out to be ourselves
         # `tls {}`: every route is TLS, both ways (its contexts built once).
         self.tls: PeerTLS | None = peer_contexts(opts.tls) if opts.tls is not None else None

@@ -15,24 +15,35 @@ import random
 import socket
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from pynatsd.auth import PermissionChecker
-from pynatsd.cluster.protocol import RouteConnect, RouteInfo, RouteMsg, RouteSub, RouteUnsub
+from pynatsd.cluster.protocol import (
+    RouteConnect,
+    RouteInfo,
+    RouteMsg,
+    RouteMsgRun,
+    RouteParser,
+    RouteSub,
+    RouteUnsub,
+)
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import Err, Event, Ping, Pong, ProtocolError
+from pynatsd.protocol.events import Err, Event, Ping, Pong, ProtocolError, Pub
 from pynatsd.protocol.frames import PING_FRAME, PONG_FRAME, err_frame
 from pynatsd.server.delivery import Stats
 from pynatsd.server.listen import bind, join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
-from pynatsd.server.plans import Plan, PlanCache
+from pynatsd.server.plans import PlanCache
+from pynatsd.sublist import SubListResult
 
 if TYPE_CHECKING:
     from pynatsd.server.accounts import Account
+    from pynatsd.server.delivery import Receiver
     from pynatsd.server.server import Server
     from pynatsd.server.subscription import RemoteSubscription, Subscription
+    from pynatsd.sublist import SubList
 
 # Permissions are not enforced on links to other servers: they may send and receive anything.
 NO_PERMISSIONS = PermissionChecker(None)
@@ -41,12 +52,42 @@ NO_PERMISSIONS = PermissionChecker(None)
 FIRST_PING = 1.0
 
 
+# Between failed dials of a route or a gateway: a second, or with `connect_backoff` doubled
+# each time up to 30 s (nats-server's DEFAULT_ROUTE_CONNECT_MAX, gatewayConnectMaxDelay).
+RETRY_DELAY = 1.0
+RETRY_MAX_DELAY = 30.0
+
+
+class RetryDelays:
+    """The waits between failed dials of one route or gateway (nats-server's attemptDelay in
+    connectToRoute, and solicitGateway's): a second each, or with `connect_backoff` a second
+    doubled after each failed attempt, up to 30 s. Once connected it starts again from a
+    second."""
+
+    def __init__(self, backoff: bool) -> None:
+        self.backoff = backoff
+        self.delay = RETRY_DELAY
+
+    def next(self) -> float:
+        delay = self.delay
+        if self.backoff:
+            self.delay = min(delay * 2, RETRY_MAX_DELAY)
+        return delay
+
+    def reset(self) -> None:
+        self.delay = RETRY_DELAY
+
+
 class Link(asyncio.Protocol):
     """A connection to another server. Subclasses say what they are (`kind`, in log lines),
     how often they ping, and what to do once closed."""
 
     # nats-server's words in "<kind> connection closed": "Router", "Gateway", "Leafnode"
     kind = "Link"
+    # Set by the kind: its codec (a run parser: plain messages come as bare `Pub`s and runs)
+    # and the part it belongs to.
+    parser: RouteParser
+    listener: LinkListener[Any]
     stale_kind = "Link"  # "Route", "Gateway", "Leaf": in "Stale <kind> Connection - Closing"
     label_tag = "cid"  # the id's tag in the log label ("rid", "gid", "lid")
 
@@ -99,6 +140,10 @@ class Link(asyncio.Protocol):
     def plain(self) -> bool:
         return False  # frames carry the account: never part of a client's delivery plan
 
+    def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
+        """Frame `msg` for the peer (RMSG, LMSG), as its kind does."""
+        raise NotImplementedError
+
     def unsubscribe(self, sub: Subscription) -> None:
         pass  # another server's subscriptions never auto-unsubscribe
 
@@ -115,6 +160,26 @@ class Link(asyncio.Protocol):
         self.label = f"{join_host_port(self.host, self.port)} - {self.label_tag}:{self.link_id}"
         return transport
 
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        if self._opened(base):
+            self._begin()
+
+    def _opened(self, base: asyncio.BaseTransport) -> bool:
+        """The connection is there: name it and keep it with its part's (False when the part
+        stopped meanwhile and the connection is dropped)."""
+        transport = self.attach(base)
+        listener = self.listener
+        if not listener.running:
+            self.closed = True
+            transport.abort()
+            return False
+        listener.connecting.add(self)
+        return True
+
+    def _begin(self) -> None:
+        """The link's protocol starts (after the TLS handshake on a TLS link)."""
+        raise NotImplementedError
+
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
             self.close(CloseReason.CLIENT_CLOSED if exc is None else CloseReason.READ_ERROR)
@@ -126,6 +191,89 @@ class Link(asyncio.Protocol):
         self.outbound.resume_writing()
 
     # -- events ----------------------------------------------------------------------------------
+
+    def _handle_events(self, events: list[Event | Pub]) -> None:
+        """One read's events. The hot path, inlined: a plain message (a bare `Pub` from the
+        parser) whose line has a plan under its SubList's generation goes straight to the
+        planned receivers (as ClientSession._process_pub does for a client's PUB), and so do
+        the messages that repeat its line right after it (a `RouteMsgRun`). A kind plans a
+        line (`remember_plan`) only when nothing it checks per message could stop or change
+        a message with that line: the check was made when the plan was made."""
+        plans = self.plans
+        dirty = self.server.dirty
+        touched = plans.touched
+        count = nbytes = 0
+        for ev in events:
+            if type(ev) is Pub:
+                line = ev[4]
+                plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
+                if plan is not None and plan.genid == plan.sublist.genid:  # type: ignore[union-attr]
+                    payload = ev[2]
+                    size = len(payload)
+                    count += 1
+                    nbytes += size
+                    if not plan.count:
+                        touched.append(plan)
+                    plan.count += 1
+                    plan.nbytes += size
+                    tail = payload + b"\r\n"
+                    for outbound, _, head in plan.targets:
+                        frames = outbound.frames
+                        frames.append(head)
+                        frames.append(tail)
+                        if not outbound.dirty:
+                            outbound.dirty = True
+                            dirty.append(outbound)
+                    continue
+                self._process_msg(self.parser.route_msg(ev))
+            elif type(ev) is RouteMsgRun:
+                self._deliver_run(ev)
+            else:
+                self._handle(cast(Event, ev))
+            if self.closed:
+                break
+        if count:
+            stats = self.stats
+            stats.in_msgs += count
+            stats.in_bytes += nbytes
+
+    def _deliver_run(self, run: RouteMsgRun) -> None:
+        """Messages with the same line, one after the other: once the line has a plan, all
+        the rest go to each planned receiver as one frame (its MSG line before each payload)."""
+        plans = self.plans
+        line = run.line
+        tails = run.tails
+        for i, tail in enumerate(tails):
+            plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
+            if plan is None or plan.genid != plan.sublist.genid:  # type: ignore[union-attr]
+                self._process_msg(RouteMsg(run.account, run.pub(tail), ()))
+                if self.closed:
+                    return
+                continue
+            rest = tails[i:] if i else tails
+            k = len(rest)
+            nbytes = k * run.size
+            stats = self.stats
+            stats.in_msgs += k
+            stats.in_bytes += nbytes
+            if not plan.count:
+                plans.touched.append(plan)
+            plan.count += k
+            plan.nbytes += nbytes
+            dirty = self.server.dirty
+            for outbound, _, head in plan.targets:
+                outbound.frames.append(head + head.join(rest))
+                if not outbound.dirty:
+                    outbound.dirty = True
+                    dirty.append(outbound)
+            return
+
+    def remember_plan(
+        self, msg: Pub, receivers: tuple[Subscription, ...], sublist: SubList[Subscription]
+    ) -> None:
+        """Plan the line of `msg` (a bare `Pub` of the parser) for `receivers`, this server's
+        own plain ones, while `sublist`'s generation holds (`_handle_events`)."""
+        self.plans.remember(self, msg, SubListResult(receivers), sublist.genid, sublist)
 
     def _handle(self, ev: Event) -> None:
         """One event from the peer: what every link does alike, the rest by its kind."""
@@ -214,35 +362,6 @@ class Link(asyncio.Protocol):
             self.pings_out += 1
             self.ping_now()
         self._ping_timer = self.server.loop.call_later(interval, self._ping_fired)
-
-    def delivered_by_plan(self, line: bytes, payload: bytes, genid: int) -> bool:
-        """Deliver a message from the peer by the plan of its `line` (empty: it may not be,
-        it names queue groups or has a reply to map), if one is valid for the SubList
-        generation `genid`: True when it was."""
-        if not line:
-            return False
-        plan = self.plans.lookup(line)
-        if plan is None or plan.genid != genid:
-            return False
-        self.send_planned(plan, payload)
-        return True
-
-    def send_planned(self, plan: Plan, payload: bytes) -> None:
-        """The planned delivery of a message from the peer (as ClientSession._process_pub
-        does it for a client's PUB)."""
-        tail = payload + b"\r\n"
-        dirty = self.server.dirty
-        if not plan.count:
-            self.plans.touched.append(plan)
-        plan.count += 1
-        plan.nbytes += len(payload)
-        for outbound, _, head in plan.targets:
-            frames = outbound.frames
-            frames.append(head)
-            frames.append(tail)
-            if not outbound.dirty:
-                outbound.dirty = True
-                dirty.append(outbound)
 
     # -- output and closing ----------------------------------------------------------------------
 
@@ -346,7 +465,10 @@ class Link(asyncio.Protocol):
         """Called once closed, after the peer's interest is gone."""
 
 
-class LinkListener:
+_L = TypeVar("_L", bound=Link)
+
+
+class LinkListener(Generic[_L]):
     """The listening half of a part that links to other servers (the cluster, the gateways):
     its port, bound at start (so a port that cannot be had fails the start with nats-server's
     [FTL] text) and served once the server is ready, and its background tasks (dials)."""
@@ -358,6 +480,7 @@ class LinkListener:
         self._listener: asyncio.Server | None = None
         self._socket: socket.socket | None = None  # bound at start, served once ready
         self._tasks: set[asyncio.Task[None]] = set()
+        self.connecting: set[_L] = set()  # every open connection of the part
 
     def bind_port(self, host: str, port: int, what: str) -> None:
         """Bind `host`:`port` (-1: any free port); `what` names it in the [FTL] text."""

@@ -164,13 +164,51 @@ class RouteMsgRun(Event):
 
     __slots__ = ("account", "line", "reply", "size", "size_text", "subject", "tails")
 
-    def __init__(self, memo: _RmsgLine) -> None:
+    def __init__(self, memo: _RmsgLine, tails: list[bytes] | None = None) -> None:
         self.account, self.subject, self.reply, self.size, self.size_text, self.line = memo
-        self.tails: list[bytes] = []
+        self.tails: list[bytes] = [] if tails is None else tails
 
     def pub(self, tail: bytes) -> Pub:
         """One of the run's messages as the `Pub` it stands for."""
         return make_pub((self.subject, self.reply, tail[:-2], -1, self.line, self.size_text, b""))
+
+
+# The fewest messages a run is read in one piece for (`_uniform_run`).
+_MIN_BLOCK = 8
+
+
+def _uniform_run(data: bytes, pos: int, repeat: bytes, size: int) -> list[bytes] | None:
+    """The payloads (with their CRLF) of the messages from `pos` on that each are the line
+    `repeat` (whole, CRLF included), `size` bytes and a CRLF, if at least `_MIN_BLOCK` of them
+    come one after the other; else None. Read in one piece rather than message by message:
+    the CR and the LF after every payload are each one strided slice, checked at once, and
+    the messages they frame are split on the line, each piece as long as a payload."""
+    tail = size + 2
+    stride = len(repeat) + tail
+    most = (len(data) - pos) // stride
+    if most < _MIN_BLOCK or not data.startswith(repeat, pos + stride):
+        return None
+    stop = pos + most * stride
+    count = most
+    for column, byte in ((stride - 2, b"\r"), (stride - 1, b"\n")):
+        strip = data[pos + column : stop : stride]
+        count = min(count, len(strip) - len(strip.lstrip(byte)))
+    if count < _MIN_BLOCK:
+        return None
+    tails = data[pos : pos + count * stride].split(repeat)
+    del tails[0]  # b"": the piece starts with the line
+    lengths = list(map(len, tails))
+    if len(tails) != count or lengths.count(tail) != count:
+        # Another line as long, or a payload that holds the line: the messages before it.
+        count = 0
+        for length in lengths:
+            if length != tail:
+                break
+            count += 1
+        if count < _MIN_BLOCK:
+            return None
+        del tails[count:]
+    return tails
 
 
 def _split(arg: bytes) -> list[bytes]:
@@ -219,6 +257,7 @@ class RouteParser:
         "_partial",
         "_payload",
         "_pending",
+        "_pending_line",
         "_repeat",
         "_repeat_memo",
         "account",
@@ -248,6 +287,9 @@ class RouteParser:
         # origin), and the payload bytes received so far.
         self._pending: tuple[bytes, bytes, bytes, tuple[bytes, ...], int, int, bytes] | None = None
         self._payload = bytearray()
+        # The plain line of that message, when it is one (`message_runs`): it comes out as a
+        # bare `Pub` like a whole one, so that a plan finds it.
+        self._pending_line: _RmsgLine | None = None
         self._dead = False
         # Plain RMSG lines seen: argument -> (account, subject, reply, size, size as written,
         # the argument). A peer forwarding a stream of messages repeats the same few lines.
@@ -279,6 +321,7 @@ class RouteParser:
         # Not while the start of a line waits for its end: those bytes continue it.
         rep_len = 0 if self._partial else len(rep)
         run: list[bytes] | None = None  # the tails of the run being read, if any
+        blocks = True  # a run may be read in one piece (`_uniform_run`)
         while pos < n and not self._dead:
             if self._pending is not None:
                 # A payload split over reads: what comes first is its rest, whatever it reads.
@@ -288,6 +331,14 @@ class RouteParser:
             if rep_len and data.startswith(rep, pos):
                 memo = self._repeat_memo
                 assert memo is not None
+                if run is None and blocks:
+                    tails = _uniform_run(data, pos, rep, memo[3])
+                    if tails is not None:
+                        run = tails  # a message with the line right after goes on with it
+                        append(RouteMsgRun(memo, tails))
+                        pos += len(tails) * (rep_len + memo[3] + 2)
+                        continue
+                    blocks = False  # not worth trying again in this read
                 start = pos + rep_len
                 end = start + memo[3] + 2
                 if end <= n and data[end - 2] == 0x0D and data[end - 1] == 0x0A:
@@ -319,6 +370,8 @@ class RouteParser:
                 self._partial += data[pos : nl + 1]
                 line = bytes(self._partial)
                 self._partial = bytearray()
+                rep = self._repeat  # the lines after it may repeat one again
+                rep_len = len(rep)
             else:
                 line = data[pos : nl + 1]
             pos = nl + 1
@@ -342,6 +395,13 @@ class RouteParser:
                 return 0
         start = nl + 1
         end = start + memo[3]
+        if end + 2 > len(data) and self.message_runs:
+            # The payload goes on in the next read (with large messages, at the end of nearly
+            # every read): kept with its line.
+            self._pending = (memo[0], memo[1], memo[2], (), memo[3], -1, b"")
+            self._pending_line = memo
+            self._payload = bytearray()
+            return start
         if end + 2 > len(data) or data[end] != 0x0D or data[end + 1] != 0x0A:
             return 0
         msg = make_pub((memo[1], memo[2], data[start:end], -1, memo[5], memo[4], b""))
@@ -411,6 +471,10 @@ class RouteParser:
         if body[size:] != b"\r\n":
             self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
             return len(data)
+        memo, self._pending_line = self._pending_line, None
+        if memo is not None:
+            events.append(make_pub((memo[1], memo[2], body[:size], -1, memo[5], memo[4], b"")))
+            return pos + len(chunk)
         account, subject, reply, queues, _, hdr, origin = pending
         events.append(RouteMsg(account, Pub(subject, reply, body[:size], hdr), queues, origin))
         return pos + len(chunk)

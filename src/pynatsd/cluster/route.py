@@ -15,17 +15,15 @@ queue groups whose member it holds, and frames it as RMSG/HMSG with the account.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from pynatsd.cluster.link import Link
 from pynatsd.cluster.permissions import route_permissions
 from pynatsd.cluster.protocol import (
     RouteMsg,
-    RouteMsgRun,
     RouteRunParser,
     RouteSub,
     RouteUnsub,
@@ -37,12 +35,11 @@ from pynatsd.cluster.protocol import (
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import Event, Pub
+from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import PING_FRAME, go_json_bytes
 from pynatsd.server.delivery import fan_out_routed
 from pynatsd.server.routed import ShownPub
 from pynatsd.server.subscription import RemoteSubscription
-from pynatsd.sublist import SubListResult
 
 if TYPE_CHECKING:
     from pynatsd.cluster.cluster import Cluster
@@ -80,7 +77,7 @@ class Route(Link):
     ) -> None:
         server = cluster.server
         super().__init__(server, server.next_cid())
-        self.cluster = cluster
+        self.cluster = self.listener = cluster
         # The server's gateways (they start before any route connects), for messages with
         # gateway-routed subjects or replies and gateway INFOs from peers.
         self.gateways = cluster.gateways
@@ -148,21 +145,6 @@ class Route(Link):
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
-    def connection_made(self, base: asyncio.BaseTransport) -> None:
-        if self._opened(base):
-            self._begin()
-
-    def _opened(self, base: asyncio.BaseTransport) -> bool:
-        """The connection is there: name it and keep it (False when the cluster stopped
-        meanwhile and the connection is dropped)."""
-        transport = self.attach(base)
-        if not self.cluster.running:
-            self.closed = True
-            transport.abort()
-            return False
-        self.cluster.connecting.add(self)
-        return True
-
     def _begin(self) -> None:
         """The route protocol starts (after the TLS handshake on a TLS cluster)."""
         log.info("%s - Route connection created", self.label)
@@ -187,48 +169,6 @@ class Route(Link):
         self.plans.settle()
         server = self.server
         server.flush_dirty()
-
-    def _handle_events(self, events: list[Event | Pub]) -> None:
-        """One read's events. The hot path, inlined: a plain RMSG (a bare `Pub` from the
-        parser) whose line has a plan under its SubList's generation goes straight to the
-        planned receivers (as ClientSession._process_pub does for a client's PUB)."""
-        plans = self.plans
-        dirty = self.server.dirty
-        touched = plans.touched
-        count = nbytes = 0
-        for ev in events:
-            if type(ev) is Pub:
-                line = ev[4]
-                plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
-                if plan is not None and plan.genid == plan.sublist.genid:  # type: ignore[union-attr]
-                    payload = ev[2]
-                    size = len(payload)
-                    count += 1
-                    nbytes += size
-                    if not plan.count:
-                        touched.append(plan)
-                    plan.count += 1
-                    plan.nbytes += size
-                    tail = payload + b"\r\n"
-                    for outbound, _, head in plan.targets:
-                        frames = outbound.frames
-                        frames.append(head)
-                        frames.append(tail)
-                        if not outbound.dirty:
-                            outbound.dirty = True
-                            dirty.append(outbound)
-                    continue
-                self._process_msg(self.parser.route_msg(ev))
-            elif type(ev) is RouteMsgRun:
-                self._deliver_run(ev)
-            else:
-                self._handle(cast(Event, ev))
-            if self.closed:
-                break
-        if count:
-            stats = self.stats
-            stats.in_msgs += count
-            stats.in_bytes += nbytes
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -366,37 +306,6 @@ class Route(Link):
 
     # -- interest and messages -------------------------------------------------------------------
 
-    def _deliver_run(self, run: RouteMsgRun) -> None:
-        """Messages with the same line, one after the other: once the line has a plan, all
-        the rest go to each planned receiver as one frame (its MSG line before each payload)."""
-        plans = self.plans
-        line = run.line
-        tails = run.tails
-        for i, tail in enumerate(tails):
-            plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
-            if plan is None or plan.genid != plan.sublist.genid:  # type: ignore[union-attr]
-                self._process_msg(RouteMsg(run.account, run.pub(tail), ()))
-                if self.closed:
-                    return
-                continue
-            rest = tails[i:] if i else tails
-            k = len(rest)
-            nbytes = k * run.size
-            stats = self.stats
-            stats.in_msgs += k
-            stats.in_bytes += nbytes
-            if not plan.count:
-                plans.touched.append(plan)
-            plan.count += k
-            plan.nbytes += nbytes
-            dirty = self.server.dirty
-            for outbound, _, head in plan.targets:
-                outbound.frames.append(head + head.join(rest))
-                if not outbound.dirty:
-                    outbound.dirty = True
-                    dirty.append(outbound)
-            return
-
     def _process_sub(self, ev: RouteSub) -> None:
         account = self.server.accounts.get(ev.account.decode(errors="replace"))
         if account is None:
@@ -485,8 +394,7 @@ class Route(Link):
                 # Local plain receivers only (one hop), no queue group (none named), used by
                 # the next RMSG with this line (`_handle_events`); a leaf connected to us is
                 # sent it by fan_out_routed, with no plan.
-                local = tuple(sub for sub in result.psubs if not sub.remote)
-                self.plans.remember(self, msg, SubListResult(local), sublist.genid, sublist)
+                self.remember_plan(msg, tuple(s for s in result.psubs if not s.remote), sublist)
             fan_out_routed(self, result, msg, ev.queues, ev.origin)
 
     def drop_interest(

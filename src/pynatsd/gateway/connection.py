@@ -17,14 +17,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from pynatsd.cluster.link import Link
 from pynatsd.cluster.protocol import (
     AccountSub,
     AccountUnsub,
     RouteMsg,
-    RouteParser,
+    RouteRunParser,
     RouteSub,
     RouteUnsub,
     rmsg_frame,
@@ -38,7 +38,6 @@ from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Event, Pub
 from pynatsd.protocol.frames import err_frame
 from pynatsd.server.delivery import fan_out_from_gateway
-from pynatsd.sublist import SubListResult
 
 if TYPE_CHECKING:
     from pynatsd.gateway.gateway import Gateway, RemoteGateway
@@ -74,13 +73,13 @@ class GatewayConnection(Link):
     ) -> None:
         server = gateway.server
         super().__init__(server, server.next_cid())
-        self.gateway = gateway
+        self.gateway = self.listener = gateway
         self.remote = remote  # the configuration we dialed (None: accepted)
         self.is_outbound = remote is not None
         self.url = url  # the URL dialed (its user and password go in the CONNECT)
         self.name = remote.name if remote is not None else ""  # the remote gateway's name
         self.gid = self.link_id
-        self.parser = RouteParser(expect_connect=not self.is_outbound)
+        self.parser = RouteRunParser(expect_connect=not self.is_outbound)
         self.registered = False
         self.no_reconnect = False
         self.remote_id = ""  # the remote server's id (its CONNECT `name`, its INFO server_id)
@@ -124,19 +123,9 @@ class GatewayConnection(Link):
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
-    def connection_made(self, base: asyncio.BaseTransport) -> None:
-        if self._opened(base):
-            self._begin()
-
     def _opened(self, base: asyncio.BaseTransport) -> bool:
-        """The connection is there: name it and keep it (False when the gateway stopped
-        meanwhile and the connection is dropped)."""
-        transport = self.attach(base)
-        if not self.gateway.running:
-            self.closed = True
-            transport.abort()
+        if not super()._opened(base):
             return False
-        self.gateway.connecting.add(self)
         if self.is_outbound:
             log.info('%s - Creating outbound gateway connection to "%s"', self.label, self.name)
         else:
@@ -153,11 +142,7 @@ class GatewayConnection(Link):
         if self.closed:
             return
         self.last_activity = time.time()
-        # A plain RouteParser: events only (bare `Pub`s come from the route's RouteRunParser).
-        for ev in self.parser.feed(data):
-            if self.closed:
-                break
-            self._handle(cast(Event, ev))
+        self._handle_events(self.parser.feed(data))
         self.plans.settle()
         self.server.flush_dirty()
 
@@ -391,14 +376,13 @@ class GatewayConnection(Link):
                 local = Pub(msg.subject, routed[2], msg.payload, msg.header_size)
                 self.gateway.track_reply(ev.account, routed, reply)
                 line = b""
-        if self.delivered_by_plan(line, msg.payload, sublist.genid):
-            return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
             if line:
-                # Our cluster's plain receivers (never another gateway), no queue group.
-                ours = tuple(sub for sub in result.psubs if not sub.gateway)
-                self.plans.remember(self, msg, SubListResult(ours), sublist.genid)
+                # Our cluster's plain receivers (never another gateway), no queue group: the
+                # next RMSG with this line goes by plan (Link._handle_events); a routed
+                # subject or reply (`_GR_.`) or an unknown account never comes here with it.
+                self.remember_plan(msg, tuple(s for s in result.psubs if not s.gateway), sublist)
             fan_out_from_gateway(self, result, msg, ev.queues, local)
 
     # -- replies routed back ---------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from pynatsd.cluster.cluster import Cluster, non_local_ips
-from pynatsd.cluster.link import LinkListener, count_interest
+from pynatsd.cluster.link import LinkListener, RetryDelays, count_interest
 from pynatsd.cluster.link_tls import first_host_name, server_name
 from pynatsd.cluster.protocol import bare_info, rmsg_frame, rs_minus_frame, rs_plus_frame
 from pynatsd.gateway import replies
@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 # nats-server waits this long after start-up before dialing the configured gateways, so that
 # its cluster can form first (defaultSolicitGatewaysDelay).
 SOLICIT_DELAY = 1.0
-CONNECT_DELAY = 1.0  # between attempts (defaultGatewayConnectDelay)
-CONNECT_MAX_DELAY = 30.0  # with connect_backoff
 # nats-server's gatewayTLSInsecureWarning.
 GATEWAY_TLS_INSECURE_WARNING = (
     "TLS certificate chain and hostname of solicited gateways will not be verified. "
@@ -108,7 +106,7 @@ def _host_port(url: str) -> tuple[str, int]:
     return parsed.hostname or "127.0.0.1", parsed.port or 7222
 
 
-class Gateway(LinkListener):
+class Gateway(LinkListener[GatewayConnection]):
     """The `gateway` part of a server."""
 
     name = "gateway"  # the part's name; the gateway's own is `gateway_name`
@@ -130,7 +128,6 @@ class Gateway(LinkListener):
         ]  # ownCfgURLs, for /varz
         self.outbound: dict[str, GatewayConnection] = {}
         self.inbound: dict[int, GatewayConnection] = {}
-        self.connecting: set[GatewayConnection] = set()
         self.host = opts.host
         self.url = ""  # this server's gateway URL, host:port
         self.urls: list[str] = []  # the gateway URLs of every server of this cluster
@@ -417,9 +414,10 @@ class Gateway(LinkListener):
         """solicitGateway: dial the remote's URLs in random order until one answers, then again
         after the connection closes (explicit gateways forever, implicit ones
         `connect_retries` + 1 times)."""
-        delay = CONNECT_DELAY
+        delays = RetryDelays(self.opts.connect_backoff)
         kind = "implicit" if remote.implicit else "explicit"
         while self.running and self.remotes.get(remote.name) is remote:
+            delays.reset()
             attempts = 0
             conn: GatewayConnection | None = None
             while self.running and conn is None:
@@ -440,9 +438,7 @@ class Gateway(LinkListener):
                     # Given up, unless the remote has dialed us meanwhile.
                     self.remotes.pop(remote.name, None)
                     return
-                await asyncio.sleep(delay)
-                if self.opts.connect_backoff:
-                    delay = min(delay * 2, CONNECT_MAX_DELAY)
+                await asyncio.sleep(delays.next())
             if conn is None:
                 return
             await conn.done

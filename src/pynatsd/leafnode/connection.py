@@ -32,13 +32,12 @@ from pynatsd.leafnode.protocol import LeafParser, lmsg_frame
 from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
-from pynatsd.protocol.events import Event, Pub
+from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import err_frame, go_json_bytes
 from pynatsd.server import events
 from pynatsd.server.delivery import fan_out_from_leaf
 from pynatsd.server.subscription import LeafSubscription
 from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
-from pynatsd.sublist import SubListResult
 from pynatsd.version import COMPAT_VERSION
 
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ class Leaf(Link):
         server = part.server
         leaf_opts = server.options.leafnodes
         super().__init__(server, server.next_cid(), leaf_opts.write_deadline if leaf_opts else 0.0)
-        self.part = part
+        self.part = self.listener = part
         self.remote = remote  # the remote we dialed (None: a leaf that dialed us)
         self.url = url
         self.solicited = remote is not None
@@ -126,6 +125,7 @@ class Leaf(Link):
             self._set_denies(remote.deny_exports, remote.deny_imports)
 
     def _set_denies(self, exports: list[str], imports: list[str]) -> None:
+        self.plans.clear()  # planned on what the lists let through
         self._deny_exports = SubjectMatcher(exports, False) if exports else None
         self._deny_imports = SubjectMatcher(imports, False) if imports else None
 
@@ -176,13 +176,7 @@ class Leaf(Link):
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
-    def connection_made(self, base: asyncio.BaseTransport) -> None:
-        transport = self.attach(base)
-        if not self.part.running:
-            self.closed = True
-            transport.abort()
-            return
-        self.part.connections.add(self)
+    def _begin(self) -> None:
         log.info("%s - Leafnode connection created%s", self.label, self._remote_label())
         if not self.solicited:
             self.nonce = self.part.new_nonce()
@@ -213,11 +207,7 @@ class Leaf(Link):
                 return
             if not data:
                 return
-        # A plain RouteParser's events (bare `Pub`s come from the route's RouteRunParser only).
-        for ev in self.parser.feed(data):
-            if self.closed:
-                break
-            self._handle(cast(Event, ev))
+        self._handle_events(self.parser.feed(data))
         self.plans.settle()
         self.server.flush_dirty()
 
@@ -502,13 +492,13 @@ class Leaf(Link):
         line = msg.line if not ev.queues else b""
         if msg.reply.startswith(replies.PREFIXES):
             msg, line = self._unmap_reply(msg), b""
-        elif self.delivered_by_plan(line, msg.payload, sublist.genid):
-            return
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
             if line and not any(sub.remote for sub in result.psubs):
-                # Only local plain receivers (an LMSG naming no queue reaches no group).
-                self.plans.remember(self, msg, SubListResult(result.psubs), sublist.genid)
+                # Only local plain receivers (an LMSG naming no queue reaches no group): the
+                # next LMSG with this line goes by plan (Link._handle_events), registered and
+                # past deny_imports as this one.
+                self.remember_plan(msg, result.psubs, sublist)
             fan_out_from_leaf(self, result, msg, ev.queues, not self.is_spoke)
 
     def _unmap_reply(self, msg: Pub) -> Pub:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 LEAF_PROTO = 1  # nats-server's leaf INFO `proto`
 
 
-class LeafNodes(LinkListener):
+class LeafNodes(LinkListener[Leaf]):
     """The `leafnodes` part of a server."""
 
     name = "leafnodes"
@@ -58,7 +58,6 @@ class LeafNodes(LinkListener):
         assert opts is not None
         self.opts: LeafNodeOptions = opts
         self.host = opts.host
-        self.connections: set[Leaf] = set()  # every open leaf connection
         self.leafs: dict[int, Leaf] = {}  # registered ones, by connection id
         self._lds: dict[str, bytes] = {}  # account -> its loop detection subject
         # The listener's TLS (leafs upgrade after the INFO); a bad block fails the start.
@@ -96,7 +95,7 @@ class LeafNodes(LinkListener):
         self.stop_listening()
         if self.server.websocket_leaf == self._websocket_leaf:
             self.server.websocket_leaf = None
-        for leaf in list(self.connections):
+        for leaf in list(self.connecting):
             leaf.close(CloseReason.SERVER_SHUTDOWN)
 
     def _websocket_leaf(self) -> Leaf:
@@ -288,7 +287,7 @@ class LeafNodes(LinkListener):
         self._watch(leaf.account)
 
     def leaf_closed(self, leaf: Leaf) -> None:
-        self.connections.discard(leaf)
+        self.connecting.discard(leaf)
         self.leafs.pop(leaf.lid, None)
 
     def account_leafs(self, account: Account) -> list[Leaf]:

@@ -13,7 +13,7 @@ replaces with the account it is bound to.
 
 from __future__ import annotations
 
-from pynatsd.cluster.protocol import RouteParser, _BadArgs, rmsg_head
+from pynatsd.cluster.protocol import RouteRunParser, _BadArgs, rmsg_head
 from pynatsd.protocol.events import Event, Pub
 
 __all__ = [
@@ -46,7 +46,7 @@ _LEAF_OPS = {
 }
 
 
-class LeafParser(RouteParser):
+class LeafParser(RouteRunParser):
     """The route parser reading leaf ops (an RS+ or RMSG on a leaf connection closes it, as in
     nats-server). `expect_connect` (an accepted leaf) makes any first op but CONNECT
     an authorization violation."""
