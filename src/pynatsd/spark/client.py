@@ -709,12 +709,19 @@ def publish_acked(
     sent = 0
     low_water = max(window // 2, 1)
 
-    def acked_beyond(floor: int) -> Callable[[], bool]:
-        return lambda: acks.received > floor
+    def acked_beyond(seen: int) -> Callable[[], bool]:
+        return lambda: acks.received > seen
 
-    def check() -> None:
-        if acks.error is not None:
-            raise acks.error
+    def await_acks(target: int) -> None:
+        """Until `target` acks have come. `requestTimeout` bounds a wait without any ack, not
+        the whole wait: on a busy machine half a large window may take longer than that."""
+        while acks.received < target:
+            # A server drops publishes past a stream's inbound queue limit (nats-server's
+            # `max_buffered_msgs`) without an ack: then this times out, naming the window.
+            what = f"publish acks ({sent - acks.received} outstanding, option 'maxInFlight')"
+            conn.run(acked_beyond(acks.received), timeout, what)
+            if acks.error is not None:
+                raise acks.error
 
     try:
         for block in blocks:
@@ -722,15 +729,15 @@ def publish_acked(
             while first < n:
                 room = window - (sent - acks.received)
                 if room <= 0:
-                    conn.run(acked_beyond(sent - low_water), timeout, "publish acks")
-                    check()
+                    await_acks(sent - low_water + 1)
                     continue
                 last = min(n, first + min(room, _FRAMES_PER_WRITE))
                 conn.send(block.frames(first, last))
                 sent += last - first
                 first = last
-        conn.run(lambda: acks.received >= sent, timeout, "publish acks")
-        check()
+        await_acks(sent)
+        if acks.error is not None:
+            raise acks.error
     finally:
         conn.unsubscribe(sid)
     return PublishResult(published=sent - acks.duplicates, duplicates=acks.duplicates)

@@ -11,7 +11,9 @@ nats-py's `PullSubscription.fetch()` 3-5x slower still; acked JetStream publishe
 The parser keeps a receive buffer and an offset into it: each byte is examined a bounded number of
 times (a partial frame is re-examined only from its control line), so the work is O(bytes received).
 Messages are handed to the subscription's callback as they are parsed, without queues or objects
-per message, which is where the time went in the async clients.
+per message, which is where the time went in the async clients. A subscription may also take runs
+of plain `MSG` frames in bulk (`runs`): they are parsed by Arrow kernels (frames.py) at about
+0.7 us per message against 1.7 us one by one, which is how pulled messages and publish acks come.
 """
 
 from __future__ import annotations
