@@ -7,15 +7,19 @@
 For each server (pynatsd is skipped, with a note, while it does not serve JetStream):
   fill        COUNT messages of SIZE bytes published with acks (the data source's own client)
   client      the same stream read by one process with the client alone (no Spark)
-  batch       spark.read.format("nats") -> Parquet, local[2]                      (target 150k/s)
+  batch       spark.read.format("nats") -> Parquet, local[2]                      (target 300k/s)
   stream      readStream ... trigger(availableNow) -> Parquet with a checkpoint
   noop        the batch read into Spark's `noop` sink: the read path without Parquet
-  write       COUNT rows -> JetStream with acks and Nats-Msg-Id, local[2]          (target 50k/s)
+  write       COUNT rows -> JetStream with acks and Nats-Msg-Id, local[2]         (target 300k/s)
   pushdown    `subject = 'R.7'` (1% of the stream) with filter pushdown: rows, and messages the
               server sent meanwhile (/varz out_msgs)
 Each master of `--master` (default `local[2],standalone`) runs every phase; `standalone` is a
 master and two workers of 1 core / 1 GiB on loopback (tests/support/spark_standalone.py), the
 package shipped to the executors as a zip, as docs/spark.md describes.
+Each Spark phase also reports the CPU per message of the server, of Spark's JVM and of the Python
+side (the driver and Spark's Python workers, where the data source runs), read from /proc, and the
+rate the machine's CPUs would give to that work alone: on a shared machine the wall-clock rates
+swing with the load, the CPU per message much less.
 Spark phases are timed after session start-up and after a warm-up query (the first query of a
 Python data source in a session starts its Python workers); both costs are printed too.
 `--profile DIR` attaches py-spy to Spark's Python workers during the batch and write phases and
@@ -48,9 +52,9 @@ VENV_BIN = Path(sys.executable).parent
 from pynatsd.spark import client  # noqa: E402
 from pynatsd.spark.options import ConnectOptions, parse_servers  # noqa: E402
 from pynatsd.spark.schema import arrow_schema, chunk_to_batch, stream_schema  # noqa: E402
-from pynatsd.spark.wire import Connection  # noqa: E402
+from pynatsd.spark.wire import Connection, new_inbox  # noqa: E402
 
-SPARK_TARGETS = {"batch": 150_000, "write": 50_000}
+SPARK_TARGETS = {"batch": 300_000, "write": 300_000}  # issue 18
 
 
 # --- servers -----------------------------------------------------------------------------------
@@ -77,6 +81,7 @@ def _jetstream_ready(url: str) -> bool:
 
 
 MONITOR: dict[str, int] = {}  # server URL -> its monitoring port
+SERVER_PID: dict[str, int] = {}  # server URL -> its process
 
 
 def out_msgs(url: str) -> int:
@@ -103,6 +108,7 @@ def server(kind: str) -> Iterator[str | None]:
     )
     url = f"nats://127.0.0.1:{port}"
     MONITOR[url] = http_port
+    SERVER_PID[url] = proc.pid
     try:
         deadline = time.monotonic() + 15
         ready = False
@@ -138,8 +144,9 @@ def fill(url: str, stream: str, count: int, size: int) -> float:
     with Connection.open(connect_options(url)) as conn:
         # 100 subjects: one of them is the 1% a pushed-down filter reads.
         messages = ((f"{stream}.{i % 100}".encode(), b"", payload) for i in range(count))
+        reply = new_inbox().encode()
         started = time.perf_counter()
-        client.publish_acked(conn, messages, window=4000)
+        client.publish_acked(conn, client.blocks_of(messages, reply), reply, window=4000)
         return count / (time.perf_counter() - started)
 
 
@@ -215,6 +222,53 @@ def timed(fn: Any) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of a live process and of its children it has reaped."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / _TICK
+
+
+def _is_jvm(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
+    except OSError:
+        return False
+
+
+def cpu_split(url: str) -> tuple[float, float, float]:
+    """CPU seconds of the server, of Spark's JVM, and of the Python side (this driver and
+    Spark's Python workers). On a shared machine these, not wall-clock rates, say what the code
+    costs: each process is charged only for the time it ran."""
+    server_pid = SERVER_PID[url]
+    server = _process_cpu(server_pid)
+    jvm = python = 0.0
+    todo = [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        if _is_jvm(pid):
+            jvm += _process_cpu(pid)
+        else:
+            python += _process_cpu(pid)
+        todo.extend(c for c in _children(pid) if c != server_pid)
+    return server, jvm, python
+
+
+def timed_cpu(result: dict[str, Any], key: str, url: str, count: int, fn: Any) -> float:
+    """`timed`, and the CPU per message (us) of the server, Spark's JVM and the Python side
+    into result[key + "_cpu"]."""
+    before = cpu_split(url)
+    seconds = timed(fn)
+    after = cpu_split(url)
+    result[key + "_cpu"] = [(b - a) / count * 1e6 for a, b in zip(before, after, strict=True)]
+    return seconds
 
 
 def batch_to_parquet(spark: Any, url: str, stream: str, out: str, args: Any) -> None:
@@ -378,17 +432,32 @@ def run_server(kind: str, spark: Any, args: Any, work: str) -> dict[str, Any]:
         result["warmup_write_s"] = timed(lambda: write_rows(spark, url, "WARM", 10_000, size, args))
 
         with profiled(args.profile, f"{kind}-batch"):
-            seconds = timed(lambda: batch_to_parquet(spark, url, "R", f"{work}/{kind}-batch", args))
+            seconds = timed_cpu(
+                result,
+                "batch",
+                url,
+                count,
+                lambda: batch_to_parquet(spark, url, "R", f"{work}/{kind}-batch", args),
+            )
         result["batch"] = count / seconds
         rows = spark.read.parquet(f"{work}/{kind}-batch").count()
         assert rows == count, f"batch parquet holds {rows} rows, expected {count}"
 
-        seconds = timed(lambda: stream_to_parquet(spark, url, "R", f"{work}/{kind}-stream", args))
+        seconds = timed_cpu(
+            result,
+            "stream",
+            url,
+            count,
+            lambda: stream_to_parquet(spark, url, "R", f"{work}/{kind}-stream", args),
+        )
         result["stream"] = count / seconds
         rows = spark.read.parquet(f"{work}/{kind}-stream").count()
         assert rows == count, f"stream parquet holds {rows} rows, expected {count}"
 
-        result["noop"] = count / timed(lambda: batch_to_noop(spark, url, "R", args))
+        seconds = timed_cpu(
+            result, "noop", url, count, lambda: batch_to_noop(spark, url, "R", args)
+        )
+        result["noop"] = count / seconds
         pushed: list[tuple[int, int]] = []
         seconds = timed(lambda: pushed.append(pushdown_read(spark, url, "R", args)))
         result["pushdown_rows"], result["pushdown_fetched"] = pushed[0]
@@ -397,7 +466,13 @@ def run_server(kind: str, spark: Any, args: Any, work: str) -> dict[str, Any]:
         assert pushed[0][0] == expected, f"pushdown read {pushed[0][0]} rows, not {expected}"
 
         with profiled(args.profile, f"{kind}-write"):
-            seconds = timed(lambda: write_rows(spark, url, "W", count, size, args))
+            seconds = timed_cpu(
+                result,
+                "write",
+                url,
+                count,
+                lambda: write_rows(spark, url, "W", count, size, args),
+            )
         result["write"] = count / seconds
         stored = stream_messages(url, "W")
         assert stored == count, f"stream W holds {stored} messages, expected {count}"
@@ -437,6 +512,21 @@ def report(results: list[dict[str, Any]], args: Any, master: str, startup: float
                 f"{r['server']} {'ok' if r[key] >= target else 'missed'}" for r in ran
             )
             line += f"   >= {target // 1000}k/s: {verdicts}"
+        print(line)
+    cores = os.cpu_count() or 1
+    print(
+        "\nCPU per message in us: server + Spark's JVM + Python (driver and Spark's Python "
+        f"workers: the connector), and the rate {cores} CPUs would give to this alone"
+    )
+    for key in ("batch", "stream", "noop", "write"):
+        line = f"{key:8}"
+        for r in ran:
+            server_us, jvm_us, python_us = r[key + "_cpu"]
+            total = server_us + jvm_us + python_us
+            line += (
+                f"  {r['server']}: {server_us:5.2f} + {jvm_us:5.2f} + {python_us:5.2f} -> "
+                f"{cores / total * 1e6:>9,.0f}/s"
+            )
         print(line)
     for r in ran:
         print(

@@ -18,7 +18,7 @@ from pynatsd.spark.options import (
 )
 from pynatsd.spark.schema import header_entries
 from pynatsd.spark.wire import Connection, pub_frame, status_of
-from pynatsd.spark.writer import WritePlan, messages
+from pynatsd.spark.writer import WritePlan, frame_blocks
 
 
 class FakeSocket:
@@ -109,10 +109,10 @@ def test_range_pull_collects_in_order_and_stops_at_the_end() -> None:
     pull = _range_pull(end=12, with_headers=True)
     for seq in (10, 11, 12):
         pull.on_msg(b"s", f"$JS.ACK.S.c.1.{seq}.1.{seq}000.5".encode(), b"", b"x")
-    assert pull.chunk.seqs == [10, 11] and pull.done
+    assert pull.chunk.columns().seqs.to_pylist() == [10, 11] and pull.done
     pull = _range_pull(end=100, with_headers=False)
     pull.on_msg(b"s", b"$JS.ACK.S.c.1.5.1.5000.0", b"", b"x")  # nothing pending after it
-    assert pull.done and pull.chunk.times_ns == [b"5000"]
+    assert pull.done and pull.chunk.columns().times_ns.to_pylist() == [5000]
     pull = _range_pull(end=100, with_headers=False)
     pull.on_msg(b"", b"", b"NATS/1.0 404 No Messages\r\n\r\n", b"")
     assert pull.done and not pull.error
@@ -190,6 +190,34 @@ def _plan(**kw: Any) -> WritePlan:
     return WritePlan(**fields)
 
 
+def _published(
+    plan: WritePlan, batch: Any, max_payload: int = 1 << 20, reply: bytes = b"_INBOX.r"
+) -> list[tuple[bytes, bytes, bytes]]:
+    """(subject, header block, payload) of each frame a write sends, read back from the bytes."""
+    if plan.mode is PublishMode.CORE:
+        reply = b""
+    data = b"".join(
+        bytes(block.frames(0, len(block)))
+        for block in frame_blocks(plan, iter([batch]), "q:5:0", max_payload, reply)
+    )
+    out, pos = [], 0
+    while pos < len(data):
+        eol = data.index(b"\r\n", pos)
+        args = data[pos:eol].split(b" ")
+        start = eol + 2
+        if args[0] == b"HPUB":
+            assert args[2] == reply
+            hsize, total = int(args[3]), int(args[4])
+            out.append((args[1], data[start : start + hsize], data[start + hsize : start + total]))
+        else:
+            assert args[0] == b"PUB" and len(args) == 3
+            total = int(args[2])
+            out.append((args[1], b"", data[start : start + total]))
+        assert data[start + total : start + total + 2] == b"\r\n"
+        pos = start + total + 2
+    return out
+
+
 def test_write_ids_in_order_of_preference() -> None:
     batch = pa.RecordBatch.from_pydict(
         {
@@ -202,33 +230,45 @@ def test_write_ids_in_order_of_preference() -> None:
         }
     )
 
-    def run(plan: WritePlan) -> list[tuple[bytes, bytes, bytes]]:
-        return list(messages(plan, iter([batch]), "q:5:0", 1 << 20))
-
-    derived = run(_plan(stream="T"))
+    derived = _published(_plan(stream="T"), batch)
     assert [m[0] for m in derived] == [b"a", b"b", b"c"]
     assert [m[2] for m in derived] == [b"x", b"", b"z"]
     assert derived[0][1] == (b"NATS/1.0\r\nNats-Msg-Id: q:5:0:0\r\nNats-Expected-Stream: T\r\n\r\n")
-    source = run(_plan(source_id_columns=True))
+    source = _published(_plan(source_id_columns=True), batch)
     assert [m[1] for m in source] == [
         b"NATS/1.0\r\nNats-Msg-Id: S:7\r\n\r\n",
         b"NATS/1.0\r\nNats-Msg-Id: S:8\r\n\r\n",
         b"NATS/1.0\r\nNats-Msg-Id: q:5:0:2\r\n\r\n",
     ]
-    column = run(_plan(id_column="id", headers_column="headers"))
+    column = _published(_plan(id_column="id", headers_column="headers"), batch)
     assert column[0][1] == b"NATS/1.0\r\nNats-Msg-Id: i0\r\n\r\n"
     # The row's own header wins over a derived id; repeated keys go out as repeated lines.
     assert column[1][1] == b"NATS/1.0\r\nNats-Msg-Id: own\r\nK: 1\r\nK: 2\r\n\r\n"
-    core = list(messages(_plan(mode=PublishMode.CORE), iter([batch]), "p", 1 << 20))
+    core = _published(_plan(mode=PublishMode.CORE), batch)
     assert [m[1] for m in core] == [b"", b"", b""]
-    with pytest.raises(Exception, match="max_payload"):
-        list(messages(_plan(), iter([batch]), "p", 10))
+    assert [m[2] for m in core] == [b"x", b"", b"z"]
+    with pytest.raises(
+        Exception, match=r"row 0: a message of \d+ bytes exceeds the server's max_payload of 10"
+    ):
+        _published(_plan(), batch, max_payload=10)
 
 
-def test_write_rejects_bad_subjects() -> None:
-    batch = pa.RecordBatch.from_pydict({"subject": ["ok", "not ok"], "data": ["1", "2"]})
-    with pytest.raises(Exception, match="row 1: invalid subject"):
-        list(messages(_plan(), iter([batch]), "p", 1 << 20))
+@pytest.mark.parametrize("mode", [PublishMode.JETSTREAM, PublishMode.CORE])
+def test_rows_without_headers_publish_as_rows_with_them_do(mode: PublishMode) -> None:
+    # Batches without headers are framed by Arrow kernels, the others row by row: the same
+    # bytes either way (a headers column of nulls only takes the first path).
+    rows = {
+        "subject": ["a.1", "b", "c.x.y"],
+        "data": [b"x" * 5, None, b"\r\n"],
+        "stream": ["S", None, "S"],
+        "seq": [7, 8, 9],
+        "id": [None, 12, 13],
+    }
+    no_headers = pa.RecordBatch.from_pydict({**rows, "headers": [None, None, None]})
+    with_headers = pa.RecordBatch.from_pydict({**rows, "headers": [{}, None, {}]})
+    for extra in ({}, {"source_id_columns": True}, {"id_column": "id"}, {"stream": "T"}):
+        plan = _plan(mode=mode, headers_column="headers", **extra)
+        assert _published(plan, no_headers) == _published(plan, with_headers)
 
 
 def test_every_option_is_documented() -> None:
@@ -264,7 +304,7 @@ def test_every_option_is_documented() -> None:
 def test_a_failed_publish_says_its_cause_once(
     header: bytes, payload: bytes, kind: str, text: str
 ) -> None:
-    acks = client._Acks(b"_INBOX.x.")
+    acks = client._Acks()
     acks.on_ack(b"_INBOX.x.0", b"", header, payload)
     acks.on_ack(b"_INBOX.x.1", b"", header, payload)  # a second failure adds nothing
     assert type(acks.error).__name__ == kind

@@ -17,6 +17,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+
 from pynatsd.gofmt import format_go_time
 from pynatsd.spark.errors import (
     DataLossError,
@@ -28,6 +32,7 @@ from pynatsd.spark.errors import (
     RequestTimeout,
     StreamNotFound,
 )
+from pynatsd.spark.frames import MsgRun
 from pynatsd.spark.wire import Connection, new_inbox, pub_frame, status_of
 from pynatsd.subjects import subjects_collide
 
@@ -122,18 +127,86 @@ def streams_capturing(conn: Connection, subject: str) -> list[str]:
 # --- reading a sequence range ------------------------------------------------------------------
 
 
-@dataclass
 class Chunk:
-    """Columns of consecutive messages of one stream, in sequence order."""
+    """Columns of consecutive messages of one stream, in sequence order: Arrow arrays for the
+    runs parsed in bulk (`extend`), Python lists for messages parsed one by one (`append`),
+    joined in order by `columns`."""
 
+    def __init__(self) -> None:
+        self._parts: list[ChunkColumns] = []
+        self._rows: _Rows = _Rows()
+        self._length = 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    def append(self, subject: bytes, payload: bytes, header: bytes, seq: int, ts: bytes) -> None:
+        rows = self._rows
+        rows.subjects.append(subject)
+        rows.payloads.append(payload)
+        rows.headers.append(header)
+        rows.seqs.append(seq)
+        rows.times_ns.append(ts)  # digits: Arrow converts them all at once
+        self._length += 1
+
+    def extend(self, subjects: Any, payloads: Any, seqs: Any, times_ns: Any) -> None:
+        """Messages without headers, as Arrow arrays (binary, binary, int64, int64)."""
+        self._flush()
+        self._parts.append(ChunkColumns(subjects, payloads, seqs, times_ns, [b""] * len(seqs)))
+        self._length += len(seqs)
+
+    def _flush(self) -> None:
+        rows = self._rows
+        if rows.seqs:
+            self._parts.append(
+                ChunkColumns(
+                    pa.array(rows.subjects, pa.binary()),
+                    pa.array(rows.payloads, pa.binary()),
+                    pa.array(rows.seqs, pa.int64()),
+                    pa.array(rows.times_ns, pa.string()).cast(pa.int64()),
+                    rows.headers,
+                )
+            )
+            self._rows = _Rows()
+
+    def columns(self) -> ChunkColumns:
+        self._flush()
+        parts = self._parts
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            empty = pa.array([], pa.binary())
+            return ChunkColumns(
+                empty, empty, pa.array([], pa.int64()), pa.array([], pa.int64()), []
+            )
+        return ChunkColumns(
+            pa.concat_arrays([p.subjects for p in parts]),
+            pa.concat_arrays([p.payloads for p in parts]),
+            pa.concat_arrays([p.seqs for p in parts]),
+            pa.concat_arrays([p.times_ns for p in parts]),
+            [h for p in parts for h in p.headers],
+        )
+
+
+@dataclass
+class _Rows:
     subjects: list[bytes] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
     headers: list[bytes] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
-    times_ns: list[bytes] = field(default_factory=list)  # decimal digits, as the server sent them
+    times_ns: list[bytes] = field(default_factory=list)
 
-    def __len__(self) -> int:
-        return len(self.seqs)
+
+@dataclass(frozen=True)
+class ChunkColumns:
+    """A chunk's columns: subjects and payloads (binary), seqs and times in ns (int64) as
+    Arrow arrays; the header blocks (b"" for none) as a list."""
+
+    subjects: Any
+    payloads: Any
+    seqs: Any
+    times_ns: Any
+    headers: list[bytes]
 
 
 def _consumer_config(name: str, filters: tuple[str, ...]) -> dict[str, Any]:
@@ -256,16 +329,54 @@ class _RangePull:
         if not self.first_seq:
             self.first_seq = seq
         self.last_seq = seq
-        chunk = self.chunk
-        chunk.subjects.append(subject)
-        chunk.payloads.append(payload)
-        chunk.seqs.append(seq)
-        chunk.times_ns.append(ts)  # digits: Arrow converts a whole chunk at once
+        self.chunk.append(subject, payload, header if self.with_headers else b"", seq, ts)
         self.received += 1
-        if self.with_headers:
-            chunk.headers.append(header)
         if left == b"0" or seq >= self.end - 1:
             self.done = True
+
+    def on_run(self, run: MsgRun) -> None:
+        """`on_msg` for a run of messages without headers, in Arrow (frames.py)."""
+        n = len(run)
+        prefix = self.prefix
+        fields = pc.split_pattern(
+            pc.binary_slice(run.replies, len(prefix), 1 << 16), b"."
+        )  # <delivered>.<sseq>.<cseq>.<ts>.<pending>
+        # A run's replies name one consumer, in one layout: the first tells.
+        if not (
+            run.replies[0].as_py().startswith(prefix)
+            and pc.all(pc.equal(pc.list_value_length(fields), 5)).as_py()
+        ):
+            # Another layout (with a domain): one by one.
+            for s, r, p in zip(
+                run.subjects.to_pylist(),
+                run.replies.to_pylist(),
+                run.payloads.to_pylist(),
+                strict=True,
+            ):
+                self.on_msg(s, r, b"", p)
+            return
+        seqs = _digits(pc.list_element(fields, 1))
+        self.outstanding -= n
+        seq_values = seqs.to_numpy()
+        keep = int(np.searchsorted(seq_values, self.end))  # sequences only grow
+        if keep < n:
+            self.done = True
+        if keep == 0:
+            return
+        times = _digits(pc.list_element(fields, 3)[:keep])
+        if not self.first_seq:
+            self.first_seq = int(seq_values[0])
+        self.last_seq = int(seq_values[keep - 1])
+        self.chunk.extend(run.subjects[:keep], run.payloads[:keep], seqs[:keep], times)
+        self.received += keep
+        # Nothing pending after a message: its reply ends in ".0".
+        if self.last_seq >= self.end - 1 or pc.any(pc.ends_with(run.replies[:keep], ".0")).as_py():
+            self.done = True
+
+
+def _digits(array: Any) -> Any:
+    """Decimal digits (binary) as int64."""
+    return pc.cast(pc.cast(array, pa.string()), pa.int64())
 
 
 LAST_PER_SUBJECT = "last_per_subject"
@@ -303,7 +414,7 @@ class _Puller:
         self.name = _create_consumer(self.conn, self.stream, self.config)
         self.pull.on_consumer(self.stream, self.name)
         inbox = new_inbox()
-        self.sid = self.conn.subscribe(inbox, self.pull.on_msg)
+        self.sid = self.conn.subscribe(inbox, self.pull.on_msg, runs=self.pull.on_run)
         self.inbox = inbox.encode()
         self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{self.name}".encode()
 
@@ -479,6 +590,47 @@ def rfc3339(time_ns: int) -> str:
 # (subject, header block or b"", payload)
 Outgoing = tuple[bytes, bytes, bytes]
 
+# Frames written to the socket at once, at most.
+_FRAMES_PER_WRITE = 1024
+
+
+@dataclass(frozen=True)
+class FrameBlock:
+    """Publish frames back to back in `data` from offset `start`; frame i ends at `ends[i]`
+    (increasing). Built per Arrow batch (batch_frames.py), so a block is written without a
+    Python call per message."""
+
+    data: Any  # bytes, or a pyarrow Buffer
+    ends: Any  # a sequence of ints (a numpy array)
+    start: int = 0
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def frames(self, first: int, last: int) -> memoryview:
+        """Frames first <= i < last."""
+        start = int(self.ends[first - 1]) if first else self.start
+        return memoryview(self.data)[start : int(self.ends[last - 1])]
+
+
+def frame_block(frames: list[bytes]) -> FrameBlock:
+    """A block of frames built one by one (`pub_frame`)."""
+    return FrameBlock(b"".join(frames), np.cumsum([len(f) for f in frames], dtype=np.int64))
+
+
+def blocks_of(
+    messages: Iterable[Outgoing], reply: bytes, per_block: int = 4096
+) -> Iterator[FrameBlock]:
+    """Messages as frame blocks, all with the reply subject `reply` (b"" for none)."""
+    frames: list[bytes] = []
+    for subject, header, payload in messages:
+        frames.append(pub_frame(subject, payload, reply, header))
+        if len(frames) >= per_block:
+            yield frame_block(frames)
+            frames = []
+    if frames:
+        yield frame_block(frames)
+
 
 @dataclass
 class PublishResult:
@@ -486,31 +638,27 @@ class PublishResult:
     duplicates: int = 0
 
 
-def publish_core(
-    conn: Connection, messages: Iterable[Outgoing], frames_per_write: int = 512
-) -> int:
-    """Fire-and-forget publishes, written in groups; a final PING/PONG makes sure the server
-    has processed them all (and surfaces a -ERR such as a permissions violation)."""
+def publish_core(conn: Connection, blocks: Iterable[FrameBlock]) -> int:
+    """Fire-and-forget publishes; a final PING/PONG makes sure the server has processed them
+    all (and surfaces a -ERR such as a permissions violation)."""
     count = 0
-    frames: list[bytes] = []
-    for subject, header, payload in messages:
-        frames.append(pub_frame(subject, payload, b"", header))
-        if len(frames) >= frames_per_write:
-            conn.send(b"".join(frames))
-            count += len(frames)
-            frames = []
-    if frames:
-        conn.send(b"".join(frames))
-        count += len(frames)
+    for block in blocks:
+        n = len(block)
+        for first in range(0, n, _FRAMES_PER_WRITE):
+            conn.send(block.frames(first, min(n, first + _FRAMES_PER_WRITE)))
+        count += n
     conn.flush(conn.options.request_timeout)
     return count
+
+
+_ERROR = b'"error"'
+_DUPLICATE = b'"duplicate":true'
 
 
 class _Acks:
     """Counts acks; keeps the first failure as the exception `check` raises, said once."""
 
-    def __init__(self, prefix: bytes) -> None:
-        self.prefix_len = len(prefix)
+    def __init__(self) -> None:
         self.received = 0
         self.duplicates = 0
         self.error: NatsSparkError | None = None
@@ -522,7 +670,7 @@ class _Acks:
                 "publish: no stream captures the subject (no responders); "
                 "create a stream for it or use publishMode=core"
             )
-        elif b'"error"' in payload:
+        elif _ERROR in payload:
             if self.error is None:
                 err = json.loads(payload).get("error", {})
                 self.error = JetStreamError(
@@ -531,45 +679,65 @@ class _Acks:
                     int(err.get("err_code", 0)),
                     str(err.get("description", "")),
                 )
-        elif b'"duplicate":true' in payload or b'"duplicate": true' in payload:
+        elif _DUPLICATE in payload or b'"duplicate": true' in payload:
             self.duplicates += 1
+
+    def on_run(self, run: MsgRun) -> None:
+        """Acks parsed in bulk (frames.py): counted in Arrow; the failed ones, if any, one by
+        one."""
+        payloads = run.payloads
+        failed = pc.match_substring(payloads, _ERROR.decode())
+        if pc.any(failed).as_py():
+            for payload in payloads.filter(failed).to_pylist():
+                self.on_ack(b"", b"", b"", payload)
+            payloads = payloads.filter(pc.invert(failed))
+        self.received += len(payloads)
+        self.duplicates += pc.sum(pc.match_substring(payloads, _DUPLICATE.decode())).as_py() or 0
+        self.duplicates += pc.sum(pc.match_substring(payloads, '"duplicate": true')).as_py() or 0
 
 
 def publish_acked(
-    conn: Connection, messages: Iterable[Outgoing], window: int, frames_per_write: int = 512
+    conn: Connection, blocks: Iterable[FrameBlock], reply: bytes, window: int
 ) -> PublishResult:
-    """JetStream publishes, each with its own reply subject, at most `window` awaiting an ack.
-    Any negative ack fails the whole call: Spark then retries the task, and the `Nats-Msg-Id`
-    headers make the messages already stored count as duplicates instead of twice."""
-    prefix = new_inbox().encode() + b"."
-    acks = _Acks(prefix)
-    sid = conn.subscribe(prefix.decode() + "*", acks.on_ack)
+    """JetStream publishes whose frames (`blocks`) all carry the reply subject `reply` (a new
+    inbox), at most `window` awaiting an ack. Acks are counted, not matched: any negative ack
+    fails the whole call, Spark then retries the task, and the `Nats-Msg-Id` headers make the
+    messages already stored count as duplicates instead of twice."""
+    acks = _Acks()
+    sid = conn.subscribe(reply.decode(), acks.on_ack, runs=acks.on_run, runs_have_replies=False)
     timeout = conn.options.request_timeout
     sent = 0
-    frames: list[bytes] = []
     low_water = max(window // 2, 1)
 
-    def acked_beyond(floor: int) -> Callable[[], bool]:
-        return lambda: acks.received > floor
+    def acked_beyond(seen: int) -> Callable[[], bool]:
+        return lambda: acks.received > seen
 
-    def check() -> None:
-        if acks.error is not None:
-            raise acks.error
+    def await_acks(target: int) -> None:
+        """Until `target` acks have come. `requestTimeout` bounds a wait without any ack, not
+        the whole wait: on a busy machine half a large window may take longer than that."""
+        while acks.received < target:
+            # A server drops publishes past a stream's inbound queue limit (nats-server's
+            # `max_buffered_msgs`) without an ack: then this times out, naming the window.
+            what = f"publish acks ({sent - acks.received} outstanding, option 'maxInFlight')"
+            conn.run(acked_beyond(acks.received), timeout, what)
+            if acks.error is not None:
+                raise acks.error
 
     try:
-        for subject, header, payload in messages:
-            frames.append(pub_frame(subject, payload, prefix + str(sent).encode(), header))
-            sent += 1
-            if len(frames) >= frames_per_write or sent - acks.received >= window:
-                conn.send(b"".join(frames))
-                frames = []
-                if sent - acks.received >= window:
-                    conn.run(acked_beyond(sent - low_water), timeout, "publish acks")
-                    check()
-        if frames:
-            conn.send(b"".join(frames))
-        conn.run(lambda: acks.received >= sent, timeout, "publish acks")
-        check()
+        for block in blocks:
+            n, first = len(block), 0
+            while first < n:
+                room = window - (sent - acks.received)
+                if room <= 0:
+                    await_acks(sent - low_water + 1)
+                    continue
+                last = min(n, first + min(room, _FRAMES_PER_WRITE))
+                conn.send(block.frames(first, last))
+                sent += last - first
+                first = last
+        await_acks(sent)
+        if acks.error is not None:
+            raise acks.error
     finally:
         conn.unsubscribe(sid)
     return PublishResult(published=sent - acks.duplicates, duplicates=acks.duplicates)

@@ -56,14 +56,15 @@ def operation(header: bytes) -> str:
 
 
 def chunk_to_kv_batch(chunk: client.Chunk, prefix: bytes, history: bool, schema: Any) -> Any:
-    ops = [operation(h) for h in chunk.headers]
+    cols = chunk.columns()
+    ops = [operation(h) for h in cols.headers]
     keep = None if history else [op == "PUT" for op in ops]
     cut = len(prefix)
     columns: dict[str, Any] = {
-        "key": pa.array([s[cut:] for s in chunk.subjects], pa.string()),
-        "data": pa.array(chunk.payloads, pa.binary()),
-        "revision": pa.array(chunk.seqs, pa.int64()),
-        "created": pc.divide(pa.array(chunk.times_ns, pa.string()).cast(pa.int64()), 1000),
+        "key": pc.binary_slice(cols.subjects, cut, 1 << 16).cast(pa.string()),
+        "data": cols.payloads,
+        "revision": cols.seqs,
+        "created": pc.divide(cols.times_ns, 1000),
         "operation": pa.array(ops, pa.string()),
     }
     batch = batch_of(columns, schema)

@@ -63,18 +63,18 @@ def header_entries(block: bytes) -> list[tuple[str, list[str]]] | None:
 
 def chunk_to_batch(chunk: Chunk, stream: str, schema: Any) -> Any:
     """A `pyarrow.RecordBatch` in `schema` (an Arrow schema from `arrow_schema`)."""
-    n = len(chunk)
+    cols = chunk.columns()
     columns: dict[str, Any] = {
-        "subject": pa.array(chunk.subjects, pa.string()),
-        "data": pa.array(chunk.payloads, pa.binary()),
-        "stream": pa.repeat(pa.scalar(stream, pa.string()), n),
-        "seq": pa.array(chunk.seqs, pa.int64()),
-        # Server times are ns digits; Spark's are us: convert in Arrow, not per row in Python.
-        "timestamp": pc.divide(pa.array(chunk.times_ns, pa.string()).cast(pa.int64()), 1000),
+        "subject": cols.subjects.cast(pa.string()),
+        "data": cols.payloads,
+        "stream": pa.repeat(pa.scalar(stream, pa.string()), len(chunk)),
+        "seq": cols.seqs,
+        # Server times are ns; Spark's are us: converted in Arrow, not per row in Python.
+        "timestamp": pc.divide(cols.times_ns, 1000),
     }
     if "headers" in schema.names:
         columns["headers"] = pa.array(
-            [header_entries(h) for h in chunk.headers], schema.field("headers").type
+            [header_entries(h) for h in cols.headers], schema.field("headers").type
         )
     return batch_of(columns, schema)
 

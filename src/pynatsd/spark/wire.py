@@ -11,7 +11,9 @@ nats-py's `PullSubscription.fetch()` 3-5x slower still; acked JetStream publishe
 The parser keeps a receive buffer and an offset into it: each byte is examined a bounded number of
 times (a partial frame is re-examined only from its control line), so the work is O(bytes received).
 Messages are handed to the subscription's callback as they are parsed, without queues or objects
-per message, which is where the time went in the async clients.
+per message, which is where the time went in the async clients. A subscription may also take runs
+of plain `MSG` frames in bulk (`runs`): they are parsed by Arrow kernels (frames.py) at about
+0.7 us per message against 1.7 us one by one, which is how pulled messages and publish acks come.
 """
 
 from __future__ import annotations
@@ -36,12 +38,18 @@ from pynatsd.spark.errors import (
     ProtocolError,
     RequestTimeout,
 )
+from pynatsd.spark.frames import MsgRun, msg_run
 from pynatsd.spark.options import ConnectOptions, ServerAddress
 
 # (subject, reply, header block or b"", payload). The header block includes the `NATS/1.0` line.
 MsgCallback = Callable[[bytes, bytes, bytes, bytes], None]
+RunCallback = Callable[[MsgRun], None]
 
 _RECV_SIZE = 1 << 20
+# A subscription with a run callback gets its runs of MSG frames parsed in bulk (frames.py) when
+# at least this many bytes wait, looking at most this far ahead at a time.
+_RUN_MIN_BYTES = 4096
+_RUN_WINDOW = 1 << 19
 _CREDS_BLOCK = re.compile(rb"-{3,}[^\n]*-{3,}\r?\n(.+?)\r?\n\s*-{3,}[^\n]*-{3,}", re.S)
 
 
@@ -72,6 +80,9 @@ class Connection:
         self._buf = b""
         self._pos = 0
         self._subs: dict[bytes, MsgCallback] = {}
+        self._run_sid = b""
+        self._run_callback: RunCallback | None = None
+        self._run_replies = True
         self._next_sid = 1
         self._pongs = 0
         self._closed = False
@@ -181,28 +192,43 @@ class Connection:
 
     # --- sending -----------------------------------------------------------------------------
 
-    def _send(self, data: bytes) -> None:
+    def _send(self, data: bytes | memoryview) -> None:
         if self._sock is None:
             raise ProtocolError("connection is closed")
         self._sock.sendall(data)
 
-    def send(self, data: bytes) -> None:
+    def send(self, data: bytes | memoryview) -> None:
         """Raw protocol bytes, already framed (see `pub_frame`)."""
         self._send(data)
 
     def publish(self, subject: str, payload: bytes, reply: str = "", header: bytes = b"") -> None:
         self._send(pub_frame(subject.encode(), payload, reply.encode(), header))
 
-    def subscribe(self, subject: str, callback: MsgCallback, queue: str = "") -> bytes:
+    def subscribe(
+        self,
+        subject: str,
+        callback: MsgCallback,
+        queue: str = "",
+        runs: RunCallback | None = None,
+        runs_have_replies: bool = True,
+    ) -> bytes:
+        """`callback` per message; with `runs`, runs of plain `MSG` frames (with a reply
+        subject, or without one when not `runs_have_replies`) go to `runs` in bulk instead
+        (one such subscription at a time: the latest)."""
         sid = str(self._next_sid).encode()
         self._next_sid += 1
         self._subs[sid] = callback
+        if runs is not None:
+            self._run_sid, self._run_callback = sid, runs
+            self._run_replies = runs_have_replies
         q = b" " + queue.encode() if queue else b""
         self._send(b"SUB " + subject.encode() + q + b" " + sid + b"\r\n")
         return sid
 
     def unsubscribe(self, sid: bytes) -> None:
         self._subs.pop(sid, None)
+        if sid == self._run_sid:
+            self._run_sid, self._run_callback = b"", None
         if self._sock is not None and not self._closed:
             self._send(b"UNSUB " + sid + b"\r\n")
 
@@ -273,7 +299,24 @@ class Connection:
         not read from the connection themselves (they may send)."""
         buf, pos, subs = self._buf, self._pos, self._subs
         n = len(buf)
+        bulk = True  # until a bulk attempt finds mostly other frames in this buffer
         while pos < n:
+            runs = self._run_callback
+            if (
+                runs is not None
+                and bulk
+                and n - pos >= _RUN_MIN_BYTES
+                and buf.startswith(b"MSG ", pos)  # a status HMSG or a PING: no run here
+            ):
+                end = min(n, pos + _RUN_WINDOW)
+                after, run = msg_run(buf, pos, end, self._run_sid, self._run_replies)
+                # Bulk parsing costs about the bytes it looks at: when most of them were not
+                # a run, the rest of this buffer goes frame by frame (O(bytes) either way).
+                bulk = 2 * (after - pos) >= end - pos
+                if run is not None:
+                    self._pos = pos = after
+                    runs(run)
+                    continue
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
                 break
@@ -350,6 +393,7 @@ class Connection:
         sock, self._sock = self._sock, None
         self._closed = True
         self._subs.clear()
+        self._run_sid, self._run_callback = b"", None
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -37,10 +39,10 @@ from pyspark.sql.types import (
 )
 
 from pynatsd.protocol.headers import build_headers
-from pynatsd.spark import client
+from pynatsd.spark import batch_frames, client
 from pynatsd.spark.errors import NatsSparkError, OptionError
 from pynatsd.spark.options import PublishMode, WriteOptions
-from pynatsd.spark.wire import Connection
+from pynatsd.spark.wire import Connection, new_inbox, pub_frame
 
 log = logging.getLogger("pynatsd.spark")
 
@@ -187,74 +189,125 @@ def _jetstream_header(
     return build_headers(lines + expected)
 
 
-def messages(
-    plan: WritePlan, batches: Iterator[Any], id_prefix: str, max_payload: int
-) -> Iterator[client.Outgoing]:
-    """(subject, header block, payload) per row, with the row's `Nats-Msg-Id` in JetStream
-    mode. Columns are converted per batch (Arrow -> Python lists), not per row; rows without
-    headers of their own (the common case) get their header block by concatenation."""
+def frame_blocks(
+    plan: WritePlan, batches: Iterator[Any], id_prefix: str, max_payload: int, reply: bytes
+) -> Iterator[client.FrameBlock]:
+    """The publish frames of every row, a block per Arrow batch: built by Arrow kernels
+    (batch_frames.py) for a batch without headers of its own (the common case), row by row
+    (`messages`) otherwise. JetStream frames carry the reply subject `reply` and each row's
+    `Nats-Msg-Id`; core frames (`reply` b"") neither."""
     opts = plan.opts
     jetstream = plan.mode is PublishMode.JETSTREAM
-    fixed_subject = opts.subject.encode()
     expected = [("Nats-Expected-Stream", opts.stream)] if jetstream and opts.stream else []
     tail = b"".join(f"{k}: {v}\r\n".encode() for k, v in expected) + b"\r\n"
-    derived = f"{id_prefix}:"
     row = 0
     for batch in batches:
         n = batch.num_rows
-        payloads = batch.column(plan.data_column).to_pylist()
-        subjects = batch.column(plan.subject_column).to_pylist() if plan.subject_column else None
-        headers = batch.column(plan.headers_column).to_pylist() if plan.headers_column else None
-        ids: list[Any] | None = None
-        if jetstream and plan.id_column:
-            ids = batch.column(plan.id_column).to_pylist()
-        elif jetstream and plan.source_id_columns:
-            streams = batch.column("stream").to_pylist()
-            seqs = batch.column("seq").to_pylist()
-            ids = [
-                f"{s}:{q}" if s is not None and q is not None else None
-                for s, q in zip(streams, seqs, strict=True)
-            ]
-        for i in range(n):
-            payload = payloads[i]
-            if payload is None:
-                payload = b""
-            elif isinstance(payload, str):
-                payload = payload.encode()
-            if subjects is not None:
-                value = subjects[i]
-                subject = plan.subject_prefix + value.encode() if value is not None else b""
-                _check_subject(subject, row)
-            else:
-                subject = fixed_subject
-            user = _header_lines(headers[i]) if headers is not None else None
-            if jetstream:
-                given = ids[i] if ids is not None else None
-                msg_id = given if given is not None else derived + str(row)
-                if user:
-                    from_column = bool(plan.id_column) and given is not None
-                    header = _jetstream_header(user, msg_id, from_column, expected)
-                else:
-                    header = b"NATS/1.0\r\nNats-Msg-Id: " + str(msg_id).encode() + b"\r\n" + tail
-            else:
-                header = build_headers(user) if user else b""
-            if len(header) + len(payload) > max_payload:
-                raise NatsSparkError(
-                    f"row {row}: a message of {len(header) + len(payload)} bytes "
-                    f"exceeds the server's max_payload of {max_payload}"
+        if not n:
+            continue
+        if plan.headers_column and batch.column(plan.headers_column).null_count < n:
+            rows = _batch_messages(plan, batch, row, id_prefix, max_payload, expected, tail)
+            yield client.frame_block([pub_frame(s, p, reply, h) for s, h, p in rows])
+        else:
+            subjects = (
+                batch_frames.subjects_of(
+                    batch.column(plan.subject_column), plan.subject_prefix, row
                 )
-            yield subject, header, payload
-            row += 1
+                if plan.subject_column
+                else opts.subject.encode()
+            )
+            yield batch_frames.frame_block(
+                batch.column(plan.data_column),
+                subjects,
+                reply=reply if jetstream else b"",
+                ids=_given_ids(plan, batch) if jetstream else None,
+                derived=f"{id_prefix}:",
+                row0=row,
+                header_tail=tail,
+                max_payload=max_payload,
+            )
+        row += n
+
+
+def _given_ids(plan: WritePlan, batch: Any) -> Any | None:
+    """The ids a batch's rows bring (string array, null where a row brings none), or None."""
+    if plan.id_column:
+        return batch.column(plan.id_column)
+    if plan.source_id_columns:
+        return pc.binary_join_element_wise(
+            pc.cast(batch.column("stream"), pa.string()),
+            pc.cast(batch.column("seq"), pa.string()),
+            ":",
+        )
+    return None
+
+
+def _batch_messages(
+    plan: WritePlan,
+    batch: Any,
+    row0: int,
+    id_prefix: str,
+    max_payload: int,
+    expected: list[tuple[str, str]],
+    tail: bytes,
+) -> Iterator[client.Outgoing]:
+    """(subject, header block, payload) per row of one batch, with the row's `Nats-Msg-Id` in
+    JetStream mode. Columns are converted per batch (Arrow -> Python lists); rows without
+    headers of their own get their header block by concatenation."""
+    opts = plan.opts
+    jetstream = plan.mode is PublishMode.JETSTREAM
+    fixed_subject = opts.subject.encode()
+    derived = f"{id_prefix}:"
+    n = batch.num_rows
+    payloads = batch.column(plan.data_column).to_pylist()
+    subjects = batch.column(plan.subject_column).to_pylist() if plan.subject_column else None
+    headers = batch.column(plan.headers_column).to_pylist() if plan.headers_column else None
+    ids: list[Any] | None = None
+    if jetstream:
+        given = _given_ids(plan, batch)
+        ids = given.to_pylist() if given is not None else None
+    for i in range(n):
+        row = row0 + i
+        payload = payloads[i]
+        if payload is None:
+            payload = b""
+        elif isinstance(payload, str):
+            payload = payload.encode()
+        if subjects is not None:
+            value = subjects[i]
+            subject = plan.subject_prefix + value.encode() if value is not None else b""
+            _check_subject(subject, row)
+        else:
+            subject = fixed_subject
+        user = _header_lines(headers[i]) if headers is not None else None
+        if jetstream:
+            given_id = ids[i] if ids is not None else None
+            msg_id = given_id if given_id is not None else derived + str(row)
+            if user:
+                from_column = bool(plan.id_column) and given_id is not None
+                header = _jetstream_header(user, msg_id, from_column, expected)
+            else:
+                header = b"NATS/1.0\r\nNats-Msg-Id: " + str(msg_id).encode() + b"\r\n" + tail
+        else:
+            header = build_headers(user) if user else b""
+        if len(header) + len(payload) > max_payload:
+            raise NatsSparkError(
+                f"row {row}: a message of {len(header) + len(payload)} bytes "
+                f"exceeds the server's max_payload of {max_payload}"
+            )
+        yield subject, header, payload
 
 
 def publish(plan: WritePlan, batches: Iterator[Any], id_prefix: str) -> NatsCommitMessage:
     with Connection.open(plan.opts.connect) as conn:
         max_payload = int(conn.info.get("max_payload", 1 << 20))
-        outgoing = messages(plan, batches, id_prefix, max_payload)
         if plan.mode is PublishMode.JETSTREAM:
-            result = client.publish_acked(conn, outgoing, plan.opts.max_in_flight)
+            reply = new_inbox().encode()
+            blocks = frame_blocks(plan, batches, id_prefix, max_payload, reply)
+            result = client.publish_acked(conn, blocks, reply, plan.opts.max_in_flight)
             return NatsCommitMessage(result.published, result.duplicates)
-        return NatsCommitMessage(client.publish_core(conn, outgoing), 0)
+        blocks = frame_blocks(plan, batches, id_prefix, max_payload, b"")
+        return NatsCommitMessage(client.publish_core(conn, blocks), 0)
 
 
 def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, int]:
