@@ -1,0 +1,180 @@
+"""MQTT on a leaf node whose state is in the hub's JetStream (`mqtt { js_domain: hub }`), side
+by side with nats-server: the leaf runs no JetStream, the hub runs JetStream in domain "hub",
+and the leaf's MQTT sends its JetStream requests to `$JS.hub.API` across the leaf connection.
+A persistent session, its QoS 1 messages while away, retained messages and QoS 1 publish ->
+subscribe behave as with a local JetStream, also after the leaf restarts (nothing is on it).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.mqtt import Client, accepts, wait_for
+from support.natsserver import NATS_SERVER, require_nats_server
+from support.ports import free_port
+from support.processes import PYNATSD, ServerProcess, start_server, wait_for_log_line
+
+pytestmark = pytest.mark.timeout(180)
+
+_ids = itertools.count()
+
+
+@dataclass
+class Leaf:
+    name: str
+    mqtt_port: int
+    process: ServerProcess
+
+    def restart(self) -> None:
+        self.process.stop()
+        self.process.start()
+        wait_for(lambda: accepts(self.mqtt_port), f"{self.name} MQTT listener")
+        registered(self.process)
+
+
+def registered(process: ServerProcess) -> None:
+    """The leaf connection is up (its MQTT needs the hub's JetStream)."""
+    wait_for_log_line(process.log_text, "Leafnode connection (registered|created)")
+
+
+def start_hub(cmd: list[str], directory: Path, name: str) -> tuple[ServerProcess, int]:
+    leaf_port = free_port()
+    conf = directory / f"hub-{name}.conf"
+    conf.write_text(
+        f"server_name: hub_{name}\n"
+        f'jetstream {{ store_dir: "{directory / ("hub-" + name)}", domain: hub }}\n'
+        f"leafnodes {{ port: {leaf_port} }}\n"
+    )
+    return start_server(cmd, ["-c", str(conf)]), leaf_port
+
+
+def start_leaf(cmd: list[str], directory: Path, name: str, hub_leaf_port: int) -> Leaf:
+    mqtt_port = free_port()
+    conf = directory / f"leaf-{name}.conf"
+    conf.write_text(
+        f"server_name: leaf_{name}\n"
+        f'leafnodes {{ remotes [ {{ url: "nats://127.0.0.1:{hub_leaf_port}" }} ] }}\n'
+        f"mqtt {{ port: {mqtt_port}, js_domain: hub }}\n"
+    )
+    process = start_server(cmd, ["-c", str(conf)])
+    wait_for(lambda: accepts(mqtt_port), f"{name} MQTT listener")
+    registered(process)
+    return Leaf(name, mqtt_port, process)
+
+
+@pytest.fixture(scope="module")
+def leaves(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Leaf]]:
+    """A nats-server leaf on a nats-server hub, and a pynatsd leaf on a hub of each."""
+    require_nats_server()
+    directory = tmp_path_factory.mktemp("mqtt-js-domain")
+    processes: list[ServerProcess] = []
+    leaves: list[Leaf] = []
+    try:
+        hubs = {}
+        for hub_name, hub_cmd in (("nats", [str(NATS_SERVER)]), ("py", list(PYNATSD))):
+            hub, port = start_hub(hub_cmd, directory, hub_name)
+            processes.append(hub)
+            hubs[hub_name] = port
+        for name, cmd, hub_name in (
+            ("nats-server", [str(NATS_SERVER)], "nats"),
+            ("pynatsd", list(PYNATSD), "nats"),
+            ("pynatsd-on-pynatsd", list(PYNATSD), "py"),
+        ):
+            leaf = start_leaf(cmd, directory, name, hubs[hub_name])
+            leaves.append(leaf)
+            processes.append(leaf.process)
+        yield leaves
+    finally:
+        for process in reversed(processes):
+            process.stop()
+
+
+def each(leaves: list[Leaf], scenario: Callable[[Leaf, str], Any]) -> Any:
+    """The scenario on each leaf (its own client ids and topics); the same outcome."""
+    results = {leaf.name: scenario(leaf, f"d{next(_ids)}") for leaf in leaves}
+    assert len({repr(r) for r in results.values()}) == 1, results
+    return results["nats-server"]
+
+
+def seen(client: Client, count: int) -> list[tuple[str, bytes, int, bool]]:
+    return [
+        (m.topic.split("/", 1)[1], m.payload, m.qos, m.retain) for m in client.wait_messages(count)
+    ]
+
+
+def test_persistent_session_gets_what_came_while_away(leaves: list[Leaf]) -> None:
+    def scenario(leaf: Leaf, u: str) -> Any:
+        sub = Client(leaf.mqtt_port, f"{u}-sub", clean=False)
+        first = sub.connack
+        granted = sub.subscribe((f"{u}/t", 1))
+        sub.disconnect()
+        pub = Client(leaf.mqtt_port, f"{u}-pub")
+        pub.publish(f"{u}/t", b"while away", 1)
+        sub = Client(leaf.mqtt_port, f"{u}-sub", clean=False)
+        again = sub.connack
+        away = seen(sub, 1)
+        pub.publish(f"{u}/t", b"live", 1)
+        both = seen(sub, 2)
+        for c in (sub, pub):
+            c.disconnect()
+        return first, granted, again, away, both
+
+    first, granted, again, away, both = each(leaves, scenario)
+    assert (first, granted, again) == ((False, 0), [1], (True, 0))
+    assert away == [("t", b"while away", 1, False)]
+    assert both[1] == ("t", b"live", 1, False)
+
+
+def test_retained_and_sessions_are_in_the_hub(leaves: list[Leaf]) -> None:
+    """A retained message and a persistent session outlive a restart of the leaf, which keeps
+    nothing itself."""
+    units = {leaf.name: f"d{next(_ids)}" for leaf in leaves}
+    for leaf in leaves:
+        u = units[leaf.name]
+        pub = Client(leaf.mqtt_port, f"{u}-pub")
+        pub.publish(f"{u}/r", b"kept", 1, retain=True)
+        sub = Client(leaf.mqtt_port, f"{u}-sub", clean=False)
+        sub.subscribe((f"{u}/t", 1))
+        for c in (pub, sub):
+            c.disconnect()
+        leaf.restart()
+
+    def scenario(leaf: Leaf, _: str) -> Any:
+        u = units[leaf.name]
+        fresh = Client(leaf.mqtt_port, f"{u}-fresh")
+        fresh.subscribe((f"{u}/r", 1))
+        retained = seen(fresh, 1)
+        sub = Client(leaf.mqtt_port, f"{u}-sub", clean=False)
+        present = sub.connack
+        pub = Client(leaf.mqtt_port, f"{u}-pub2")
+        pub.publish(f"{u}/t", b"after restart", 1)
+        delivered = seen(sub, 1)
+        for c in (fresh, sub, pub):
+            c.disconnect()
+        return retained, present, delivered
+
+    retained, present, delivered = each(leaves, scenario)
+    assert retained == [("r", b"kept", 1, True)]
+    assert present == (True, 0)
+    assert delivered == [("t", b"after restart", 1, False)]
+
+
+def test_clean_session_ends_the_stored_one(leaves: list[Leaf]) -> None:
+    def scenario(leaf: Leaf, u: str) -> Any:
+        sub = Client(leaf.mqtt_port, f"{u}-sub", clean=False)
+        sub.subscribe((f"{u}/t", 1))
+        sub.disconnect()
+        clean = Client(leaf.mqtt_port, f"{u}-sub", clean=True)
+        clean.disconnect()
+        sub = Client(leaf.mqtt_port, f"{u}-sub", clean=False)
+        present = sub.connack
+        sub.disconnect()
+        return clean.connack, present
+
+    assert each(leaves, scenario) == ((False, 0), (False, 0))
