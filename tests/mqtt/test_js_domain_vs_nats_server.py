@@ -8,6 +8,7 @@ subscribe behave as with a local JetStream, also after the leaf restarts (nothin
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from support.mqtt import Client, accepts, wait_for
+from support.mqtt import Client, accepts, connect_packet, raw_exchange, wait_for
 from support.natsserver import NATS_SERVER, require_nats_server
 from support.ports import free_port
 from support.processes import PYNATSD, ServerProcess, start_server, wait_for_log_line
@@ -54,13 +55,15 @@ def start_hub(cmd: list[str], directory: Path, name: str) -> tuple[ServerProcess
     return start_server(cmd, ["-c", str(conf)]), leaf_port
 
 
-def start_leaf(cmd: list[str], directory: Path, name: str, hub_leaf_port: int) -> Leaf:
+def start_leaf(
+    cmd: list[str], directory: Path, name: str, hub_leaf_port: int, mqtt_extra: str = ""
+) -> Leaf:
     mqtt_port = free_port()
     conf = directory / f"leaf-{name}.conf"
     conf.write_text(
         f"server_name: leaf_{name}\n"
         f'leafnodes {{ remotes [ {{ url: "nats://127.0.0.1:{hub_leaf_port}" }} ] }}\n'
-        f"mqtt {{ port: {mqtt_port}, js_domain: hub }}\n"
+        f"mqtt {{ port: {mqtt_port}, js_domain: hub\n{mqtt_extra}\n}}\n"
     )
     process = start_server(cmd, ["-c", str(conf)])
     wait_for(lambda: accepts(mqtt_port), f"{name} MQTT listener")
@@ -178,3 +181,30 @@ def test_clean_session_ends_the_stored_one(leaves: list[Leaf]) -> None:
         return clean.connack, present
 
     assert each(leaves, scenario) == ((False, 0), (False, 0))
+
+
+def test_no_reply_refuses_the_client(tmp_path: Path) -> None:
+    """A domain nobody answers for: the first client waits `js_api_timeout` for the stream
+    lookup and is closed without CONNACK, with nats-server's log line."""
+    require_nats_server()
+    hub, port = start_hub([str(NATS_SERVER)], tmp_path, "lonely")
+    lines = {}
+    try:
+        for name, cmd in (("nats-server", [str(NATS_SERVER)]), ("pynatsd", list(PYNATSD))):
+            extra = 'js_domain: nowhere, js_api_timeout: "500ms"'
+            leaf = start_leaf(cmd, tmp_path, f"{name}-nowhere", port, extra)
+            try:
+                answer = raw_exchange(leaf.mqtt_port, connect_packet("lonely"))
+                line = wait_for_log_line(leaf.process.log_text, "unable to connect")
+                line = re.sub(r'reply="[^"]*"', "reply=", line)
+                lines[name] = (answer, re.sub(r"after [0-9.]+ms", "after <d>", line))
+            finally:
+                leaf.process.stop()
+    finally:
+        hub.stop()
+    assert lines["pynatsd"] == lines["nats-server"]
+    assert lines["pynatsd"] == (
+        ([], True),
+        '[ERR] unable to connect: lookup sessions stream for account "$G": timeout after <d>: '
+        'request type "SL" on "$JS.nowhere.API.STREAM.INFO.$MQTT_sess" (reply=)',
+    )

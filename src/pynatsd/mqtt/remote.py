@@ -4,10 +4,12 @@
 Corresponds to nats-server's `mqttJSA` (server/mqtt.go): a leaf node without JetStream for the
 account (or with another domain than `js_domain`) sends every JetStream API request MQTT makes
 as a NATS request to `$JS.<domain>.API.<request>` and publishes to its streams with a reply
-subject for the PubAck; the replies come back on `$MQTT.JSA.<server>.<kind>.<nuid>`, across the
-leaf connection, to one internal subscription of the account. Each call returns a future the
-caller awaits before it answers its client (CONNACK, SUBACK, PUBACK), as nats-server's
-`newRequest` waits for its reply.
+subject for the PubAck; the replies come back on `$MQTT.JSA.<server hash>.<kind>.<token>`
+(the kinds are nats-server's: `SL` stream lookup, `SC` stream create, `ML` message load, `MS`
+message store, `SP` session persist, `MD` message delete, `CC` consumer create, `CD` consumer
+delete), across the leaf connection, to one internal subscription of the account. Each call
+returns a future the caller awaits before it answers its client (CONNACK, SUBACK, PUBACK), as
+nats-server's `newRequest` waits for its reply.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.gofmt import go_duration
 from pynatsd.jetstream.advisories import new_nuid
+from pynatsd.mqtt.store import client_id_hash
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 
 if TYPE_CHECKING:
@@ -40,11 +44,12 @@ class RemoteJetStream:
         self.account = account
         self.api = f"$JS.{domain}.API."
         self.timeout = timeout
-        self._prefix = f"$MQTT.JSA.{server.options.server_name or 'pynatsd'}.{new_nuid()}."
+        self._prefix = f"$MQTT.JSA.{client_id_hash(server.options.server_name)}."
+        self._nuid = new_nuid()
         self._next = 0
         self._waiting: dict[str, asyncio.Future[Reply]] = {}
         owner = InternalClient(account, "mqtt:jsa")
-        self._sub = InternalSubscription(owner, self._prefix + "*", self._on_reply)
+        self._sub = InternalSubscription(owner, self._prefix + ">", self._on_reply)
         account.sublist.insert(self._sub)
 
     def close(self) -> None:
@@ -54,7 +59,7 @@ class RemoteJetStream:
         self._waiting.clear()
 
     def _on_reply(self, sub: InternalSubscription, client: Any, msg: Pub) -> None:
-        token = msg.subject.decode()[len(self._prefix) :]
+        token = msg.subject.decode().rpartition(".")[2]
         future = self._waiting.pop(token, None)
         if future is None or future.done():
             return
@@ -62,28 +67,34 @@ class RemoteJetStream:
         size = msg.header_size
         future.set_result((raw[:size], raw[size:]) if size > 0 else (b"", raw))
 
-    def _send(self, subject: str, header: bytes, body: bytes) -> asyncio.Future[Reply]:
+    def _send(self, kind: str, subject: str, header: bytes, body: bytes) -> asyncio.Future[Reply]:
         self._next += 1
-        token = str(self._next)
+        token = f"{self._nuid}{self._next}"
+        reply = f"{self._prefix}{kind}.{token}"
         future: asyncio.Future[Reply] = self.server.loop.create_future()
         self._waiting[token] = future
-        self.server.loop.call_later(self.timeout, self._expire, token, subject)
-        self.server.publish_internal(self.account, subject, self._prefix + token, header, body)
+        loop = self.server.loop
+        loop.call_later(self.timeout, self._expire, token, kind, subject, reply, loop.time())
+        self.server.publish_internal(self.account, subject, reply, header, body)
         return future
 
-    def _expire(self, token: str, subject: str) -> None:
+    def _expire(self, token: str, kind: str, subject: str, reply: str, sent: float) -> None:
         future = self._waiting.pop(token, None)
         if future is not None and not future.done():
-            future.set_exception(RemoteTimeout(f'timeout for request "{subject}"'))
+            waited = go_duration(self.server.loop.time() - sent)
+            text = f'timeout after {waited}: request type "{kind}" on "{subject}" (reply="{reply}")'
+            future.set_exception(RemoteTimeout(text))
 
-    def request(self, api: str, body: dict[str, Any] | None = None) -> asyncio.Future[Reply]:
+    def request(
+        self, kind: str, api: str, body: dict[str, Any] | None = None
+    ) -> asyncio.Future[Reply]:
         """A JetStream API request (`STREAM.CREATE.$MQTT_sess`, ...), its body as JSON."""
         data = b"" if body is None else json.dumps(body).encode()
-        return self._send(self.api + api, b"", data)
+        return self._send(kind, self.api + api, b"", data)
 
-    def publish(self, subject: str, header: bytes, data: bytes) -> asyncio.Future[Reply]:
+    def publish(self, kind: str, subject: str, header: bytes, data: bytes) -> asyncio.Future[Reply]:
         """A message for one of the MQTT streams; the reply is the stream's PubAck."""
-        return self._send(subject, header, data)
+        return self._send(kind, subject, header, data)
 
 
 def reply_json(reply: Reply) -> dict[str, Any]:

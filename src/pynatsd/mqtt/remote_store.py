@@ -26,7 +26,7 @@ from pynatsd.jetstream.consumer_config import ConsumerConfig
 from pynatsd.logger import log
 from pynatsd.mqtt import packets as p
 from pynatsd.mqtt.nats_headers import SUBJECT_HEADER
-from pynatsd.mqtt.remote import RemoteJetStream, Reply, reply_json
+from pynatsd.mqtt.remote import RemoteJetStream, RemoteTimeout, Reply, reply_json
 from pynatsd.mqtt.store import (
     QOS2_IN,
     QOS2_IN_PREFIX,
@@ -108,7 +108,10 @@ class RemoteAccountStore(AccountStore):
         _, replicas = self.replicas()
         name = self.account.name
         for stream, subject, retention, last_only, what in STREAMS:
-            info = reply_json(await self.jsa.request(f"STREAM.INFO.{stream}"))
+            try:
+                info = reply_json(await self.jsa.request("SL", f"STREAM.INFO.{stream}"))
+            except RemoteTimeout as e:
+                raise StoreError(f'lookup {what} stream for account "{name}": {e}') from None
             error = info.get("error")
             if not error:
                 continue
@@ -123,7 +126,7 @@ class RemoteAccountStore(AccountStore):
             }
             if last_only:
                 config["max_msgs_per_subject"] = 1
-            made = reply_json(await self.jsa.request(f"STREAM.CREATE.{stream}", config))
+            made = reply_json(await self.jsa.request("SC", f"STREAM.CREATE.{stream}", config))
             error = made.get("error")
             if error:
                 raise StoreError(f'create {what} stream for account "{name}": {_text(error)}')
@@ -131,7 +134,9 @@ class RemoteAccountStore(AccountStore):
 
     async def _load_retained(self) -> None:
         api = f"STREAM.INFO.{RETAINED}"
-        info = reply_json(await self.jsa.request(api, {"subjects_filter": f"{RETAINED_PREFIX}>"}))
+        info = reply_json(
+            await self.jsa.request("SL", api, {"subjects_filter": f"{RETAINED_PREFIX}>"})
+        )
         subjects = (info.get("state") or {}).get("subjects") or {}
         for subject in subjects:
             message = await self._last_message(RETAINED, subject)
@@ -141,7 +146,7 @@ class RemoteAccountStore(AccountStore):
     async def _last_message(self, stream: str, subject: str) -> tuple[bytes, bytes] | None:
         """The last message of `subject` in `stream` (its header block and body)."""
         reply = reply_json(
-            await self.jsa.request(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
+            await self.jsa.request("ML", f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
         )
         message = reply.get("message")
         if not isinstance(message, dict):
@@ -174,7 +179,7 @@ class RemoteAccountStore(AccountStore):
         self._purge(SESSIONS, self.sessions_prefix + client_id_hash(client_id))
 
     def _purge(self, stream: str, subject: str) -> None:
-        self.pending.append(self.jsa.request(f"STREAM.PURGE.{stream}", {"filter": subject}))
+        self.pending.append(self.jsa.request("MD", f"STREAM.PURGE.{stream}", {"filter": subject}))
 
     # -- retained and QoS 1/2 messages -----------------------------------------------------------
 
@@ -204,7 +209,8 @@ class RemoteAccountStore(AccountStore):
         return p.Publish(subject, kept[1], 2, retain, False, packet_id, stored_properties(fields))
 
     def _publish(self, subject: str, header: bytes, data: bytes) -> None:
-        self.pending.append(self.jsa.publish(subject, header, data))
+        kind = "SP" if subject.startswith(self.sessions_prefix) else "MS"
+        self.pending.append(self.jsa.publish(kind, subject, header, data))
 
     # -- consumers -------------------------------------------------------------------------------
 
@@ -232,7 +238,9 @@ class RemoteAccountStore(AccountStore):
                 config["inactive_threshold"] = int(mqtt.consumer_inactive_threshold * 1e9)
             self._consumers[key] = config
             body = {"stream_name": stream_name, "config": config}
-            future = self.jsa.request(f"CONSUMER.DURABLE.CREATE.{stream_name}.{durable}", body)
+            future = self.jsa.request(
+                "CC", f"CONSUMER.DURABLE.CREATE.{stream_name}.{durable}", body
+            )
             future.add_done_callback(lambda f: self._consumer_made(key, f))
             self.pending.append(future)
         return ConsumerConfig(durable_name=durable, deliver_subject=deliver)
@@ -256,7 +264,7 @@ class RemoteAccountStore(AccountStore):
 
     def delete_consumer(self, stream_name: str, durable: str) -> None:
         self._consumers.pop((stream_name, durable), None)
-        self.pending.append(self.jsa.request(f"CONSUMER.DELETE.{stream_name}.{durable}"))
+        self.pending.append(self.jsa.request("CD", f"CONSUMER.DELETE.{stream_name}.{durable}"))
 
 
 def _text(error: dict[str, Any]) -> str:

@@ -335,7 +335,11 @@ class MQTTSession(Client):
             connack_props = self._v5_connect(connect)
         else:
             self.keep_session = not connect.clean_start
-        self.mqtt.fetch_session(self)
+        try:
+            self.mqtt.fetch_session(self)
+        except StoreError as e:
+            self._unable_to_connect(e)
+            return
         self.after_store(lambda: self._attach(connect, connack_props), self._unable_to_connect)
 
     def _unable_to_connect(self, error: BaseException) -> None:
