@@ -208,3 +208,20 @@ def test_no_reply_refuses_the_client(tmp_path: Path) -> None:
         '[ERR] unable to connect: lookup sessions stream for account "$G": timeout after <d>: '
         'request type "SL" on "$JS.nowhere.API.STREAM.INFO.$MQTT_sess" (reply=)',
     )
+
+
+def test_qos2_both_ways(leaves: list[Leaf]) -> None:
+    """A QoS 2 message waits in the hub's `$MQTT_qos2in` for its PUBREL and reaches a QoS 2
+    subscription through the hub's consumers (its PUBREL through `$MQTT_out`)."""
+
+    def scenario(leaf: Leaf, u: str) -> Any:
+        sub = Client(leaf.mqtt_port, f"{u}-sub", clean=False)
+        granted = sub.subscribe((f"{u}/q", 2))
+        pub = Client(leaf.mqtt_port, f"{u}-pub")
+        pub.publish(f"{u}/q", b"exactly once", 2)
+        got = seen(sub, 1)
+        for c in (sub, pub):
+            c.disconnect()
+        return granted, got
+
+    assert each(leaves, scenario) == ([2], [("q", b"exactly once", 2, False)])
