@@ -16,7 +16,16 @@ from typing import Any
 
 import pytest
 
-from support.mqtt import Client, accepts, connect_packet, raw_exchange, wait_for
+from pynatsd.mqtt import frames
+from pynatsd.mqtt import packets as p
+from support.mqtt import (
+    Client,
+    RawMQTT,
+    accepts,
+    connect_packet,
+    raw_exchange,
+    wait_for,
+)
 from support.natsserver import NATS_SERVER, require_nats_server
 from support.ports import free_port
 from support.processes import PYNATSD, ServerProcess, start_server, wait_for_log_line
@@ -225,3 +234,52 @@ def test_qos2_both_ways(leaves: list[Leaf]) -> None:
         return granted, got
 
     assert each(leaves, scenario) == ([2], [("q", b"exactly once", 2, False)])
+
+
+def test_qos2_waits_for_pubrel_in_the_hub(leaves: list[Leaf]) -> None:
+    """A QoS 2 message received (PUBREC) and not released outlives a restart of the leaf in
+    the hub's `$MQTT_qos2in`: the PUBREL after it releases it, once."""
+    units = {leaf.name: f"d{next(_ids)}" for leaf in leaves}
+    answers: dict[str, list[p.Packet]] = {}
+    for leaf in leaves:
+        u = units[leaf.name]
+        watcher = Client(leaf.mqtt_port, f"{u}-watch", clean=False)
+        watcher.subscribe((f"{u}/q2", 2))
+        watcher.disconnect()
+        raw = raw_session(leaf.mqtt_port, f"{u}-pub")
+        raw.send(frames.publish(p.Publish(f"{u}/q2".encode(), b"held", 2, packet_id=7)))
+        answers[leaf.name] = raw.read_packets(1)
+        raw.close()
+        leaf.restart()
+
+    def scenario(leaf: Leaf, _: str) -> Any:
+        u = units[leaf.name]
+        raw = raw_session(leaf.mqtt_port, f"{u}-pub")
+        raw.send(frames.pub_response(p.PUBREL, 7))
+        got = answers[leaf.name] + raw.read_packets(1)
+        raw.send(frames.pub_response(p.PUBREL, 7))  # again: nothing left to release
+        got += raw.read_packets(1)
+        raw.close()
+        watcher = Client(leaf.mqtt_port, f"{u}-watch", clean=False)
+        delivered = seen(watcher, 1)
+        watcher.disconnect()
+        return got, delivered
+
+    assert each(leaves, scenario) == (
+        [p.PubRec(7), p.PubComp(7), p.PubComp(7)],
+        [("q2", b"held", 2, False)],
+    )
+
+
+def raw_session(port: int, client_id: str) -> RawMQTT:
+    raw = RawMQTT(port)
+    connect = p.Connect(
+        protocol_name=b"MQTT",
+        protocol_level=4,
+        clean_start=False,
+        keep_alive=60,
+        client_id=client_id,
+    )
+    raw.send(frames.connect(connect))
+    assert isinstance(raw.read_packets(1)[0], p.ConnAck)
+    return raw

@@ -195,6 +195,18 @@ class RemoteAccountStore(AccountStore):
             self._qos2[key] = (header, payload)
             self._publish(key, header, payload)
 
+    def fetch_qos2(self, client_id: str, packet_id: int) -> None:
+        """A PUBREL for a QoS 2 message this server does not hold (it restarted since):
+        read from `$MQTT_qos2in`, as nats-server loads it."""
+        key = f"{QOS2_IN_PREFIX}{client_id}.{packet_id}"
+        if key not in self._qos2:
+            self.pending.append(self.server.loop.create_task(self._fetch_qos2(key)))
+
+    async def _fetch_qos2(self, key: str) -> None:
+        message = await self._last_message(QOS2_IN, key)
+        if message is not None:
+            self._qos2.setdefault(key, message)
+
     def take_qos2(self, client_id: str, packet_id: int) -> p.Publish | None:
         key = f"{QOS2_IN_PREFIX}{client_id}.{packet_id}"
         kept = self._qos2.pop(key, None)

@@ -454,6 +454,15 @@ class MQTTSession(Client):
             self.after_store(lambda: self.outbound.push(frame))
 
     def _process_pubrel(self, packet: p.PubRel) -> None:
+        if packet.packet_id not in self.qos2_in and self.consumers is not None:
+            # In a remote JetStream the message is read first (after a restart of this
+            # server it is not in memory).
+            self.consumers.store.fetch_qos2(self.client_id, packet.packet_id)
+            self.after_store(lambda: self._release(packet))
+            return
+        self._release(packet)
+
+    def _release(self, packet: p.PubRel) -> None:
         message = self.qos2_in.pop(packet.packet_id, None)
         if message is None and self.consumers is not None:
             stored = self.consumers.store.take_qos2(self.client_id, packet.packet_id)

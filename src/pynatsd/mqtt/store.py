@@ -177,6 +177,10 @@ class AccountStore:
         """Read what `load_session` returns for `client_id` (a remote JetStream's reply);
         nothing to read ahead here."""
 
+    def fetch_qos2(self, client_id: str, packet_id: int) -> None:
+        """Read what `take_qos2` returns (a remote JetStream's reply); nothing to read ahead
+        here."""
+
     def close(self) -> None:
         """The server stops."""
 
