@@ -33,6 +33,8 @@ from support.processes import PYNATSD, ServerProcess, start_server, wait_for_log
 pytestmark = pytest.mark.timeout(180)
 
 _ids = itertools.count()
+# A delivery not acknowledged before a restart goes again when its ack_wait has passed.
+ACK_WAIT = 'ack_wait: "2s"'
 
 
 @dataclass
@@ -98,7 +100,7 @@ def leaves(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Leaf]]:
             ("pynatsd", list(PYNATSD), "nats"),
             ("pynatsd-on-pynatsd", list(PYNATSD), "py"),
         ):
-            leaf = start_leaf(cmd, directory, name, hubs[hub_name])
+            leaf = start_leaf(cmd, directory, name, hubs[hub_name], ACK_WAIT)
             leaves.append(leaf)
             processes.append(leaf.process)
         yield leaves
@@ -283,3 +285,39 @@ def raw_session(port: int, client_id: str) -> RawMQTT:
     raw.send(frames.connect(connect))
     assert isinstance(raw.read_packets(1)[0], p.ConnAck)
     return raw
+
+
+def test_pubrel_waits_for_pubcomp_in_the_hub(leaves: list[Leaf]) -> None:
+    """QoS 2 to a subscriber: after its PUBREC the PUBREL waits in the hub's `$MQTT_out` until
+    PUBCOMP; after a restart of the leaf the session's PUBREL consumer (named in its record)
+    sends it again to the reconnecting session."""
+    units = {leaf.name: f"d{next(_ids)}" for leaf in leaves}
+    first: dict[str, list[p.Packet]] = {}
+    for leaf in leaves:
+        u = units[leaf.name]
+        raw = raw_session(leaf.mqtt_port, f"{u}-sub")
+        raw.send(frames.subscribe(p.Subscribe(1, ((f"{u}/t".encode(), 2),))))
+        raw.read_packets(1)
+        pub = Client(leaf.mqtt_port, f"{u}-pub")
+        pub.publish(f"{u}/t", b"two", 2)
+        pub.disconnect()
+        packets = raw.read_packets(1)
+        raw.send(frames.pub_response(p.PUBREC, packets[0].packet_id))  # type: ignore[attr-defined]
+        first[leaf.name] = packets + raw.read_packets(1)
+        raw.close()
+        leaf.restart()
+
+    def scenario(leaf: Leaf, _: str) -> Any:
+        packets = first[leaf.name]
+        packet_id = packets[0].packet_id  # type: ignore[attr-defined]
+        raw = raw_session(leaf.mqtt_port, f"{units[leaf.name]}-sub")
+        again = raw.read_packets(1)
+        raw.send(frames.pub_response(p.PUBCOMP, packet_id))
+        raw.send(frames.PINGREQ_FRAME)
+        again += raw.read_packets(1)
+        raw.close()
+        shape = [type(x).__name__ for x in packets + again]
+        same_id = [getattr(x, "packet_id", packet_id) == packet_id for x in packets + again]
+        return shape, all(same_id)
+
+    assert each(leaves, scenario) == (["Publish", "PubRel", "PubRel", "PingResp"], True)

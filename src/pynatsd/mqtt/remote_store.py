@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream.consumer_config import ConsumerConfig
@@ -28,6 +29,7 @@ from pynatsd.mqtt import packets as p
 from pynatsd.mqtt.nats_headers import SUBJECT_HEADER
 from pynatsd.mqtt.remote import RemoteJetStream, RemoteTimeout, Reply, reply_json
 from pynatsd.mqtt.store import (
+    OUT,
     QOS2_IN,
     QOS2_IN_PREFIX,
     RETAINED,
@@ -159,9 +161,23 @@ class RemoteAccountStore(AccountStore):
         message = await self._last_message(
             SESSIONS, self.sessions_prefix + client_id_hash(client_id)
         )
-        self._records[client_id] = (
-            None if message is None else session_record(client_id, message[1])
-        )
+        record = None if message is None else session_record(client_id, message[1])
+        self._records[client_id] = record
+        if record is not None and message is not None:
+            self._known_consumers(message[1])
+
+    def _known_consumers(self, data: bytes) -> None:
+        """The PUBREL consumer a session record names (`pubrel`) exists in the remote
+        JetStream: a resumed session subscribes to it again (nats-server reads the record's
+        `pubrel` the same way). Its QoS 1/2 consumers (`cons`) are made again, in case the
+        remote JetStream dropped them meanwhile."""
+        try:
+            record = json.loads(data)
+            pubrel = record.get("pubrel")
+            if isinstance(pubrel, dict):
+                self._consumers[(OUT, str(pubrel["durable_name"]))] = dict(pubrel)
+        except (ValueError, AttributeError, TypeError, KeyError):
+            pass  # session_record read what it could
 
     def take_loaded_retained(self) -> dict[bytes, p.Publish]:
         loaded, self._retained = self._retained, {}
