@@ -179,7 +179,7 @@ class MQTTSession(Client):
     def _handle_all(self, packets: list[p.Packet]) -> None:
         for packet in packets:
             if self.held is not None:
-                self.held.append(packet)  # after the replies a packet before waits for
+                self.held.append(packet)  # an earlier packet waits for replies: after it
                 continue
             self._handle(packet)
             if self.closed:
