@@ -25,7 +25,13 @@ import nkeys
 
 from pynatsd.auth.permissions import SubjectMatcher
 from pynatsd.cluster.link import Link
-from pynatsd.cluster.protocol import RouteMsg, RouteSub, RouteUnsub
+from pynatsd.cluster.protocol import (
+    RouteMsg,
+    RouteSub,
+    RouteUnsub,
+    js_ack_deliver_index,
+    with_deliver_subject,
+)
 from pynatsd.config.leafnodes import remote_credentials, remote_host_port
 from pynatsd.gateway import replies
 from pynatsd.leafnode.protocol import LeafParser, lmsg_frame
@@ -36,6 +42,7 @@ from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import err_frame, go_json_bytes
 from pynatsd.server import events
 from pynatsd.server.delivery import fan_out_from_leaf
+from pynatsd.server.routed import ShownPub
 from pynatsd.server.subscription import LeafSubscription
 from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
 from pynatsd.version import COMPAT_VERSION
@@ -75,6 +82,9 @@ def loop_text(account: str, delay: float) -> str:
         f'Loop detected for leafnode account="{account}". Delaying attempt to reconnect for '
         f"{int(delay)}s"
     )
+
+
+_JS_ACK = b"$JS.ACK."
 
 
 class Leaf(Link):
@@ -160,6 +170,15 @@ class Leaf(Link):
             subject = self.routed_subject(self._account.name.encode(), msg.subject)
             if subject is not msg.subject:
                 msg = Pub(subject, msg.reply, msg.payload, msg.header_size)
+        if type(msg) is ShownPub:
+            # A JetStream delivery: sent on its deliver subject, the subject it shows after
+            # its reply's `@`, as over a route (cluster/protocol.py).
+            msg = Pub(
+                msg.routing,
+                with_deliver_subject(msg.reply, msg.subject),
+                msg.payload,
+                msg.header_size,
+            )
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
         self.outbound.push(lmsg_frame(msg, queues, self.headers))
@@ -489,6 +508,20 @@ class Leaf(Link):
         ):
             return
         sublist = self._account.sublist
+        reply = msg.reply
+        if reply.startswith(_JS_ACK):
+            at = js_ack_deliver_index(reply)
+            if 0 < at < len(reply) - 1:
+                # A JetStream delivery (a push consumer's, an MQTT session's across the
+                # leaf): routed on its deliver subject, shown under the subject after the
+                # reply's `@`, as nats-server's processMsgResults remaps it.
+                shown = ShownPub(
+                    reply[at + 1 :], reply[:at], msg.payload, msg.header_size, msg.subject
+                )
+                result = sublist.match_bytes(msg.subject)
+                if result.psubs or result.qsubs:
+                    fan_out_from_leaf(self, result, shown, ev.queues, not self.is_spoke)
+                return
         line = msg.line if not ev.queues else b""
         if msg.reply.startswith(replies.PREFIXES):
             msg, line = self._unmap_reply(msg), b""

@@ -19,6 +19,7 @@ from pynatsd.mqtt import packets as p
 from pynatsd.mqtt import v5
 from pynatsd.mqtt.consumers import SessionConsumers, delete_session_consumers, nuid
 from pynatsd.mqtt.offline import OfflineSession
+from pynatsd.mqtt.remote_store import RemoteAccountStore, remote_domain
 from pynatsd.mqtt.session import DUPLICATE_CLIENT_ID, MQTTSession, MQTTSubscription
 from pynatsd.mqtt.store import AccountStore, StoredSession
 from pynatsd.mqtt.tls import TLSMQTTSession
@@ -70,15 +71,6 @@ class MQTT:
         scheme = "mqtts" if context is not None else "mqtt"
         log.info("Listening for MQTT clients on %s://%s:%d", scheme, self.host, self.port)
         self.server.websocket_mqtt = self._websocket_session
-        domain = opts.js_domain
-        if domain and domain != self.server.options.jetstream_domain:
-            # nats-server would send its JetStream requests to `$JS.<domain>.API` (a hub's,
-            # across a leaf); pynatsd's MQTT keeps its state in this server's JetStream.
-            log.warning(
-                'MQTT js_domain "%s" is not this server\'s JetStream domain: MQTT state is kept '
-                "in this server's JetStream (in memory without one)",
-                domain,
-            )
 
     async def stop(self) -> None:
         if self.server.websocket_mqtt == self._websocket_session:
@@ -86,6 +78,8 @@ class MQTT:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+        for state in self.accounts.values():
+            state.store.close()
 
     def _session_factory(self, context: ssl.SSLContext | None) -> Callable[[], MQTTSession]:
         """What each connection to the MQTT port is: a session, with its own TLS when the
@@ -134,8 +128,24 @@ class MQTT:
         """The account's MQTT state, its streams made (or found) on first use."""
         state = self.accounts.get(account.name)
         if state is None:
-            state = self.accounts[account.name] = AccountState(AccountStore(self.server, account))
+            domain = remote_domain(self.server)
+            store = (
+                RemoteAccountStore(self.server, account, domain)
+                if domain
+                else AccountStore(self.server, account)
+            )
+            state = self.accounts[account.name] = AccountState(store)
         return state
+
+    def take_pending(self, session: MQTTSession) -> list[asyncio.Future[Any]]:
+        """The replies of a remote JetStream the session waits for (`after_store`)."""
+        state = self.accounts.get(session.account.name)
+        return [] if state is None else state.store.take_pending()
+
+    def fetch_session(self, session: MQTTSession) -> None:
+        """A client connects: what `attach_session` reads of its account's and its own
+        stored state is read ahead when it is in a remote JetStream (`js_domain`)."""
+        self._state(session.account).store.fetch_session(session.client_id)
 
     def attach_session(self, session: MQTTSession, clean: bool) -> bool:
         """Bind the client id to this connection: an older connection with the same id is
@@ -144,6 +154,8 @@ class MQTT:
         state = self._state(session.account)
         client_id = session.client_id
         store = state.store
+        for subject, packet in store.take_loaded_retained().items():
+            state.retained.setdefault(subject, (packet, b""))
         if store.enabled:
             session.consumers = SessionConsumers(store, client_id)
         old = state.connected.get(client_id)

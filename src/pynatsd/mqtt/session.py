@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.logger import log
@@ -99,6 +100,7 @@ class MQTTSession(Client):
         "client_id",
         "consumers",
         "decoder",
+        "held",
         "inflight",
         "keep_alive",
         "keep_session",
@@ -143,6 +145,9 @@ class MQTTSession(Client):
         self.session_expiry: int | None = None
         # The retain flag of the message being published (retain_as_published).
         self.publishing_retain = False
+        # Packets read while the session waits for a remote JetStream's replies
+        # (`after_store`), None when it does not wait.
+        self.held: list[p.Packet] | None = None
 
     # -- the asyncio adapter ---------------------------------------------------------------------
 
@@ -168,10 +173,50 @@ class MQTTSession(Client):
         if self.closed:
             return
         self.last_in = time.monotonic()
-        for packet in self.decoder.feed(data):
+        self._handle_all(self.decoder.feed(data))
+        self._write_touched()
+
+    def _handle_all(self, packets: list[p.Packet]) -> None:
+        for packet in packets:
+            if self.held is not None:
+                self.held.append(packet)  # an earlier packet waits for replies: after it
+                continue
             self._handle(packet)
             if self.closed:
                 break
+
+    def after_store(
+        self, then: Callable[[], None], failed: Callable[[BaseException], None] | None = None
+    ) -> None:
+        """Answer the client (`then`) once a remote JetStream (`js_domain`) replied to what
+        this packet asked of it, as nats-server waits for each JetStream reply before its
+        CONNACK, SUBACK or PUBACK; the packets read meanwhile wait too. At once when MQTT's
+        state is in this server's JetStream."""
+        pending = self.mqtt.take_pending(self)
+        if not pending:
+            then()
+            return
+        self.held = []
+        self.server.loop.create_task(self._wait_store(pending, then, failed))
+
+    async def _wait_store(
+        self,
+        pending: list[asyncio.Future[Any]],
+        then: Callable[[], None],
+        failed: Callable[[BaseException], None] | None,
+    ) -> None:
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        if self.closed:
+            return
+        held, self.held = self.held or [], None
+        error = next((r for r in results if isinstance(r, BaseException)), None)
+        if error is not None and failed is not None:
+            failed(error)
+        else:
+            if error is not None:
+                log.warning("%s - MQTT JetStream request failed: %s", self.label, error)
+            then()
+            self._handle_all(held)
         self._write_touched()
 
     def close(self, reason: str = CloseReason.SERVER_SHUTDOWN, abort: bool = False) -> None:
@@ -291,13 +336,28 @@ class MQTTSession(Client):
         else:
             self.keep_session = not connect.clean_start
         try:
+            self.mqtt.fetch_session(self)
+        except StoreError as e:
+            self._unable_to_connect(e)
+            return
+        self.after_store(lambda: self._attach(connect, connack_props), self._unable_to_connect)
+
+    def _unable_to_connect(self, error: BaseException) -> None:
+        """The account's streams cannot be made (or looked up): no CONNACK
+        (mqttProcessConnect's error)."""
+        log.error("%s - unable to connect: %s", self.label, error)
+        self.will = None
+        self.close(CloseReason.PROTOCOL_VIOLATION)
+
+    def _attach(self, connect: p.Connect, connack_props: p.Properties | None) -> None:
+        try:
             session_present = self.mqtt.attach_session(self, connect.clean_start)
         except StoreError as e:
-            # The account's streams cannot be made: no CONNACK (mqttProcessConnect's error).
-            log.error("%s - unable to connect: %s", self.label, e)
-            self.will = None
-            self.close(CloseReason.PROTOCOL_VIOLATION)
+            self._unable_to_connect(e)
             return
+        self.after_store(lambda: self._connected(session_present, connack_props))
+
+    def _connected(self, session_present: bool, connack_props: p.Properties | None) -> None:
         self.outbound.push(self._connack(session_present, p.RC_ACCEPTED, connack_props))
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Client connected", self.label)
@@ -379,13 +439,30 @@ class MQTTSession(Client):
                 consumers.store.store_qos2(self.client_id, packet.packet_id, qos2, packet.payload)
             else:
                 self.qos2_in.setdefault(packet.packet_id, packet)
-            self.outbound.push(frames.pub_response(p.PUBREC, packet.packet_id))
+            self._answer_stored(frames.pub_response(p.PUBREC, packet.packet_id))
             return
         self.publish_to_nats(subject, packet, header)
         if qos == 1:
-            self.outbound.push(frames.pub_response(p.PUBACK, packet.packet_id))
+            self._answer_stored(frames.pub_response(p.PUBACK, packet.packet_id))
+
+    def _answer_stored(self, frame: bytes) -> None:
+        """PUBACK or PUBREC, once the message is stored (the PubAck of a remote
+        JetStream)."""
+        if self.consumers is None:
+            self.outbound.push(frame)
+        else:
+            self.after_store(lambda: self.outbound.push(frame))
 
     def _process_pubrel(self, packet: p.PubRel) -> None:
+        if packet.packet_id not in self.qos2_in and self.consumers is not None:
+            # In a remote JetStream the message is read first (after a restart of this
+            # server it is not in memory).
+            self.consumers.store.fetch_qos2(self.client_id, packet.packet_id)
+            self.after_store(lambda: self._release(packet))
+            return
+        self._release(packet)
+
+    def _release(self, packet: p.PubRel) -> None:
         message = self.qos2_in.pop(packet.packet_id, None)
         if message is None and self.consumers is not None:
             stored = self.consumers.store.take_qos2(self.client_id, packet.packet_id)
@@ -500,9 +577,14 @@ class MQTTSession(Client):
                     retained.append(sub)
                 sub.delivered = max(sub.delivered, 0)
         self.mqtt.subscriptions_changed(self)
-        self.outbound.push(frames.suback(packet.packet_id, codes, {} if v5_client else None))
-        for sub in retained:
-            self.mqtt.send_retained(self, sub)
+        suback = frames.suback(packet.packet_id, codes, {} if v5_client else None)
+
+        def answer() -> None:
+            self.outbound.push(suback)
+            for sub in retained:
+                self.mqtt.send_retained(self, sub)
+
+        self.after_store(answer)
 
     def _subscribe(self, topic_filter: bytes, options: int, added: list[MQTTSubscription]) -> int:
         """One filter of a SUBSCRIBE: the granted QoS, or the failure code. `options` is the

@@ -16,6 +16,7 @@ session's `$MQTT_PUBREL_<hash>` consumer. So all of it survives a restart on the
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -65,7 +66,7 @@ SHARED_DURABLE_PREFIX = "$MQTT_SHARE_"
 
 # (name, subjects, retention, one message per subject, what nats-server's messages call it),
 # in the order nats-server looks them up and makes them.
-_STREAMS = (
+STREAMS = (
     (SESSIONS, "", "limits", True, "sessions"),  # its subjects name the domain (below)
     (MESSAGES, f"{MESSAGES_PREFIX}>", "interest", False, "messages"),
     (QOS2_IN, f"{QOS2_IN_PREFIX}>", "limits", True, "QoS2 incoming messages"),
@@ -100,7 +101,7 @@ def client_id_hash(client_id: str) -> str:
 class AccountStore:
     """One account's MQTT streams; without JetStream for the account, nothing is kept."""
 
-    def __init__(self, server: Server, account: Account) -> None:
+    def __init__(self, server: Server, account: Account, local: bool = True) -> None:
         self.server = server
         self.account = account
         self.origin = server.options.server_name
@@ -110,15 +111,14 @@ class AccountStore:
         self.sessions_prefix = SESSIONS_PREFIX + (f"{self.domain}." if self.domain else "")
         # Shared subscriptions' consumers -> the client ids of their members.
         self.shared_members: dict[str, set[str]] = {}
-        js = jetstream_of(server)
+        js = jetstream_of(server) if local else None
         self._ajs: AccountJetStream | None = None if js is None else js.accounts.get(account.name)
         if self._ajs is not None:
             self._make_streams(self._ajs)
 
-    def _make_streams(self, ajs: AccountJetStream) -> None:
-        """The five streams, made when missing, with the block's `stream_replicas` (1 when
-        unset: this server is never a clustered JetStream), as mqttCreateAccountSessionManager;
-        StoreError with nats-server's text when one cannot be made."""
+    def replicas(self) -> tuple[int, int]:
+        """The block's `stream_replicas` and the replicas the streams get (1 when unset),
+        logged as mqttCreateAccountSessionManager logs them."""
         mqtt = self.server.options.mqtt
         configured = mqtt.stream_replicas if mqtt is not None else 0
         replicas = configured if configured > 0 else 1
@@ -127,7 +127,15 @@ class AccountStore:
         if mqtt is not None and mqtt.js_domain:
             text += f' in domain "{mqtt.js_domain}"'
         log.info("%s", text)
-        for stream, subject, retention, last_only, what in _STREAMS:
+        return configured, replicas
+
+    def _make_streams(self, ajs: AccountJetStream) -> None:
+        """The five streams, made when missing, with the block's `stream_replicas` (1 when
+        unset: this server is never a clustered JetStream), as mqttCreateAccountSessionManager;
+        StoreError with nats-server's text when one cannot be made."""
+        configured, replicas = self.replicas()
+        name = self.account.name
+        for stream, subject, retention, last_only, what in STREAMS:
             subject = subject or f"{self.sessions_prefix}>"
             existing = ajs.streams.get(stream)
             if existing is not None:
@@ -160,6 +168,22 @@ class AccountStore:
     def _stream(self, name: str) -> Stream | None:
         return None if self._ajs is None else self._ajs.streams.get(name)
 
+    def take_pending(self) -> list[asyncio.Future[Any]]:
+        """Replies of a remote JetStream the session waits for before it answers its client;
+        none here: this server's JetStream does each operation at once."""
+        return []
+
+    def fetch_session(self, client_id: str) -> None:
+        """Read what `load_session` returns for `client_id` (a remote JetStream's reply);
+        nothing to read ahead here."""
+
+    def fetch_qos2(self, client_id: str, packet_id: int) -> None:
+        """Read what `take_qos2` returns (a remote JetStream's reply); nothing to read ahead
+        here."""
+
+    def close(self) -> None:
+        """The server stops."""
+
     # -- sessions --------------------------------------------------------------------------------
 
     @property
@@ -174,28 +198,12 @@ class AccountStore:
         if stream is None:
             return None
         stored = stream.store.load_last_msg(self.sessions_prefix + client_id_hash(client_id))
-        if stored is None or not stored.data:
-            return None
-        try:
-            record = json.loads(stored.data)
-            if record.get("id") != client_id or record.get("clean"):
-                return None
-            subs = {subject.encode(): int(qos) for subject, qos in record.get("subs", {}).items()}
-            cons = {
-                sid.encode(): (str(cc["durable_name"]), str(cc["deliver_subject"]))
-                for sid, cc in (record.get("cons") or {}).items()
-            }
-            shared = {
-                (str(x["group"]).encode(), str(x["subject"]).encode()): int(x["qos"])
-                for x in record.get("shared") or []
-            }
-            options = {
-                sid.encode(): (int(kept[0]), int(kept[1]))
-                for sid, kept in (record.get("v5") or {}).items()
-            }
-            return StoredSession(subs, cons, shared, options)
-        except (ValueError, AttributeError, TypeError, KeyError):
-            return None  # not a session record pynatsd or nats-server wrote
+        return None if stored is None else session_record(client_id, stored.data)
+
+    def take_loaded_retained(self) -> dict[bytes, p.Publish]:
+        """Retained messages loaded since the account's state was made (a remote
+        JetStream's, once its reply is in); none here: `load_retained` had them."""
+        return {}
 
     def save_session(self, client_id: str, session: StoredSession) -> None:
         record: dict[str, object] = {"origin": self.origin, "id": client_id}
@@ -235,14 +243,8 @@ class AccountStore:
         out: dict[bytes, p.Publish] = {}
         for subject in stream.store.subjects_state(f"{RETAINED_PREFIX}>"):
             stored = stream.store.load_last_msg(subject)
-            if stored is None:
-                continue
-            headers = header_fields(stored.header)
-            flags = int(headers.get(b"Nmqtt-RFlags", b"0").lstrip(b"-") or b"0", 16)
-            topic = headers.get(b"Nmqtt-RTopic", b"")
-            if stored.data and topic:
-                key = subject[len(RETAINED_PREFIX) :].encode()
-                out[key] = p.Publish(topic, stored.data, (flags >> 1) & 3, True)
+            if stored is not None:
+                add_retained(out, subject, stored.header, stored.data)
         return out
 
     def store_retained(self, subject: bytes, packet: p.Publish) -> None:
@@ -370,6 +372,44 @@ class AccountStore:
     def _publish(self, subject: str, header: bytes, data: bytes) -> None:
         if self._ajs is not None:
             self.server.publish_internal(self.account, subject, "", header, data)
+
+
+def session_record(client_id: str, data: bytes) -> StoredSession | None:
+    """A session record's subscriptions (NATS subject -> QoS), consumers (sid -> durable,
+    deliver subject), shared subscriptions and MQTT 5 options; None when it is not a
+    persistent session of `client_id`."""
+    if not data:
+        return None
+    try:
+        record = json.loads(data)
+        if record.get("id") != client_id or record.get("clean"):
+            return None
+        subs = {subject.encode(): int(qos) for subject, qos in record.get("subs", {}).items()}
+        cons = {
+            sid.encode(): (str(cc["durable_name"]), str(cc["deliver_subject"]))
+            for sid, cc in (record.get("cons") or {}).items()
+        }
+        shared = {
+            (str(x["group"]).encode(), str(x["subject"]).encode()): int(x["qos"])
+            for x in record.get("shared") or []
+        }
+        options = {
+            sid.encode(): (int(kept[0]), int(kept[1]))
+            for sid, kept in (record.get("v5") or {}).items()
+        }
+        return StoredSession(subs, cons, shared, options)
+    except (ValueError, AttributeError, TypeError, KeyError):
+        return None  # not a session record pynatsd or nats-server wrote
+
+
+def add_retained(out: dict[bytes, p.Publish], subject: str, header: bytes, data: bytes) -> None:
+    """A message of `$MQTT_rmsgs` (on `subject`) as the retained PUBLISH it keeps."""
+    headers = header_fields(header)
+    flags = int(headers.get(b"Nmqtt-RFlags", b"0").lstrip(b"-") or b"0", 16)
+    topic = headers.get(b"Nmqtt-RTopic", b"")
+    if data and topic:
+        key = subject[len(RETAINED_PREFIX) :].encode()
+        out[key] = p.Publish(topic, data, (flags >> 1) & 3, True)
 
 
 def qos2_header(
