@@ -23,6 +23,7 @@ from pynatsd.jetstream.batching import FAST_SUFFIX, Batching, recover_partial_ba
 from pynatsd.jetstream.counters import apply_increment, check_increment
 from pynatsd.jetstream.durable_source import DurableSource
 from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.jetstream.remote_source import RemoteSource, served_elsewhere
 from pynatsd.jetstream.schedules import MsgScheduling, check_publish
 from pynatsd.jetstream.sourcing import Source
 from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
@@ -803,7 +804,8 @@ class Stream:
                 out["deleted"] = deleted()
         if st.num_deleted:
             out["num_deleted"] = st.num_deleted
-        out["consumer_count"] = len(self.consumers)
+        # Direct consumers (other streams' mirrors and sources) are not counted.
+        out["consumer_count"] = sum(1 for c in self.consumers.values() if not c.config.direct)
         return out
 
     def info(
@@ -868,9 +870,12 @@ class Stream:
 
 def _source(stream: Stream, cfg: StreamSource, mirror: bool) -> Source:
     """A mirror or source: through the origin's durable consumer when it names one (ADR-60),
-    else read from the origin's store."""
+    through a consumer it has created when the origin is in another server (an `external` API
+    prefix not answered here), else read from the origin's store."""
     if cfg.consumer is not None and cfg.consumer.name:
         return DurableSource(stream, cfg, mirror)
+    if served_elsewhere(stream.ajs, cfg.external):
+        return RemoteSource(stream, cfg, mirror)
     return Source(stream, cfg, mirror)
 
 

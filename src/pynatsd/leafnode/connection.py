@@ -25,7 +25,13 @@ import nkeys
 
 from pynatsd.auth.permissions import SubjectMatcher
 from pynatsd.cluster.link import Link
-from pynatsd.cluster.protocol import RouteMsg, RouteSub, RouteUnsub
+from pynatsd.cluster.protocol import (
+    RouteMsg,
+    RouteSub,
+    RouteUnsub,
+    js_ack_deliver_index,
+    with_deliver_subject,
+)
 from pynatsd.config.leafnodes import remote_credentials, remote_host_port
 from pynatsd.gateway import replies
 from pynatsd.leafnode.protocol import LeafParser, lmsg_frame
@@ -36,6 +42,7 @@ from pynatsd.protocol.events import Event, Pub
 from pynatsd.protocol.frames import err_frame, go_json_bytes
 from pynatsd.server import events
 from pynatsd.server.delivery import fan_out_from_leaf
+from pynatsd.server.routed import ShownPub
 from pynatsd.server.subscription import LeafSubscription
 from pynatsd.server.tls_session import NotTLS, TLSSession, TLSTransport
 from pynatsd.sublist import SubListResult
@@ -153,6 +160,11 @@ class Leaf(Link):
         self.deliver_remote(sub, msg, [sub.queue_bytes] if sub.queue else [])
 
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
+        if type(msg) is ShownPub:
+            # A JetStream delivery: sent on the subject it is routed on, the one it shows
+            # after its reply's `@`, as across a route.
+            reply = with_deliver_subject(msg.reply, msg.subject)
+            msg = Pub(msg.routing, reply, msg.payload, msg.header_size)
         if self._deny_exports is not None and not self.allows_export(msg.subject):
             return
         if self.reply_routes:
@@ -502,9 +514,11 @@ class Leaf(Link):
         line = msg.line if not ev.queues else b""
         if msg.reply.startswith(replies.PREFIXES):
             msg, line = self._unmap_reply(msg), b""
+        elif msg.reply.startswith(b"$JS.ACK."):
+            msg, line = _shown_delivery(msg), b""
         elif self.delivered_by_plan(line, msg.payload, sublist.genid):
             return
-        result = sublist.match_bytes(msg.subject)
+        result = sublist.match_bytes(ev.msg.subject)  # a JetStream delivery's routing subject
         if result.psubs or result.qsubs:
             if line and not any(sub.remote for sub in result.psubs):
                 # Only local plain receivers (an LMSG naming no queue reaches no group).
@@ -546,6 +560,16 @@ class Leaf(Link):
                 hook(self._account)
             if self._account is not server.system_account:
                 events.leaf_disconnected(server, self, self._event_info(stopped=True))
+
+
+def _shown_delivery(msg: Pub) -> Pub:
+    """A JetStream delivery routed on `msg.subject` (a push consumer's deliver subject, an
+    inbox): its receivers here see the subject after the reply's `@`."""
+    at = js_ack_deliver_index(msg.reply)
+    if at <= 0 or at >= len(msg.reply) - 1:
+        return msg
+    reply = msg.reply
+    return ShownPub(reply[at + 1 :], reply[:at], msg.payload, msg.header_size, msg.subject)
 
 
 def _sign(pair: Any, nonce: bytes) -> str:
