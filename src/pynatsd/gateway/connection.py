@@ -28,6 +28,7 @@ from pynatsd.cluster.protocol import (
     RouteSub,
     RouteUnsub,
     rmsg_frame,
+    wire_delivery,
 )
 from pynatsd.gateway import replies
 from pynatsd.gateway.optimistic import OptimisticSends
@@ -38,6 +39,7 @@ from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Event, Pub
 from pynatsd.protocol.frames import err_frame
 from pynatsd.server.delivery import fan_out_from_gateway
+from pynatsd.server.routed import ShownPub
 from pynatsd.sublist import SubListResult
 
 if TYPE_CHECKING:
@@ -107,6 +109,8 @@ class GatewayConnection(Link):
 
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
         account: bytes = sub.account_name  # type: ignore[attr-defined]
+        if type(msg) is ShownPub:
+            msg = wire_delivery(msg)  # a JetStream delivery, as across a route
         subject = msg.subject
         if self.optimistic is not None and not self.optimistic.allows(account, subject, queues):
             return

@@ -29,8 +29,8 @@ from pynatsd.cluster.protocol import (
     RouteMsg,
     RouteSub,
     RouteUnsub,
-    js_ack_deliver_index,
-    with_deliver_subject,
+    shown_delivery,
+    wire_delivery,
 )
 from pynatsd.config.leafnodes import remote_credentials, remote_host_port
 from pynatsd.gateway import replies
@@ -161,10 +161,7 @@ class Leaf(Link):
 
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
         if type(msg) is ShownPub:
-            # A JetStream delivery: sent on the subject it is routed on, the one it shows
-            # after its reply's `@`, as across a route.
-            reply = with_deliver_subject(msg.reply, msg.subject)
-            msg = Pub(msg.routing, reply, msg.payload, msg.header_size)
+            msg = wire_delivery(msg)  # a JetStream delivery, as across a route
         if self._deny_exports is not None and not self.allows_export(msg.subject):
             return
         if self.reply_routes:
@@ -515,7 +512,7 @@ class Leaf(Link):
         if msg.reply.startswith(replies.PREFIXES):
             msg, line = self._unmap_reply(msg), b""
         elif msg.reply.startswith(b"$JS.ACK."):
-            msg, line = _shown_delivery(msg), b""
+            msg, line = shown_delivery(msg), b""
         elif self.delivered_by_plan(line, msg.payload, sublist.genid):
             return
         result = sublist.match_bytes(ev.msg.subject)  # a JetStream delivery's routing subject
@@ -560,16 +557,6 @@ class Leaf(Link):
                 hook(self._account)
             if self._account is not server.system_account:
                 events.leaf_disconnected(server, self, self._event_info(stopped=True))
-
-
-def _shown_delivery(msg: Pub) -> Pub:
-    """A JetStream delivery routed on `msg.subject` (a push consumer's deliver subject, an
-    inbox): its receivers here see the subject after the reply's `@`."""
-    at = js_ack_deliver_index(msg.reply)
-    if at <= 0 or at >= len(msg.reply) - 1:
-        return msg
-    reply = msg.reply
-    return ShownPub(reply[at + 1 :], reply[:at], msg.payload, msg.header_size, msg.subject)
 
 
 def _sign(pair: Any, nonce: bytes) -> str:
