@@ -11,15 +11,20 @@ from support.cluster import wait_interest
 from support.ports import LOOPBACK, free_port
 
 
+def _hub_with_jetstream(tmp_path: Path, setup: tuple[str, str]) -> tuple[Node, Node]:
+    """A hub with JetStream in domain `hub`, and its leaf without JetStream."""
+    hub_kind, leaf_kind = setup
+    port = free_port()
+    jetstream = f'jetstream {{ domain: hub, store_dir: "{tmp_path / "js"}" }}\n'
+    hub = Node(hub_kind, "HUB", hub_conf(port, jetstream), tmp_path)
+    leaf = Node(leaf_kind, "LEAF", leaf_conf(remote(f"nats-leaf://{LOOPBACK}:{port}")), tmp_path)
+    return hub, leaf
+
+
 async def test_hub_jetstream_reached_from_the_leaf_by_domain(
     tmp_path: Path, setup: tuple[str, str]
 ) -> None:
-    hub_kind, leaf_kind = setup
-    port = free_port()
-    store = tmp_path / "js"
-    jetstream = f'jetstream {{ domain: hub, store_dir: "{store}" }}\n'
-    hub = Node(hub_kind, "HUB", hub_conf(port, jetstream), tmp_path)
-    leaf = Node(leaf_kind, "LEAF", leaf_conf(remote(f"nats-leaf://{LOOPBACK}:{port}")), tmp_path)
+    hub, leaf = _hub_with_jetstream(tmp_path, setup)
     async with running(hub, leaf):
         await wait_leafs(hub, 1)
         ch, cl = await connect(hub), await connect(leaf)
@@ -71,11 +76,7 @@ async def test_hub_consumers_deliver_across_the_leaf(
     """A client of the leaf consumes a stream of the hub by its domain, pulling and by push:
     each delivery crosses the link on the inbox or deliver subject with its own subject after
     the ack reply's `@`, so the client sees the stream's subject, and its acks go back."""
-    hub_kind, leaf_kind = setup
-    port = free_port()
-    jetstream = f'jetstream {{ domain: hub, store_dir: "{tmp_path / "js"}" }}\n'
-    hub = Node(hub_kind, "HUB", hub_conf(port, jetstream), tmp_path)
-    leaf = Node(leaf_kind, "LEAF", leaf_conf(remote(f"nats-leaf://{LOOPBACK}:{port}")), tmp_path)
+    hub, leaf = _hub_with_jetstream(tmp_path, setup)
     async with running(hub, leaf):
         await wait_leafs(hub, 1)
         ch, cl = await connect(hub), await connect(leaf)
