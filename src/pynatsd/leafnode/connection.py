@@ -195,13 +195,41 @@ class Leaf(Link):
         log.info("%s - Leafnode connection created%s", self.label, self._remote_label())
         if not self.solicited:
             self.nonce = self.part.new_nonce()
-            self.send_now(leaf_info_frame(self.part.leaf_info(self)))
+            info = leaf_info_frame(self.part.leaf_info(self))
             timeout = self.part.auth_timeout()
             self._timer = self.server.loop.call_later(timeout, self._auth_timeout)
             context = self.part.tls_context
-            if context is not None and not self.websocket:
+            tls = self.part.opts.tls
+            if context is None or self.websocket:
+                self.send_now(info)
+            elif tls is not None and tls.tls_handshake_first:
+                self._handshake_first(context, info, tls.tls_handshake_first_fallback)
+            else:
+                self.send_now(info)
                 # The leaf starts its TLS handshake once it has read the INFO.
                 self._use_tls(TLSSession(context))
+        elif self.remote is not None and self.remote.tls_handshake_first and not self.websocket:
+            self._start_client_tls(self.remote)  # at once; the hub's INFO comes over it
+
+    def _handshake_first(self, context: ssl.SSLContext, info: bytes, fallback: float) -> None:
+        """`handshake_first` on our leaf listener: the INFO leaves only over TLS, once the
+        leaf's handshake is done; with a fallback delay, a leaf that has said nothing by then
+        is sent the INFO in plain text and upgrades after it (nats-server's
+        createLeafNode)."""
+        self._use_tls(TLSSession(context))
+        self.send_now(info)  # waits in the TLS transport for the handshake
+        if fallback > 0:
+            self.server.loop.call_later(fallback, self._tls_first_fallback, context, info)
+
+    def _tls_first_fallback(self, context: ssl.SSLContext, info: bytes) -> None:
+        tls = self.tls
+        if self.closed or tls is None or tls.session.received_any:
+            return
+        assert self.transport is not None
+        self.tls = None
+        self.outbound.attach(self.transport)
+        self.send_now(info)
+        self._use_tls(TLSSession(context))
 
     def _remote_label(self) -> str:
         if self.remote is None:
@@ -263,17 +291,25 @@ class Leaf(Link):
         self.nonce = str(info.get("nonce") or "")
         remote = self.remote
         assert remote is not None
-        if (info.get("tls_required") or remote.tls) and not self.websocket:
-            # TLS after the INFO, as nats-server's leafClientHandshakeIfNeeded; the CONNECT
-            # below waits in the TLS transport until the handshake is done.
-            context = self.part.remote_tls_context(remote)
-            if context is None:
-                self.close(CloseReason.TLS_HANDSHAKE_ERROR)
-                return
-            session = TLSSession(context, server_hostname=remote_host_port(self.url)[0])
-            session.start()
-            self._use_tls(session)
+        upgrade = (info.get("tls_required") or remote.tls) and not self.websocket
+        # TLS after the INFO (unless it came first), as nats-server's
+        # leafClientHandshakeIfNeeded; the CONNECT below waits in the TLS transport until the
+        # handshake is done.
+        if upgrade and self.tls is None and not self._start_client_tls(remote):
+            return
         self._send_connect(info)
+
+    def _start_client_tls(self, remote: RemoteLeafOptions) -> bool:
+        """The leaf's side of TLS with its hub, verified for the URL's host (False: the
+        remote's TLS files are unusable, and the connection is closed)."""
+        context = self.part.remote_tls_context(remote)
+        if context is None:
+            self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+            return False
+        session = TLSSession(context, server_hostname=remote_host_port(self.url)[0])
+        session.start()
+        self._use_tls(session)
+        return True
 
     def _use_tls(self, session: TLSSession) -> None:
         """From here on every byte in and out goes through `session`."""
