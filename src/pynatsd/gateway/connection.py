@@ -28,6 +28,7 @@ from pynatsd.cluster.protocol import (
     RouteSub,
     RouteUnsub,
     rmsg_frame,
+    shown_delivery,
     wire_delivery,
 )
 from pynatsd.gateway import replies
@@ -395,6 +396,9 @@ class GatewayConnection(Link):
                 local = Pub(msg.subject, routed[2], msg.payload, msg.header_size)
                 self.gateway.track_reply(ev.account, routed, reply)
                 line = b""
+            if local.reply.startswith(b"$JS.ACK."):
+                # A JetStream delivery: our clients see the subject after the reply's `@`.
+                local, line = shown_delivery(local), b""
         if self.delivered_by_plan(line, msg.payload, sublist.genid):
             return
         result = sublist.match_bytes(msg.subject)
