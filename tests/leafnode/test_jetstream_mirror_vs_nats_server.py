@@ -224,3 +224,44 @@ async def test_hub_stream_sourced_by_the_leaf(tmp_path: Path, pair: tuple[str, s
         ]
         return
     assert got == await _sourced(("go", "go"), tmp_path / "reference")
+
+
+async def _recreated(pair: tuple[str, str], tmp_path: Path) -> list[tuple[str, bytes]]:
+    """A stream of the leaf sourcing one of the hub that is deleted and created again: what
+    the source holds once the new one's messages came (the source notices the origin's new
+    identity when it sets up its consumer again, and copies the new stream from its start)."""
+    tmp_path.mkdir()
+    hub, leaf = _nodes(tmp_path, pair)
+    async with running(hub, leaf):
+        await wait_leafs(hub, 1)
+        ch, cl = await connect(hub), await connect(leaf)
+        try:
+            hjs, ljs = ch.jetstream(), cl.jetstream()
+            await hjs.add_stream(name="EVENTS", subjects=["events.>"])
+            await hjs.publish("events.old", b"before")
+            external = ExternalStream(api="$JS.hub.API")
+            await ljs.add_stream(
+                name="ALL", sources=[StreamSource(name="EVENTS", external=external)]
+            )
+
+            async def holds(count: int) -> bool:
+                return (await ljs.stream_info("ALL")).state.messages == count
+
+            await eventually(lambda: holds(1), 30.0)
+            await hjs.delete_stream("EVENTS")
+            await hjs.add_stream(name="EVENTS", subjects=["events.>"])
+            await hjs.publish("events.new", b"after")
+            await eventually(lambda: holds(2), 60.0)
+            held = []
+            for seq in (1, 2):
+                msg = await ljs.get_msg("ALL", seq)
+                held.append((msg.subject or "", msg.data or b""))
+            return held
+        finally:
+            await ch.close()
+            await cl.close()
+
+
+async def test_source_follows_a_recreated_origin(tmp_path: Path, pair: tuple[str, str]) -> None:
+    got = await _recreated(pair, tmp_path / "run")
+    assert got == [("events.old", b"before"), ("events.new", b"after")]

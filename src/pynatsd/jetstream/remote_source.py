@@ -163,6 +163,21 @@ class RemoteSource(DurableSource):
         self._cancel()
         self._schedule()
 
+    def retry_if_disconnected(self) -> None:
+        """A leaf connection came up (nats-server's retryDisconnectedSyncConsumers): a source
+        not being set up that has no consumer, or a stalled one, asks again now, its failures
+        forgotten (a retry already waiting is brought forward)."""
+        if self._stopped or not self._started or self._in_progress:
+            return
+        stalled = now_ns() - self.last_active > HEALTH_CHECK * NS
+        if self._deliver_sub is not None and not stalled:
+            return
+        if self._setup_timer is not None:
+            self._setup_timer.cancel()
+            self._setup_timer = None
+        self._fails = 0
+        self._retry()
+
     def _check_health(self) -> None:
         """Every 10 s: a consumer set up that has sent nothing for that long is stalled."""
         self._health = None

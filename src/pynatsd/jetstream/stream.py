@@ -171,6 +171,11 @@ class Stream:
         for src in self._all_sources():
             src.start()
 
+    def retry_disconnected_sources(self) -> None:
+        for src in self._all_sources():
+            if isinstance(src, RemoteSource):
+                src.retry_if_disconnected()
+
     def origin_deleted(self, origin: Stream) -> None:
         for src in self._all_sources():
             if src.origin is origin:

@@ -471,6 +471,8 @@ class Leaf(Link):
         self.outbound.flush()
         self.start_pinging()
         self._announce()
+        for hook in self.server.leaf_registered_hooks:
+            hook(self._account)
 
     def _announce(self) -> None:
         """The system events of a new leaf connection, in nats-server's order: the account's
