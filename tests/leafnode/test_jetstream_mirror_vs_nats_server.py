@@ -9,7 +9,10 @@ what a leaf client reads from its own KV."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import nats
 import nats.js.errors
@@ -179,37 +182,44 @@ async def test_mirror_catches_up_after_the_link_was_down(
             await ch.close()
 
 
-async def _sourced(pair: tuple[str, str], tmp_path: Path) -> list[tuple[str, bytes, str]]:
-    """A stream of the leaf sourcing the European orders of a stream of the hub: what it holds
-    as (subject, body, its `Nats-Stream-Source` without the origin's identity)."""
+@asynccontextmanager
+async def _linked(pair: tuple[str, str], tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
+    """The hub and its leaf running (in a new `tmp_path`), and a JetStream context of a
+    client of each: (hub's, leaf's)."""
     tmp_path.mkdir()
     hub, leaf = _nodes(tmp_path, pair)
     async with running(hub, leaf):
         await wait_leafs(hub, 1)
         ch, cl = await connect(hub), await connect(leaf)
         try:
-            hjs, ljs = ch.jetstream(), cl.jetstream()
-            await hjs.add_stream(name="ORDERS", subjects=["orders.>"])
-            for region, n in (("eu", 1), ("us", 2), ("eu", 3)):
-                await hjs.publish(f"orders.{region}.{n}", f"order {n}".encode())
-            external = ExternalStream(api="$JS.hub.API")
-            source = StreamSource(name="ORDERS", filter_subject="orders.eu.>", external=external)
-            await ljs.add_stream(name="EU", sources=[source])
-            await hjs.publish("orders.eu.4", b"order 4")
-
-            async def copied() -> bool:
-                return (await ljs.stream_info("EU")).state.messages == 3
-
-            await eventually(copied, 30.0)
-            held = []
-            for seq in (1, 2, 3):
-                msg = await ljs.get_msg("EU", seq)
-                origin = (msg.headers or {}).get("Nats-Stream-Source", "")
-                held.append((msg.subject or "", msg.data or b"", origin.rsplit(" ", 1)[0]))
-            return held
+            yield ch.jetstream(), cl.jetstream()
         finally:
             await ch.close()
             await cl.close()
+
+
+async def _sourced(pair: tuple[str, str], tmp_path: Path) -> list[tuple[str, bytes, str]]:
+    """A stream of the leaf sourcing the European orders of a stream of the hub: what it holds
+    as (subject, body, its `Nats-Stream-Source` without the origin's identity)."""
+    async with _linked(pair, tmp_path) as (hjs, ljs):
+        await hjs.add_stream(name="ORDERS", subjects=["orders.>"])
+        for region, n in (("eu", 1), ("us", 2), ("eu", 3)):
+            await hjs.publish(f"orders.{region}.{n}", f"order {n}".encode())
+        external = ExternalStream(api="$JS.hub.API")
+        source = StreamSource(name="ORDERS", filter_subject="orders.eu.>", external=external)
+        await ljs.add_stream(name="EU", sources=[source])
+        await hjs.publish("orders.eu.4", b"order 4")
+
+        async def copied() -> bool:
+            return (await ljs.stream_info("EU")).state.messages == 3
+
+        await eventually(copied, 30.0)
+        held = []
+        for seq in (1, 2, 3):
+            msg = await ljs.get_msg("EU", seq)
+            origin = (msg.headers or {}).get("Nats-Stream-Source", "")
+            held.append((msg.subject or "", msg.data or b"", origin.rsplit(" ", 1)[0]))
+        return held
 
 
 async def test_hub_stream_sourced_by_the_leaf(tmp_path: Path, pair: tuple[str, str]) -> None:
@@ -230,36 +240,25 @@ async def _recreated(pair: tuple[str, str], tmp_path: Path) -> list[tuple[str, b
     """A stream of the leaf sourcing one of the hub that is deleted and created again: what
     the source holds once the new one's messages came (the source notices the origin's new
     identity when it sets up its consumer again, and copies the new stream from its start)."""
-    tmp_path.mkdir()
-    hub, leaf = _nodes(tmp_path, pair)
-    async with running(hub, leaf):
-        await wait_leafs(hub, 1)
-        ch, cl = await connect(hub), await connect(leaf)
-        try:
-            hjs, ljs = ch.jetstream(), cl.jetstream()
-            await hjs.add_stream(name="EVENTS", subjects=["events.>"])
-            await hjs.publish("events.old", b"before")
-            external = ExternalStream(api="$JS.hub.API")
-            await ljs.add_stream(
-                name="ALL", sources=[StreamSource(name="EVENTS", external=external)]
-            )
+    async with _linked(pair, tmp_path) as (hjs, ljs):
+        await hjs.add_stream(name="EVENTS", subjects=["events.>"])
+        await hjs.publish("events.old", b"before")
+        external = ExternalStream(api="$JS.hub.API")
+        await ljs.add_stream(name="ALL", sources=[StreamSource(name="EVENTS", external=external)])
 
-            async def holds(count: int) -> bool:
-                return (await ljs.stream_info("ALL")).state.messages == count
+        async def holds(count: int) -> bool:
+            return (await ljs.stream_info("ALL")).state.messages == count
 
-            await eventually(lambda: holds(1), 30.0)
-            await hjs.delete_stream("EVENTS")
-            await hjs.add_stream(name="EVENTS", subjects=["events.>"])
-            await hjs.publish("events.new", b"after")
-            await eventually(lambda: holds(2), 60.0)
-            held = []
-            for seq in (1, 2):
-                msg = await ljs.get_msg("ALL", seq)
-                held.append((msg.subject or "", msg.data or b""))
-            return held
-        finally:
-            await ch.close()
-            await cl.close()
+        await eventually(lambda: holds(1), 30.0)
+        await hjs.delete_stream("EVENTS")
+        await hjs.add_stream(name="EVENTS", subjects=["events.>"])
+        await hjs.publish("events.new", b"after")
+        await eventually(lambda: holds(2), 60.0)
+        held = []
+        for seq in (1, 2):
+            msg = await ljs.get_msg("ALL", seq)
+            held.append((msg.subject or "", msg.data or b""))
+        return held
 
 
 async def test_source_follows_a_recreated_origin(tmp_path: Path, pair: tuple[str, str]) -> None:
