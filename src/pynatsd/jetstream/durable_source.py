@@ -237,6 +237,8 @@ class DurableSource(Source):
         out["active"] = now_ns() - self.last_active if self.last_active else -1
         if self.error is not None:
             out["error"] = self.error
+        if self.cfg.filter_subject:
+            out["filter_subject"] = self.cfg.filter_subject
         if self.cfg.subject_transforms:
             out["subject_transforms"] = [encode(t) for t in self.cfg.subject_transforms]
         return out
