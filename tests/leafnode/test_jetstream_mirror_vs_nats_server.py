@@ -268,3 +268,38 @@ async def _recreated(pair: tuple[str, str], tmp_path: Path) -> list[tuple[str, b
 async def test_source_follows_a_recreated_origin(tmp_path: Path, pair: tuple[str, str]) -> None:
     got = await _recreated(pair, tmp_path / "run")
     assert got == [("events.old", b"before"), ("events.new", b"after")]
+
+
+async def _cleaned_up(pair: tuple[str, str], tmp_path: Path) -> list[Any]:
+    """A stream of the leaf sourcing an interest-retention stream of the hub, then deleted:
+    the hub's consumer names while the source runs (a durable that acks by flow control,
+    so that nothing leaves the origin before it was copied) and after the deletion."""
+    async with _linked(pair, tmp_path) as (hjs, ljs):
+        await hjs.add_stream(name="JOBS", subjects=["jobs.>"], retention="interest")
+        external = ExternalStream(api="$JS.hub.API")
+        await ljs.add_stream(name="COPY", sources=[StreamSource(name="JOBS", external=external)])
+
+        async def following() -> bool:
+            return bool(await hjs.consumers_info("JOBS"))
+
+        # An interest stream keeps a message only for the consumers there when it comes.
+        await eventually(following, 30.0)
+        await hjs.publish("jobs.1", b"one")
+
+        async def copied() -> bool:
+            return (await ljs.stream_info("COPY")).state.messages == 1
+
+        await eventually(copied, 30.0)
+        during = [c.config.ack_policy for c in await hjs.consumers_info("JOBS")]
+        await ljs.delete_stream("COPY")
+
+        async def gone() -> bool:
+            return not await hjs.consumers_info("JOBS")
+
+        await eventually(gone, 15.0)
+        return [during, (await hjs.stream_info("JOBS")).state.messages]
+
+
+async def test_deleted_source_removes_its_consumer(tmp_path: Path, pair: tuple[str, str]) -> None:
+    got = await _cleaned_up(pair, tmp_path / "run")
+    assert got == [["flow_control"], 0]

@@ -289,6 +289,7 @@ class AccountJetStream:
         if consumer is None:
             return False
         consumer.delete()
+        stream.consumer_deleted()
         return True
 
     def recover(self) -> None:

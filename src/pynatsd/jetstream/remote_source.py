@@ -120,6 +120,20 @@ class RemoteSource(DurableSource):
     def detach(self) -> None:
         """The origin is in another server: nothing here follows it."""
 
+    def forget(self) -> None:
+        """The stream or this mirror or source is going away: ask the origin once to delete
+        the consumer by its stable name (nats-server's tryDeleteSourcingConsumer; it exists
+        under that name only on an origin with interest or work-queue retention, where it is
+        durable; elsewhere the ephemeral consumer goes when nobody listens)."""
+        ajs = self.target.ajs
+        name = f"{'JS_MIRROR' if self.is_mirror else 'JS_SRC'}_{self._stable_hash()}"
+        subject = f"$JS.API.CONSUMER.DELETE.{self.origin_name}.{name}"
+        ext = self.cfg.external
+        if ext is not None:
+            subject = subject.replace("$JS.API", ext.api, 1).replace("..", ".")
+        reply = f"$JSC.R.{ephemeral_name()}"  # the answer is not awaited
+        ajs.server.publish_internal(ajs.account, subject, reply, b"", b"")
+
     def _cancel(self) -> None:
         """Drop the current consumer (nats-server's cancelSourceInfo): stop listening."""
         for sub in (self._reply_sub, self._deliver_sub):

@@ -148,11 +148,11 @@ class Stream:
         self._republish = SubjectTransform(rp.src or ">", rp.dest) if rp else None
 
     def _setup_sourcing(self) -> None:
-        for src in self.sources:
-            src.stop()
-        if self.mirror is not None:
-            self.mirror.stop()
         cfg = self.config
+        for src in self._all_sources():
+            if isinstance(src, RemoteSource) and src.cfg not in [cfg.mirror, *cfg.sources]:
+                src.forget()  # a mirror promoted, a source removed
+            src.stop()
         self.mirror = _source(self, cfg.mirror, mirror=True) if cfg.mirror else None
         self.sources = [_source(self, s, mirror=False) for s in cfg.sources if s is not None]
         for src in self._all_sources():
@@ -776,6 +776,21 @@ class Stream:
         if not any(c.needs_ack(seq, subj) for c in self.consumers.values() if c is not consumer):
             self.store.remove_msg(seq)
 
+    def consumer_deleted(self) -> None:
+        """A consumer went: on an interest stream, what no remaining consumer still needs goes
+        too (Go's checkInterestState after a consumer delete)."""
+        if self.config.retention != "interest" or self.closed:
+            return
+        consumers = list(self.consumers.values())
+        seq = self.store.state().first_seq
+        while True:
+            msg = self.store.load_next_msg("", seq)
+            if msg is None:
+                return
+            if not any(c.needs_ack(msg.seq, msg.subject) for c in consumers):
+                self.store.remove_msg(msg.seq)
+            seq = msg.seq + 1
+
     # -- sourcing --------------------------------------------------------------------------------
 
     def store_sourced(self, msg: StoredMsg, subject: str, header: bytes) -> int:
@@ -867,6 +882,9 @@ class Stream:
             log.exception("closing stream %s", self.name)
 
     def delete(self) -> None:
+        for src in self._all_sources():
+            if isinstance(src, RemoteSource):
+                src.forget()
         self._stop_common()
         for consumer in list(self.consumers.values()):
             consumer.delete()
