@@ -281,6 +281,7 @@ class RemoteLeafOptions:
     tls_ca_cert: str = ""
     tls_insecure: bool = False  # skip verifying the hub's certificate
     tls_timeout: float = 0.0
+    tls_handshake_first: bool = False  # TLS at once, before the hub's INFO
 
 
 @dataclass(slots=True)

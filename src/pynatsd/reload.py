@@ -20,7 +20,7 @@ from pynatsd.config.values import go_atoi, split_host_port
 from pynatsd.flags import apply_flags
 from pynatsd.gofmt import go_duration
 from pynatsd.logger import configure_from_options, log
-from pynatsd.options import ClusterOptions, Options
+from pynatsd.options import ClusterOptions, GatewayOptions, Options
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.server.accounts import GLOBAL_ACCOUNT
@@ -48,7 +48,7 @@ NOT_RELOADABLE: dict[str, str] = {
     "no_header_support": "NoHeaderSupport",
     "disable_sublist_cache": "NoSublistCache",
     "max_closed_clients": "MaxClosedClients",
-    "gateway": "Gateway",  # nats-server refuses any change to the gateway block too
+    "gateway": "Gateway",  # nats-server refuses any change to the gateway block but its TLS
 }
 # Options whose change needs every connection's credentials checked again.
 AUTH_FIELDS = (
@@ -119,6 +119,8 @@ def reload(server: Server, flags: Mapping[str, Any]) -> bool:
             if problem:
                 log.error("Failed to reload server configuration: %s", problem)
                 return False
+        if name == "gateway" and _without_tls(old.gateway) == _without_tls(new.gateway):
+            continue  # only its TLS: applied to new connections below
         go_name = NOT_RELOADABLE.get(name)
         if go_name is not None:
             log.error(
@@ -132,7 +134,7 @@ def reload(server: Server, flags: Mapping[str, Any]) -> bool:
     server.options = new
     apply_changes(server, old, new, changes)
     for name in changes:
-        if name in AUTH_FIELDS or name in ("users", "cluster"):
+        if name in AUTH_FIELDS or name in ("users", "cluster", "gateway"):
             continue
         log.info("Reloaded: %s = %s", name, _go_value(getattr(new, name)))
     if any(name in AUTH_FIELDS for name in changes):
@@ -140,6 +142,10 @@ def reload(server: Server, flags: Mapping[str, Any]) -> bool:
     log.info("Reloaded: accounts")
     if "cluster" in changes:
         reload_cluster(server, old.cluster, new.cluster)
+    if "gateway" in changes and new.gateway is not None:
+        hook = getattr(server.parts.get("gateway"), "reload_tls", None)
+        if hook is not None:
+            hook(new.gateway)
     server.config_load_time = time.time()
     server.config_digest = loaded.digest
     log.info("Reloaded server configuration (%s)", loaded.digest)
@@ -258,6 +264,15 @@ def _close_over_max_connections(server: Server, max_connections: int) -> None:
 def _text(connect: Mapping[str, Any], key: str) -> str:
     value = connect.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _without_tls(gateway: GatewayOptions | None) -> GatewayOptions | None:
+    """The gateway block as nats-server compares it on a reload: without its TLS blocks (their
+    certificates, keys, CAs and pinned certificates; the timeouts still count)."""
+    if gateway is None:
+        return None
+    remotes = [dataclasses.replace(r, tls=None) for r in gateway.gateways]
+    return dataclasses.replace(gateway, tls=None, gateways=remotes)
 
 
 # -- the cluster (nats-server's clusterOption, routesOption and validateClusterOpts) -------------

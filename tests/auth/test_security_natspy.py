@@ -187,7 +187,8 @@ async def test_system_account_connect_and_disconnect_events(tmp_path: Path) -> N
     server = server_from_config(tmp_path, conf)
     async with server:
         sys_nc = await nats.connect(server.client_url, user="sys", password="sys")
-        events = await sys_nc.subscribe("$SYS.ACCOUNT.*.>")
+        # CONNECT and DISCONNECT (the account's counts, `.SERVER.CONNS`, come as well).
+        events = await sys_nc.subscribe("$SYS.ACCOUNT.*.*")
         await sys_nc.flush()
         app = await nats.connect(server.client_url, user="app", password="app", name="worker")
         await app.publish("x", b"12345")

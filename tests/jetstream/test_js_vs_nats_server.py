@@ -257,6 +257,9 @@ SCENARIOS: dict[str, list[Step]] = {
         consumer("IN", ".x", ack_policy="explicit"),
         ("pub", "in.a", "kept"),
         ("req", f"{API}.STREAM.INFO.IN", ""),
+        # Its only consumer deleted: nothing is needed any more, and nothing stays.
+        ("req", f"{API}.CONSUMER.DELETE.IN.x", ""),
+        ("req", f"{API}.STREAM.INFO.IN", ""),
     ],
     "kv-shaped stream": [
         stream(

@@ -147,6 +147,12 @@ class TLSLink(Link):
         self._begin()
         return not self.closed
 
+    def matches_pins(self, pins: list[str]) -> bool:
+        """The peer's certificate is one of `pins` (any when there are none): nats-server's
+        matchesPinnedCert, asked again when a reload changes them."""
+        tls = self._tls
+        return tls is None or pin_matches(pins, tls.session.peer_cert())
+
     def _timed_out(self) -> None:
         self._timer = None
         if self.closed or not self._handshaking:

@@ -44,6 +44,7 @@ from pynatsd.protocol.events import (
     Pub,
     make_pub,
 )
+from pynatsd.server.routed import ShownPub
 
 __all__ = [
     "MAX_CONTROL_LINE",
@@ -62,6 +63,8 @@ __all__ = [
     "rmsg_head",
     "rs_minus_frame",
     "rs_plus_frame",
+    "shown_delivery",
+    "wire_delivery",
     "with_deliver_subject",
 ]
 
@@ -759,6 +762,24 @@ def with_deliver_subject(reply: bytes, shown: bytes) -> bytes:
     if not reply or js_ack_deliver_index(reply) != -1:
         return reply
     return reply + b"@" + shown
+
+
+def wire_delivery(msg: ShownPub) -> Pub:
+    """A JetStream delivery as it crosses to another server (a route, a leaf, a gateway): on
+    the subject it is routed on, the one it shows after its reply's `@`."""
+    return Pub(
+        msg.routing, with_deliver_subject(msg.reply, msg.subject), msg.payload, msg.header_size
+    )
+
+
+def shown_delivery(msg: Pub) -> Pub:
+    """A message from another server shown as the JetStream delivery it is when its reply is a
+    `$JS.ACK....@<subject>` (else `msg` itself): routed on its subject, showing `<subject>`."""
+    reply = msg.reply
+    at = js_ack_deliver_index(reply)
+    if at <= 0 or at >= len(reply) - 1:
+        return msg
+    return ShownPub(reply[at + 1 :], reply[:at], msg.payload, msg.header_size, msg.subject)
 
 
 def bare_info(**fields: Any) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from pynatsd.cluster.protocol import (
     js_ack_deliver_index,
     lmsg_frame,
     rmsg_frame,
-    with_deliver_subject,
+    wire_delivery,
 )
 from pynatsd.logger import log
 from pynatsd.protocol import errors
@@ -119,12 +119,7 @@ class Route(Link):
         if type(msg) is ShownPub:
             # A JetStream delivery: sent on the subject it is routed on, the one it shows
             # after its reply's `@` (cluster/protocol.py).
-            msg = Pub(
-                msg.routing,
-                with_deliver_subject(msg.reply, msg.subject),
-                msg.payload,
-                msg.header_size,
-            )
+            msg = wire_delivery(msg)
         frame = rmsg_frame(account, msg, queues, self.headers)
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
@@ -139,6 +134,8 @@ class Route(Link):
             self.deliver_remote(sub, msg, queues)
             return
         account = sub.wire_account if isinstance(sub, RemoteSubscription) else b"$G"
+        if type(msg) is ShownPub:
+            msg = wire_delivery(msg)
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
         self.outbound.push(lmsg_frame(origin, account, msg, queues))

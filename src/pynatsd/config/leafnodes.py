@@ -261,6 +261,7 @@ def _remote_tls(loader: Loader, remote: RemoteLeafOptions, key: str, entry: Node
     remote.tls = True
     remote.tls_cert, remote.tls_key, remote.tls_ca_cert = tls.tls_cert, tls.tls_key, tls.tls_ca_cert
     remote.tls_timeout = tls.tls_timeout
+    remote.tls_handshake_first = tls.tls_handshake_first
     fields = entry.value if isinstance(entry.value, dict) else {}
     insecure = next((v for k, v in fields.items() if k.lower() == "insecure"), None)
     remote.tls_insecure = bool(insecure is not None and insecure.value is True)

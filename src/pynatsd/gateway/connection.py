@@ -28,6 +28,8 @@ from pynatsd.cluster.protocol import (
     RouteSub,
     RouteUnsub,
     rmsg_frame,
+    shown_delivery,
+    wire_delivery,
 )
 from pynatsd.gateway import replies
 from pynatsd.gateway.optimistic import OptimisticSends
@@ -38,6 +40,7 @@ from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Event, Pub
 from pynatsd.protocol.frames import err_frame
 from pynatsd.server.delivery import fan_out_from_gateway
+from pynatsd.server.routed import ShownPub
 
 if TYPE_CHECKING:
     from pynatsd.gateway.gateway import Gateway, RemoteGateway
@@ -106,6 +109,8 @@ class GatewayConnection(Link):
 
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
         account: bytes = sub.account_name  # type: ignore[attr-defined]
+        if type(msg) is ShownPub:
+            msg = wire_delivery(msg)  # a JetStream delivery, as across a route
         subject = msg.subject
         if self.optimistic is not None and not self.optimistic.allows(account, subject, queues):
             return
@@ -376,6 +381,9 @@ class GatewayConnection(Link):
                 local = Pub(msg.subject, routed[2], msg.payload, msg.header_size)
                 self.gateway.track_reply(ev.account, routed, reply)
                 line = b""
+            if local.reply.startswith(b"$JS.ACK."):
+                # A JetStream delivery: our clients see the subject after the reply's `@`.
+                local, line = shown_delivery(local), b""
         result = sublist.match_bytes(msg.subject)
         if result.psubs or result.qsubs:
             if line:

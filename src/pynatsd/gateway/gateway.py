@@ -163,6 +163,42 @@ class Gateway(LinkListener[GatewayConnection]):
         server.account_added_hooks.append(self._account_added)
         server.ready_hooks.append(lambda: self._spawn(self._serve()))
 
+    def _accepted(self) -> GatewayConnection:
+        return GatewayConnection(self) if self.tls is None else TLSGatewayConnection(self)
+
+    # -- configuration reload (called by pynatsd.reload) -----------------------------------------
+
+    def reload_tls(self, opts: GatewayOptions) -> None:
+        """A reload changed the gateway's TLS (nats-server refuses any other change to the
+        block): the connections made from here on use it, each remote its own block or the
+        gateway's (updateRemotesTLSConfig), and those whose peer's certificate new pinned
+        certificates leave out are closed (recheckPinnedCerts); the rest stay as they are."""
+        old_pins = self.opts.tls.pinned_certs if self.opts.tls is not None else []
+        self.opts = opts
+        self.tls = peer_contexts(opts.tls) if opts.tls is not None else None
+        configured = {r.name: r for r in opts.gateways}
+        for name, remote in self.remotes.items():
+            fresh = self._remote(
+                name, remote.urls, None if remote.implicit else configured.get(name)
+            )
+            remote.tls, remote.tls_timeout, remote.tls_name = (
+                fresh.tls,
+                fresh.tls_timeout,
+                fresh.tls_name,
+            )
+        pins = opts.tls.pinned_certs if opts.tls is not None else []
+        if pins == old_pins:
+            return
+        refused = [
+            conn
+            for conn in [*self.outbound.values(), *self.inbound.values()]
+            if isinstance(conn, TLSGatewayConnection) and not conn.matches_pins(pins)
+        ]
+        if refused:
+            log.info("Disconnect %d clients due to pinned certs reload", len(refused))
+            for conn in refused:
+                conn.close(CloseReason.TLS_HANDSHAKE_ERROR)
+
     def _remote(
         self, name: str, urls: list[str], opts: RemoteGatewayOptions | None
     ) -> RemoteGateway:
@@ -177,8 +213,8 @@ class Gateway(LinkListener[GatewayConnection]):
         return RemoteGateway(name, urls, opts is None, tls, timeout)
 
     async def _serve(self) -> None:
-        connection = GatewayConnection if self.tls is None else TLSGatewayConnection
-        if not await self.serve(lambda: connection(self)):
+        # The class read per connection: a reload may turn TLS on or off for the next ones.
+        if not await self.serve(self._accepted):
             return
         log.info("Gateway name is %s", self.gateway_name)
         log.info(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import advisories, direct, errors, snapshot
 from pynatsd.jetstream.config import (
+    STREAM_IDENTITY_HEADER,
     api_level_unmet,
     ephemeral_name,
     has_path_separators,
@@ -28,6 +29,7 @@ from pynatsd.jetstream.consumer_checks import (
     check_consumer_update,
     check_workqueue,
     partition_unique,
+    sourcing_consumer,
 )
 from pynatsd.jetstream.consumer_config import (
     ConsumerConfig,
@@ -57,6 +59,7 @@ from pynatsd.jetstream.util import (
 )
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
+from pynatsd.protocol.headers import header_value
 from pynatsd.server.subscription import InternalSubscription
 from pynatsd.subjects import is_valid_publish_subject, subjects_collide
 
@@ -196,6 +199,8 @@ class JetStreamApi:
     def __init__(self, ajs: AccountJetStream) -> None:
         self.ajs = ajs
         self.requester: Client | None = None  # who made the request being handled
+        self.request_header = b""  # the header block of the request being handled
+        self.reply_header = b""  # a header block for its reply, set by the handler
         self.routes: dict[tuple[str, ...], tuple[str, Handler]] = {
             ("INFO",): ("account_info_response", self.account_info),
             ("STREAM", "CREATE"): ("stream_create_response", self.stream_create),
@@ -250,6 +255,8 @@ class JetStreamApi:
         rtype, handler = route
         failed = False
         self.requester = publisher  # for the handlers whose advisories name the client
+        self.request_header = ev.payload[:hs] if hs > 0 else b""
+        self.reply_header = b""
         try:
             if hs > 0 and api_level_unmet(ev.payload[:hs]):
                 raise js_error("RequiredApiLevel")
@@ -270,7 +277,7 @@ class JetStreamApi:
         if result is None:
             return
         response = go_json({"type": _PREFIX + rtype, **result})
-        self.ajs.reply(reply, response)
+        self.ajs.reply(reply, response, b"" if failed else self.reply_header)
         advisories.api_audit(self.ajs, publisher, subject, body, response)
 
     # -- account ---------------------------------------------------------------------------------
@@ -693,14 +700,30 @@ class JetStreamApi:
         if config.num_replicas > 1:
             raise errors.replicas_not_supported()
         stream = self._stream(stream_name)
+        if config.direct and config.sourcing and config.name:
+            sourcing_consumer(stream, config)
+        identity = ""
+        if config.direct or config.sourcing:
+            # A mirror or source tells a recreated origin by its identity.
+            identity = stream.identity()
+            asked = header_value(self.request_header, STREAM_IDENTITY_HEADER)
+            if asked and asked != identity:
+                raise js_error("ConsumerStreamIdentityMismatch", msg=identity)
         existing_name = config.durable_name or config.name
         existing = stream.consumers.get(existing_name) if existing_name else None
         if existing is not None:
             # An existing consumer keeps its pause (only CONSUMER.PAUSE changes it).
             config.pause_until = existing.config.pause_until
+            if config.sourcing and config.durable_name:
+                # A durable sourcing consumer set up again keeps where it started.
+                config.deliver_policy = existing.config.deliver_policy
+                config.opt_start_seq = existing.config.opt_start_seq
+                config.opt_start_time = existing.config.opt_start_time
         set_static_consumer_metadata(config)
         consumer = self._add_consumer(stream, config, action, pedantic)
         out = consumer.info_reply()
+        if identity:
+            self.reply_header = f"NATS/1.0\r\n{STREAM_IDENTITY_HEADER}: {identity}\r\n\r\n".encode()
         if advisories.paused_ahead(consumer):
             advisories.consumer_pause(consumer)  # nats-server: after every create while paused
         return out
@@ -738,7 +761,9 @@ class JetStreamApi:
         acc_max = self.ajs.limit("max_consumers")
         if max_consumers <= 0 or (0 < acc_max < max_consumers):
             max_consumers = acc_max
-        if max_consumers > 0 and len(stream.consumers) >= max_consumers:
+        # Consumers of other streams' mirrors and sources do not count (numLimitableConsumers).
+        limitable = sum(1 for c in stream.consumers.values() if not c.config.sourcing)
+        if max_consumers > 0 and limitable >= max_consumers:
             raise js_error("MaximumConsumersLimit")
         check_workqueue(stream, config)
         if config.durable_name and len(config.durable_name) > 255:
@@ -836,7 +861,7 @@ class JetStreamApi:
         _check_fields(req, ("offset",))
         offset = max(_int_field(req, "offset", "JSApiConsumersRequest", "int"), 0)
         stream = self._stream(rest[0])
-        names = sorted(stream.consumers)
+        names = sorted(public_consumers(stream))
         return {
             "total": len(names),
             "offset": offset,
@@ -851,10 +876,16 @@ class JetStreamApi:
         _check_fields(req, ("offset",))
         offset = max(_int_field(req, "offset", "JSApiConsumersRequest", "int"), 0)
         stream = self._stream(rest[0])
-        consumers = [stream.consumers[n] for n in sorted(stream.consumers)]
+        consumers = [stream.consumers[n] for n in sorted(public_consumers(stream))]
         page = consumers[offset : offset + _LIST_LIMIT]
         items = [c.info_reply(full_metadata=False) for c in page]
         return {"total": len(consumers), "offset": offset, "limit": _LIST_LIMIT, "consumers": items}
+
+
+def public_consumers(stream: Stream) -> list[str]:
+    """The names of a stream's consumers but the direct ones (other streams' mirrors and
+    sources), which nats-server neither lists nor counts (getPublicConsumers)."""
+    return [name for name, c in stream.consumers.items() if not c.config.direct]
 
 
 __all__ = ["API_SUBJECTS", "JetStreamApi"]

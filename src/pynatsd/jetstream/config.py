@@ -35,6 +35,9 @@ STREAM_MAX_REPLICAS = 5
 DYNAMIC_METADATA = ("_nats.ver", "_nats.level")
 # The request header with the lowest API level a client accepts (ADR-44's versioning).
 REQUIRED_API_LEVEL_HEADER = "Nats-Required-Api-Level"
+# The header in which a mirror or source names, and the origin answers, the origin stream's
+# identity (tells a recreated stream from the one it followed).
+STREAM_IDENTITY_HEADER = "Nats-Stream-Identity"
 _LEVEL = re.compile(r"[+-]?[0-9]+")
 
 

@@ -14,6 +14,7 @@ from pynatsd.jetstream.config import (
     MAX_METADATA_LEN,
     MS,
     NS,
+    ephemeral_name,
     valid_name,
 )
 from pynatsd.jetstream.errors import ApiError, js_error
@@ -241,6 +242,23 @@ def check_consumer_update(old: ConsumerConfig, new: ConsumerConfig, bound: bool)
         raise fail("max waiting can not be updated")
     if new.backoff and new.max_deliver != -1 and len(new.backoff) > new.max_deliver:
         raise js_error("ConsumerMaxDeliverBackoff")
+
+
+def sourcing_consumer(stream: Stream, config: ConsumerConfig) -> None:
+    """The consumer another stream's mirror or source asks for (direct, sourcing, with the
+    stable name of its set-up): on a stream that removes what is consumed (interest or
+    work-queue retention) it becomes a durable acknowledged through flow control, so that
+    nothing goes before it was copied; elsewhere each set-up gets its own consumer, the name
+    with a random suffix (nats-server's jsConsumerCreateRequest)."""
+    if stream.config.retention != "limits":
+        config.direct = False
+        config.durable_name = config.name
+        config.ack_policy = "flow_control"
+        config.ack_wait = 0
+        config.max_deliver = 0
+        config.inactive_threshold = 0
+    else:
+        config.name = f"{config.name}-{ephemeral_name()}"
 
 
 def check_workqueue(stream: Stream, config: ConsumerConfig) -> None:

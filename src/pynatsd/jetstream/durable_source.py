@@ -19,6 +19,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream.advisories import new_nuid
+from pynatsd.jetstream.config import STREAM_IDENTITY_HEADER
 from pynatsd.jetstream.errors import js_error
 from pynatsd.jetstream.gostruct import encode
 from pynatsd.jetstream.sourcing import Source
@@ -36,18 +37,19 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.stream_config import StreamSource
     from pynatsd.server.client import Client
 
+# A delivery's consumer, delivery count, stream and delivery sequences, time and count left.
+AckInfo = tuple[str, int, int, int, int, int]
 # nats-server's srcDurableConsumerWaitTime and its retry pace for a failed setup.
 _RESET_WAIT = 2.0
 _RETRY = 2.0
-_STREAM_IDENTITY = "Nats-Stream-Identity"
 
 
 class DurableSource(Source):
     def __init__(self, target: Stream, cfg: StreamSource, mirror: bool) -> None:
         super().__init__(target, cfg, mirror)
-        assert cfg.consumer is not None
-        self.cname = cfg.consumer.name
-        self.deliver = cfg.consumer.deliver_subject
+        # The origin's consumer (RemoteSource: the one it had created for it, once known).
+        self.cname = cfg.consumer.name if cfg.consumer is not None else ""
+        self.deliver = cfg.consumer.deliver_subject if cfg.consumer is not None else ""
         self.error: dict[str, Any] | None = None
         self.sseq = 0  # the last origin stream sequence stored
         self.dseq = 0  # the last delivery sequence of the consumer seen
@@ -87,7 +89,7 @@ class DurableSource(Source):
         ext = self.cfg.external
         if ext is not None:
             subject = subject.replace("$JS.API", ext.api, 1).replace("..", ".")
-        header = f"NATS/1.0\r\n{_STREAM_IDENTITY}: {self.ident}\r\n\r\n".encode()
+        header = f"NATS/1.0\r\n{STREAM_IDENTITY_HEADER}: {self.ident}\r\n\r\n".encode()
         ajs = self.target.ajs
         self._timer = ajs.loop.call_later(_RESET_WAIT, self._no_reset_reply)
         ajs.server.publish_internal(ajs.account, subject, self._reply, header, b"")
@@ -149,7 +151,7 @@ class DurableSource(Source):
             self._delivering = True
             self._subscribe(self.deliver, self._on_delivery)
         if hs > 0:
-            self.ident = header_value(ev.payload[:hs], _STREAM_IDENTITY) or self.ident
+            self.ident = header_value(ev.payload[:hs], STREAM_IDENTITY_HEADER) or self.ident
         delivered = int((reply.get("delivered") or {}).get("stream_seq") or 0)
         self.dseq = 0
         if self.is_mirror:
@@ -165,25 +167,26 @@ class DurableSource(Source):
     def _on_delivery(self, sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
         if self._stopped or self.target.closed:
             return
+        self._take(ev)
+
+    def _take(self, ev: Pub) -> None:
+        """One message on the deliver subject: a status (flow control, a heartbeat), or a
+        delivery copied when it is the next one."""
         hs = ev.header_size
         header = ev.payload[:hs] if hs > 0 else b""
         reply = ev.reply.decode("utf-8", "surrogateescape")
         if header.startswith(b"NATS/1.0 100"):
             self._on_control(header, reply)
             return
-        tokens = reply.split(".")
-        if len(tokens) < 9 or tokens[:2] != ["$JS", "ACK"]:
+        info = ack_info(reply)
+        if info is None:
             return
-        dc, sseq, dseq, ts, pending = (int(t) for t in tokens[-5:])
         self.last_active = now_ns()
-        if dc > 1:
+        if not self._next_delivery(info):
             return
-        if sseq <= self.sseq:
-            if dseq == self.dseq + 1:
-                self.dseq = dseq
-            return
+        _, _, sseq, dseq, ts, pending = info
         self.dseq, self.sseq = dseq, sseq
-        self.lag = max(pending - 1, 0) if pending else 0
+        self.lag = max(pending - 1, 0)
         data = ev.payload[hs:] if hs > 0 else ev.payload
         subject = ev.subject.decode("utf-8", "surrogateescape")
         msg = StoredMsg(subject=subject, header=header, data=data, seq=sseq, ts=ts)
@@ -191,6 +194,18 @@ class DurableSource(Source):
             self._copy(msg)
         except Exception as e:  # a refused copy (limits) must not stop the others
             log.debug("JetStream %s: source %s: %s", self.target.name, self.iname, e)
+
+    def _next_delivery(self, info: AckInfo) -> bool:
+        """A delivery to copy: a first delivery of something not stored yet (what is stored
+        only moves the delivery sequence on)."""
+        _, dc, sseq, dseq, _, _ = info
+        if dc > 1:
+            return False
+        if sseq <= self.sseq:
+            if dseq == self.dseq + 1:
+                self.dseq = dseq
+            return False
+        return True
 
     def _on_control(self, header: bytes, reply: str) -> None:
         ajs = self.target.ajs
@@ -222,6 +237,27 @@ class DurableSource(Source):
         out["active"] = now_ns() - self.last_active if self.last_active else -1
         if self.error is not None:
             out["error"] = self.error
+        if self.cfg.filter_subject:
+            out["filter_subject"] = self.cfg.filter_subject
         if self.cfg.subject_transforms:
             out["subject_transforms"] = [encode(t) for t in self.cfg.subject_transforms]
         return out
+
+
+def ack_info(reply: str) -> AckInfo | None:
+    """What the `$JS.ACK` reply of a delivery says, in both of its forms (nats-server's
+    ackReplyInfo: 9 tokens, or 12 with the domain and account hash and a random token)."""
+    tokens = reply.split(".")
+    if len(tokens) == 9:
+        first = 3
+    elif len(tokens) >= 11:
+        first = 5
+    else:
+        return None
+    if tokens[:2] != ["$JS", "ACK"]:
+        return None
+    try:
+        dc, sseq, dseq, ts, pending = (int(t) for t in tokens[first + 1 : first + 6])
+    except ValueError:
+        return None
+    return tokens[first], dc, sseq, dseq, ts, pending

@@ -289,6 +289,7 @@ class AccountJetStream:
         if consumer is None:
             return False
         consumer.delete()
+        stream.consumer_deleted()
         return True
 
     def recover(self) -> None:
@@ -504,6 +505,15 @@ class JetStream:
             # Operator-mode accounts come into being as their first client connects.
             self.server.account_added_hooks.append(self._account_added)
         self.server.peer_hooks.append(self.peers.peer_changed)
+        self.server.leaf_registered_hooks.append(self._leaf_registered)
+
+    def _leaf_registered(self, account: Account) -> None:
+        """nats-server's checkInternalSyncConsumers: a new leaf connection may lead to the
+        origin of a mirror or source of the account that has none, or a stalled one."""
+        ajs = self.accounts.get(account.name)
+        if ajs is not None:
+            for stream in list(ajs.streams.values()):
+                stream.retry_disconnected_sources()
 
     def stand_down(self, reason: str) -> None:
         """Stop serving JetStream because another server of the cluster serves it: every
@@ -574,6 +584,8 @@ class JetStream:
         return out
 
     async def stop(self) -> None:
+        if self._leaf_registered in self.server.leaf_registered_hooks:
+            self.server.leaf_registered_hooks.remove(self._leaf_registered)
         for ajs in [*self.accounts.values(), *self.disabled.values()]:
             ajs.stop()
 

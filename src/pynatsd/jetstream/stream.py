@@ -23,6 +23,7 @@ from pynatsd.jetstream.batching import FAST_SUFFIX, Batching, recover_partial_ba
 from pynatsd.jetstream.counters import apply_increment, check_increment
 from pynatsd.jetstream.durable_source import DurableSource
 from pynatsd.jetstream.errors import ApiError, js_error
+from pynatsd.jetstream.remote_source import RemoteSource, served_elsewhere
 from pynatsd.jetstream.schedules import MsgScheduling, check_publish
 from pynatsd.jetstream.sourcing import Source
 from pynatsd.jetstream.store.base import StoredMsg, StoreError, StreamLimits, StreamStore
@@ -182,11 +183,11 @@ class Stream:
         )
 
     def _setup_sourcing(self) -> None:
-        for src in self.sources:
-            src.stop()
-        if self.mirror is not None:
-            self.mirror.stop()
         cfg = self.config
+        for src in self._all_sources():
+            if isinstance(src, RemoteSource) and src.cfg not in [cfg.mirror, *cfg.sources]:
+                src.forget()  # a mirror promoted, a source removed
+            src.stop()
         self.mirror = _source(self, cfg.mirror, mirror=True) if cfg.mirror else None
         self.sources = [_source(self, s, mirror=False) for s in cfg.sources if s is not None]
         for src in self._all_sources():
@@ -204,6 +205,11 @@ class Stream:
         """Start every source whose origin was not found yet."""
         for src in self._all_sources():
             src.start()
+
+    def retry_disconnected_sources(self) -> None:
+        for src in self._all_sources():
+            if isinstance(src, RemoteSource):
+                src.retry_if_disconnected()
 
     def origin_deleted(self, origin: Stream) -> None:
         for src in self._all_sources():
@@ -943,6 +949,21 @@ class Stream:
         if not any(c.needs_ack(seq, subj) for c in self.consumers.values() if c is not consumer):
             self.store.remove_msg(seq)
 
+    def consumer_deleted(self) -> None:
+        """A consumer went: on an interest stream, what no remaining consumer still needs goes
+        too (Go's checkInterestState after a consumer delete)."""
+        if self.config.retention != "interest" or self.closed:
+            return
+        consumers = list(self.consumers.values())
+        seq = self.store.state().first_seq
+        while True:
+            msg = self.store.load_next_msg("", seq)
+            if msg is None:
+                return
+            if not any(c.needs_ack(msg.seq, msg.subject) for c in consumers):
+                self.store.remove_msg(msg.seq)
+            seq = msg.seq + 1
+
     # -- sourcing --------------------------------------------------------------------------------
 
     def store_sourced(self, msg: StoredMsg, subject: str, header: bytes) -> int:
@@ -976,7 +997,8 @@ class Stream:
                 out["deleted"] = deleted()
         if st.num_deleted:
             out["num_deleted"] = st.num_deleted
-        out["consumer_count"] = len(self.consumers)
+        # Direct consumers (other streams' mirrors and sources) are not counted.
+        out["consumer_count"] = sum(1 for c in self.consumers.values() if not c.config.direct)
         return out
 
     def info(
@@ -1035,6 +1057,9 @@ class Stream:
             log.exception("closing stream %s", self.name)
 
     def delete(self) -> None:
+        for src in self._all_sources():
+            if isinstance(src, RemoteSource):
+                src.forget()
         self._stop_common()
         for consumer in list(self.consumers.values()):
             consumer.delete()
@@ -1043,9 +1068,12 @@ class Stream:
 
 def _source(stream: Stream, cfg: StreamSource, mirror: bool) -> Source:
     """A mirror or source: through the origin's durable consumer when it names one (ADR-60),
-    else read from the origin's store."""
+    through a consumer it has created when the origin is in another server (an `external` API
+    prefix not answered here), else read from the origin's store."""
     if cfg.consumer is not None and cfg.consumer.name:
         return DurableSource(stream, cfg, mirror)
+    if served_elsewhere(stream.ajs, cfg.external):
+        return RemoteSource(stream, cfg, mirror)
     return Source(stream, cfg, mirror)
 
 

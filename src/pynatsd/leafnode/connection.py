@@ -29,8 +29,8 @@ from pynatsd.cluster.protocol import (
     RouteMsg,
     RouteSub,
     RouteUnsub,
-    js_ack_deliver_index,
-    with_deliver_subject,
+    shown_delivery,
+    wire_delivery,
 )
 from pynatsd.config.leafnodes import remote_credentials, remote_host_port
 from pynatsd.gateway import replies
@@ -82,9 +82,6 @@ def loop_text(account: str, delay: float) -> str:
         f'Loop detected for leafnode account="{account}". Delaying attempt to reconnect for '
         f"{int(delay)}s"
     )
-
-
-_JS_ACK = b"$JS.ACK."
 
 
 class Leaf(Link):
@@ -163,6 +160,8 @@ class Leaf(Link):
         self.deliver_remote(sub, msg, [sub.queue_bytes] if sub.queue else [])
 
     def deliver_remote(self, sub: Subscription, msg: Pub, queues: list[bytes]) -> None:
+        if type(msg) is ShownPub:
+            msg = wire_delivery(msg)  # a JetStream delivery, as across a route
         if self._deny_exports is not None and not self.allows_export(msg.subject):
             return
         if self.reply_routes:
@@ -170,15 +169,6 @@ class Leaf(Link):
             subject = self.routed_subject(self._account.name.encode(), msg.subject)
             if subject is not msg.subject:
                 msg = Pub(subject, msg.reply, msg.payload, msg.header_size)
-        if type(msg) is ShownPub:
-            # A JetStream delivery: sent on its deliver subject, the subject it shows after
-            # its reply's `@`, as over a route (cluster/protocol.py).
-            msg = Pub(
-                msg.routing,
-                with_deliver_subject(msg.reply, msg.subject),
-                msg.payload,
-                msg.header_size,
-            )
         self.stats.sent(1, len(msg.payload))
         self.last_activity = time.time()
         self.outbound.push(lmsg_frame(msg, queues, self.headers))
@@ -199,13 +189,41 @@ class Leaf(Link):
         log.info("%s - Leafnode connection created%s", self.label, self._remote_label())
         if not self.solicited:
             self.nonce = self.part.new_nonce()
-            self.send_now(leaf_info_frame(self.part.leaf_info(self)))
+            info = leaf_info_frame(self.part.leaf_info(self))
             timeout = self.part.auth_timeout()
             self._timer = self.server.loop.call_later(timeout, self._auth_timeout)
             context = self.part.tls_context
-            if context is not None and not self.websocket:
+            tls = self.part.opts.tls
+            if context is None or self.websocket:
+                self.send_now(info)
+            elif tls is not None and tls.tls_handshake_first:
+                self._handshake_first(context, info, tls.tls_handshake_first_fallback)
+            else:
+                self.send_now(info)
                 # The leaf starts its TLS handshake once it has read the INFO.
                 self._use_tls(TLSSession(context))
+        elif self.remote is not None and self.remote.tls_handshake_first and not self.websocket:
+            self._start_client_tls(self.remote)  # at once; the hub's INFO comes over it
+
+    def _handshake_first(self, context: ssl.SSLContext, info: bytes, fallback: float) -> None:
+        """`handshake_first` on our leaf listener: the INFO leaves only over TLS, once the
+        leaf's handshake is done; with a fallback delay, a leaf that has said nothing by then
+        is sent the INFO in plain text and upgrades after it (nats-server's
+        createLeafNode)."""
+        self._use_tls(TLSSession(context))
+        self.send_now(info)  # waits in the TLS transport for the handshake
+        if fallback > 0:
+            self.server.loop.call_later(fallback, self._tls_first_fallback, context, info)
+
+    def _tls_first_fallback(self, context: ssl.SSLContext, info: bytes) -> None:
+        tls = self.tls
+        if self.closed or tls is None or tls.session.received_any:
+            return
+        assert self.transport is not None
+        self.tls = None
+        self.outbound.attach(self.transport)
+        self.send_now(info)
+        self._use_tls(TLSSession(context))
 
     def _remote_label(self) -> str:
         if self.remote is None:
@@ -263,17 +281,25 @@ class Leaf(Link):
         self.nonce = str(info.get("nonce") or "")
         remote = self.remote
         assert remote is not None
-        if (info.get("tls_required") or remote.tls) and not self.websocket:
-            # TLS after the INFO, as nats-server's leafClientHandshakeIfNeeded; the CONNECT
-            # below waits in the TLS transport until the handshake is done.
-            context = self.part.remote_tls_context(remote)
-            if context is None:
-                self.close(CloseReason.TLS_HANDSHAKE_ERROR)
-                return
-            session = TLSSession(context, server_hostname=remote_host_port(self.url)[0])
-            session.start()
-            self._use_tls(session)
+        upgrade = (info.get("tls_required") or remote.tls) and not self.websocket
+        # TLS after the INFO (unless it came first), as nats-server's
+        # leafClientHandshakeIfNeeded; the CONNECT below waits in the TLS transport until the
+        # handshake is done.
+        if upgrade and self.tls is None and not self._start_client_tls(remote):
+            return
         self._send_connect(info)
+
+    def _start_client_tls(self, remote: RemoteLeafOptions) -> bool:
+        """The leaf's side of TLS with its hub, verified for the URL's host (False: the
+        remote's TLS files are unusable, and the connection is closed)."""
+        context = self.part.remote_tls_context(remote)
+        if context is None:
+            self.close(CloseReason.TLS_HANDSHAKE_ERROR)
+            return False
+        session = TLSSession(context, server_hostname=remote_host_port(self.url)[0])
+        session.start()
+        self._use_tls(session)
+        return True
 
     def _use_tls(self, session: TLSSession) -> None:
         """From here on every byte in and out goes through `session`."""
@@ -435,6 +461,8 @@ class Leaf(Link):
         self.outbound.flush()
         self.start_pinging()
         self._announce()
+        for hook in self.server.leaf_registered_hooks:
+            hook(self._account)
 
     def _announce(self) -> None:
         """The system events of a new leaf connection, in nats-server's order: the account's
@@ -508,24 +536,12 @@ class Leaf(Link):
         ):
             return
         sublist = self._account.sublist
-        reply = msg.reply
-        if reply.startswith(_JS_ACK):
-            at = js_ack_deliver_index(reply)
-            if 0 < at < len(reply) - 1:
-                # A JetStream delivery (a push consumer's, an MQTT session's across the
-                # leaf): routed on its deliver subject, shown under the subject after the
-                # reply's `@`, as nats-server's processMsgResults remaps it.
-                shown = ShownPub(
-                    reply[at + 1 :], reply[:at], msg.payload, msg.header_size, msg.subject
-                )
-                result = sublist.match_bytes(msg.subject)
-                if result.psubs or result.qsubs:
-                    fan_out_from_leaf(self, result, shown, ev.queues, not self.is_spoke)
-                return
         line = msg.line if not ev.queues else b""
         if msg.reply.startswith(replies.PREFIXES):
             msg, line = self._unmap_reply(msg), b""
-        result = sublist.match_bytes(msg.subject)
+        elif msg.reply.startswith(b"$JS.ACK."):
+            msg, line = shown_delivery(msg), b""
+        result = sublist.match_bytes(ev.msg.subject)  # a JetStream delivery's routing subject
         if result.psubs or result.qsubs:
             if line and not any(sub.remote for sub in result.psubs):
                 # Only local plain receivers (an LMSG naming no queue reaches no group): the

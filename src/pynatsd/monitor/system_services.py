@@ -24,6 +24,7 @@ server the filters leave out does not answer.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from pynatsd.server.server import Server
 
 _MAX_UINT64 = (1 << 64) - 1
+# nats-server's eventsHBInterval: how often an account's counts repeat while it is in use.
+CONNS_REPEAT = 30.0
 
 
 class Skip(Exception):  # nats-server's errSkipZreq
@@ -79,6 +82,8 @@ class SystemServices:
         # The traffic of each account's closed connections (nats-server's account stats last
         # the account's life; the open connections keep their own).
         self._closed: dict[str, Stats] = {}
+        # The 30 s repeat of each account's connection counts while it has connections.
+        self._conns_timers: dict[str, asyncio.TimerHandle] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -117,6 +122,9 @@ class SystemServices:
             self.server.account_added_hooks.remove(self._import_into)
         if self._conns_changed in self.server.account_conns_hooks:
             self.server.account_conns_hooks.remove(self._conns_changed)
+        for timer in self._conns_timers.values():
+            timer.cancel()
+        self._conns_timers.clear()
         for hook in (self._client_closed, self._remember_closed):
             if hook in self.server.client_closed_hooks:
                 self.server.client_closed_hooks.remove(hook)
@@ -130,7 +138,19 @@ class SystemServices:
         self.server.closed_clients.append(endpoints.closed_connection_info(self.server, client))
 
     def _conns_changed(self, account: Account) -> None:
-        events.account_conns(self.server, account, self._account_stat(account))
+        """accConnsUpdate: the counts now, and again every 30 s while there are connections
+        (each update restarts the wait)."""
+        if account is self.server.global_account:
+            return
+        stat = self._account_stat(account)
+        events.account_conns(self.server, account, stat)
+        timer = self._conns_timers.pop(account.name, None)
+        if timer is not None:
+            timer.cancel()
+        if stat["total_conns"]:
+            loop = asyncio.get_running_loop()
+            later = loop.call_later(CONNS_REPEAT, self._conns_changed, account)
+            self._conns_timers[account.name] = later
 
     def _client_closed(self, client: Client) -> None:
         totals = self._closed.get(client.account.name)

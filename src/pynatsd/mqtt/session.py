@@ -45,7 +45,7 @@ from pynatsd.mqtt.topics import (
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.events import Pub
 from pynatsd.server.client import Client
-from pynatsd.server.events import client_connected
+from pynatsd.server.events import client_connected, conns_changed
 from pynatsd.server.reserved import RESERVED_FIRST_BYTES, is_reserved_subject
 from pynatsd.server.subscription import Subscription
 from pynatsd.sublist import InvalidSubjectError
@@ -361,6 +361,7 @@ class MQTTSession(Client):
         self.outbound.push(self._connack(session_present, p.RC_ACCEPTED, connack_props))
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Client connected", self.label)
+        conns_changed(self.server, self.account)
         if self.account is not self.server.system_account:
             client_connected(self.server, self)
         self.mqtt.restore_subscriptions(self)

@@ -20,7 +20,7 @@ from pynatsd.logger import log
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
 from pynatsd.protocol.frames import PING_FRAME, err_frame, info_frame
-from pynatsd.server.events import client_disconnected
+from pynatsd.server.events import client_disconnected, conns_changed
 from pynatsd.server.listen import join_host_port, peer_address
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.session import ClientSession
@@ -192,8 +192,10 @@ class Client(ClientSession, asyncio.Protocol):
         if subs:
             self.account.sublist.remove_batch(subs)
         self.server.remove_client(self)
-        if self.label_set and self.account is not self.server.system_account:
-            client_disconnected(self.server, self)
+        if self.label_set:
+            conns_changed(self.server, self.account)
+            if self.account is not self.server.system_account:
+                client_disconnected(self.server, self)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s - Client connection closed: %s", self.label, reason)
 

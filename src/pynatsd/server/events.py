@@ -209,6 +209,13 @@ def leafnode_connect(server: Server, account: Account) -> None:
     server.publish_internal(server.system_account, subject, "", b"", go_json(body))
 
 
+def conns_changed(server: Server, account: Account) -> None:
+    """A connection joined or left `account` (nats-server's Account.addClient/removeClient):
+    whoever keeps the account's counts (the system services) is told."""
+    for hook in server.account_conns_hooks:
+        hook(account)
+
+
 def account_conns(server: Server, account: Account, stat: dict[str, Any]) -> None:
     """accConnsUpdate: the account's connection counts (`stat`, Account.statz) after a
     connection came or went, on the old subject and the new one; never for the global

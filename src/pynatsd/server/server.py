@@ -145,6 +145,9 @@ class Server:
         # Called with an account whose local leaf connections changed (the system services
         # publish its connection counts, as nats-server's accConnsUpdate).
         self.account_conns_hooks: list[Callable[[Account], None]] = []
+        # Called with the account a leaf connection was just registered with (JetStream sets
+        # up again the mirrors and sources that lost their origin: checkInternalSyncConsumers).
+        self.leaf_registered_hooks: list[Callable[[Account], None]] = []
         # Set by the leaf nodes part: makes a leaf connection of a websocket upgrade for the
         # `/leafnode` path (None: such an upgrade is a client, as without leaf nodes).
         self.websocket_leaf: Callable[[], asyncio.Protocol] | None = None

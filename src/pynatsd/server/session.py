@@ -49,7 +49,7 @@ from pynatsd.server.connect import (
     redacted,
 )
 from pynatsd.server.delivery import Receiver, Stats, fan_out, queue_rr
-from pynatsd.server.events import client_connected
+from pynatsd.server.events import client_connected, conns_changed
 from pynatsd.server.limits import connection_limits
 from pynatsd.server.msgtrace import TRACE_DEST_NEEDLE
 from pynatsd.server.outbound import Outbound
@@ -354,8 +354,10 @@ class ClientSession:
             return
         if self.verbose:
             self.outbound.push(OK_FRAME)
-        if first and self.account is not self.server.system_account:
-            client_connected(self.server, self)
+        if first:
+            conns_changed(self.server, self.account)
+            if self.account is not self.server.system_account:
+                client_connected(self.server, self)
 
     def recheck_auth(self) -> bool:
         """After a configuration reload: authenticate this connection's CONNECT again and bind

@@ -110,6 +110,11 @@ class TLSSession:
             return chunks[0]
         return b"".join(chunks)
 
+    @property
+    def received_any(self) -> bool:
+        """The peer has sent something (the server side; a client speaks first)."""
+        return self._head is None or bool(self._head)
+
     def data_to_send(self) -> bytes:
         """TLS records waiting for the peer."""
         return self._outgoing.read()
