@@ -32,6 +32,8 @@ def run_workload(kind: str, arg: int, count: int) -> None:
 
     if kind == "pub":
         asyncio.run(bench_client_cpu.pub_cpu(arg, count))
+    elif kind == "cycle":
+        asyncio.run(bench_client_cpu.pub_cpu(1, count, arg))
     else:
         asyncio.run(bench_client_cpu.sub_cpu(count))
 
@@ -73,6 +75,7 @@ def main() -> None:
     parser.add_argument("--subs", default="1", help="fan-outs to measure")
     parser.add_argument("--batches", type=int, default=10, help="N: batches of 1000 PUBs")
     parser.add_argument("--subscribe", type=int, default=5000, help="N: SUB lines (0: skip)")
+    parser.add_argument("--subjects", type=int, default=256, help="subjects in turn (0: skip)")
     args = parser.parse_args()
     from pynatsd import native
 
@@ -80,6 +83,12 @@ def main() -> None:
     for subs in (int(x) for x in args.subs.split(",")):
         per_msg = per_item("pub", subs, args.batches, 1000)
         print(f"PUB 16 B -> {subs} sub(s): {per_msg:,.0f} instructions per message")
+    if args.subjects:
+        per_msg = per_item("cycle", args.subjects, args.batches, 1000)
+        print(
+            f"PUB 16 B, {args.subjects} subjects in turn -> 1 sub: "
+            f"{per_msg:,.0f} instructions per message"
+        )
     if args.subscribe:
         per_sub = per_item("sub", 0, args.subscribe, 1)
         print(f"SUB (wildcard, 5 tokens): {per_sub:,.0f} instructions per subscription")

@@ -33,6 +33,9 @@ COMPILED_MODULES = (
     "pynatsd.protocol.parser",
     "pynatsd.protocol.frames",
     "pynatsd.sublist",
+    "pynatsd.subjects",
+    "pynatsd.server.outbound",
+    "pynatsd.server.plans",
 )
 """The modules setup.py compiles (it reads this tuple); each must also work as plain Python."""
 

@@ -32,6 +32,7 @@ from pynatsd.protocol.events import (
     Pong,
     ProtocolError,
     Pub,
+    PubRun,
     Sub,
     Unsub,
 )
@@ -823,3 +824,51 @@ def test_fuzzed_frames_neither_crash_nor_leak() -> None:
     assert report.protocol_errors > 0  # the mutations did reach the error paths
     assert report.events > report.frames // 2  # and most frames parsed
     assert report.block_growth < 1000, report.blocks
+
+
+# -- runs of one PUB line (Parser(runs=True), the server's client parser) -------------------------
+
+
+def expand_runs(events: Sequence[AnyEvent]) -> list[AnyEvent]:
+    """Each `PubRun` as the `Pub`s it stands for."""
+    out: list[AnyEvent] = []
+    for ev in events:
+        if isinstance(ev, PubRun):
+            out.extend(ev.pub(tail) for tail in ev.tails)
+        else:
+            out.append(ev)
+    return out
+
+
+def test_a_repeated_pub_line_comes_out_as_one_run() -> None:
+    stream = b"PUB a 2\r\nhi\r\n" * 4 + b"PING\r\n" + b"PUB a 2\r\nyo\r\n" * 2
+    events = Parser(runs=True).feed(stream)
+    # The first is a Pub (a line not seen before), the second makes the line the one to
+    # repeat, the rest are a run; a PING ends it.
+    assert [type(ev).__name__ for ev in events] == ["Pub", "Pub", "PubRun", "Ping", "PubRun"]
+    first_run = events[2]
+    assert isinstance(first_run, PubRun)
+    assert first_run.tails == [b"hi\r\n", b"hi\r\n"]
+    assert first_run.line is events[0].line  # one bytes object per line: the plan's key
+    assert describe_all(expand_runs(events)) == parse(stream)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    payload=st.one_of(
+        mutated_stream(),
+        st.lists(
+            st.sampled_from(
+                [b"PUB a 2\r\nhi\r\n", b"PUB a 2\r\nho\r\n", b"PUB b r 0\r\n\r\n", b"PING\r\n"]
+            ),
+            max_size=30,
+        ).map(b"".join),
+    ),
+    data=st.data(),
+)
+def test_property_runs_are_the_same_messages(payload: bytes, data: Any) -> None:
+    points = data.draw(st.lists(st.integers(0, len(payload)), max_size=16), label="cuts")
+    reads = _cut(payload, points)
+    plain = feed_all(Parser(max_payload=4096, max_control_line=256), reads)
+    runs = feed_all(Parser(max_payload=4096, max_control_line=256, runs=True), reads)
+    assert describe_all(expand_runs(runs)) == describe_all(plain)

@@ -230,19 +230,7 @@ class Link(asyncio.Protocol):
     def send_planned(self, plan: Plan, payload: bytes) -> None:
         """The planned delivery of a message from the peer (as ClientSession._process_pub
         does it for a client's PUB)."""
-        tail = payload + b"\r\n"
-        dirty = self.server.dirty
-        if not plan.count:
-            self.plans.touched.append(plan)
-        plan.count += 1
-        plan.nbytes += len(payload)
-        for outbound, _, head in plan.targets:
-            frames = outbound.frames
-            frames.append(head)
-            frames.append(tail)
-            if not outbound.dirty:
-                outbound.dirty = True
-                dirty.append(outbound)
+        plan.send(payload, self.server.dirty, self.plans.touched)
 
     # -- output and closing ----------------------------------------------------------------------
 

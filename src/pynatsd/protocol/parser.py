@@ -28,6 +28,7 @@ from pynatsd.protocol.events import (
     Info,
     ProtocolError,
     Pub,
+    PubRun,
     Sub,
     Unsub,
     make_pub,
@@ -116,6 +117,8 @@ class Parser:
     `headers` says whether HPUB is allowed before any CONNECT (a server's client passes False).
     `expect_connect` makes any first op other than CONNECT an authorization violation (set when
     the server requires authentication); it is cleared by the parser once it yields a CONNECT.
+    `runs` makes the plain PUBs that repeat the line before them come out as one `PubRun`
+    (a server's client reads its publishers' streams so), not as a `Pub` each.
     After a `ProtocolError` event the parser is dead and every further feed returns nothing.
     """
 
@@ -130,6 +133,7 @@ class Parser:
         "_pub_memo",
         "_repeat",
         "_repeat_memo",
+        "_runs",
         "_skip_line",
         "expect_connect",
         "headers",
@@ -142,7 +146,9 @@ class Parser:
         expect_connect: bool = False,
         headers: bool = True,
         headers_supported: bool = True,
+        runs: bool = False,
     ) -> None:
+        self._runs = runs
         self._max_payload = max_payload
         self._max_control_line = max_control_line
         self.expect_connect = expect_connect
@@ -276,15 +282,25 @@ class Parser:
         rep = self._repeat
         rep_len = len(rep)
         rep_memo = self._repeat_memo
+        runs = self._runs
+        run: list[bytes] | None = None  # the tails of the run being read, if any
         while pos < n:
             if rep_len and buf.startswith(rep, pos):
-                subject, reply, size, size_text, line = rep_memo
                 start = pos + rep_len
-                end = start + size
-                if end + 2 <= n and buf[end : end + 2] == b"\r\n":
-                    append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
+                end = start + rep_memo[2]
+                if end + 2 <= n and buf[end] == 0x0D and buf[end + 1] == 0x0A:
+                    if runs:
+                        if run is None:
+                            run_event = PubRun(rep_memo)
+                            run = run_event.tails
+                            append(run_event)
+                        run.append(buf[start : end + 2])
+                    else:
+                        subject, reply, _, size_text, line = rep_memo
+                        append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
                     pos = end + 2
                     continue
+            run = None
             if self.expect_connect and buf[pos] not in b"Cc":
                 self._fail(
                     events,
