@@ -70,6 +70,7 @@ def test_changed_source_never_runs_its_old_extension(tmp_path: Path) -> None:
 def test_this_process_runs_the_path_it_reports() -> None:
     import pynatsd.protocol.frames
     import pynatsd.protocol.parser
+    import pynatsd.protocol.runs
     import pynatsd.server.outbound
     import pynatsd.server.plans
     import pynatsd.subjects
@@ -77,6 +78,7 @@ def test_this_process_runs_the_path_it_reports() -> None:
 
     modules = [
         pynatsd.protocol.parser,
+        pynatsd.protocol.runs,
         pynatsd.protocol.frames,
         pynatsd.sublist,
         pynatsd.subjects,

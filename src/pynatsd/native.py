@@ -31,6 +31,7 @@ from types import ModuleType
 
 COMPILED_MODULES = (
     "pynatsd.protocol.parser",
+    "pynatsd.protocol.runs",
     "pynatsd.protocol.frames",
     "pynatsd.sublist",
     "pynatsd.subjects",

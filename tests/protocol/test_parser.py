@@ -32,11 +32,11 @@ from pynatsd.protocol.events import (
     Pong,
     ProtocolError,
     Pub,
-    PubRun,
     Sub,
     Unsub,
 )
 from pynatsd.protocol.parser import Parser, parse_size
+from pynatsd.protocol.runs import PubRun
 from support.parserfuzz import fuzz
 
 UNKNOWN = errors.UNKNOWN_PROTOCOL_OPERATION
@@ -840,16 +840,28 @@ def expand_runs(events: Sequence[AnyEvent]) -> list[AnyEvent]:
     return out
 
 
-def test_a_repeated_pub_line_comes_out_as_one_run() -> None:
-    stream = b"PUB a 2\r\nhi\r\n" * 4 + b"PING\r\n" + b"PUB a 2\r\nyo\r\n" * 2
+def test_plain_pubs_come_out_as_runs_of_their_line() -> None:
+    stream = (
+        b"PUB a 2\r\nhi\r\n" * 3
+        + b"PING\r\n"
+        + b"PUB a 2\r\nyo\r\n" * 2
+        + b"PUB b 1\r\nx\r\n"
+        + b"PUB a 2\r\nzz\r\n"
+        + b"HPUB a 0 2\r\nhh\r\n"
+    )
     events = Parser(runs=True).feed(stream)
-    # The first is a Pub (a line not seen before), the second makes the line the one to
-    # repeat, the rest are a run; a PING ends it.
-    assert [type(ev).__name__ for ev in events] == ["Pub", "Pub", "PubRun", "Ping", "PubRun"]
-    first_run = events[2]
-    assert isinstance(first_run, PubRun)
-    assert first_run.tails == [b"hi\r\n", b"hi\r\n"]
-    assert first_run.line is events[0].line  # one bytes object per line: the plan's key
+    # A run lasts while the line repeats; any other event or line ends it. HPUB stays a Pub.
+    names = ["PubRun", "Ping", "PubRun", "PubRun", "PubRun", "Pub"]
+    assert [type(ev).__name__ for ev in events] == names
+    runs = [ev for ev in events if isinstance(ev, PubRun)]
+    assert [run.tails for run in runs] == [
+        [b"hi\r\n"] * 3,
+        [b"yo\r\n"] * 2,
+        [b"x\r\n"],
+        [b"zz\r\n"],
+    ]
+    assert runs[0].line is runs[1].line is runs[3].line  # one bytes object per line: the
+    assert (runs[0].subject, runs[0].size) == (b"a", 2)  # key of the line's delivery plan
     assert describe_all(expand_runs(events)) == parse(stream)
 
 

@@ -12,7 +12,7 @@ import nats
 import pytest
 
 import pynatsd
-from pynatsd.protocol.events import PubRun
+from pynatsd.protocol.runs import PubRun
 from pynatsd.server.session import ClientSession
 
 COUNT = 3000

@@ -75,24 +75,6 @@ class Pub(tuple):  # type: ignore[type-arg]
 make_pub = partial(tuple.__new__, Pub)
 
 
-class PubRun(Event):
-    """Plain PUBs with the same control line, one after the other in one read (a publisher
-    streaming to one subject), from a parser made with `runs=True`: the line's subject,
-    reply, payload size, size as written and argument (the same bytes object as the `line`
-    of the `Pub` that came first), and each message's payload with its CRLF, as it came.
-    The session delivers a run through its plan without an event object per message."""
-
-    __slots__ = ("line", "reply", "size", "size_text", "subject", "tails")
-
-    def __init__(self, memo: tuple[bytes, bytes, int, bytes, bytes]) -> None:
-        self.subject, self.reply, self.size, self.size_text, self.line = memo
-        self.tails: list[bytes] = []
-
-    def pub(self, tail: bytes) -> Pub:
-        """One of the run's messages as the `Pub` it stands for."""
-        return make_pub((self.subject, self.reply, tail[:-2], -1, self.line, self.size_text, b""))
-
-
 class Sub(Event):
     __slots__ = ("queue", "sid", "subject")
 

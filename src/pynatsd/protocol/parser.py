@@ -1,4 +1,4 @@
-"""Sans-IO parser for the client side of the NATS protocol: `feed(bytes) -> list[Event | Pub]`.
+"""Sans-IO parser for the client side of the NATS protocol: `feed(bytes) -> list[event]`.
 
 It follows nats-server's `server/parser.go` byte for byte in what it accepts and rejects, but works
 a line at a time with `bytes.find` instead of a per-byte state machine, which is what makes it fast
@@ -28,11 +28,11 @@ from pynatsd.protocol.events import (
     Info,
     ProtocolError,
     Pub,
-    PubRun,
     Sub,
     Unsub,
     make_pub,
 )
+from pynatsd.protocol.runs import PubRun
 
 _SPACE_TAB = b" \t"
 # Distinct PUB lines remembered per connection; cleared wholesale when full.
@@ -117,8 +117,9 @@ class Parser:
     `headers` says whether HPUB is allowed before any CONNECT (a server's client passes False).
     `expect_connect` makes any first op other than CONNECT an authorization violation (set when
     the server requires authentication); it is cleared by the parser once it yields a CONNECT.
-    `runs` makes the plain PUBs that repeat the line before them come out as one `PubRun`
-    (a server's client reads its publishers' streams so), not as a `Pub` each.
+    `runs` makes the plain upper-case PUBs come out as `PubRun`s, the messages that repeat the
+    line before them in the same run (a server's client reads its publishers' streams so),
+    not as a `Pub` each.
     After a `ProtocolError` event the parser is dead and every further feed returns nothing.
     """
 
@@ -194,8 +195,8 @@ class Parser:
     def dead(self) -> bool:
         return self._dead
 
-    def feed(self, data: bytes) -> list[Event | Pub]:
-        events: list[Event | Pub] = []
+    def feed(self, data: bytes) -> list[Event | Pub | PubRun]:
+        events: list[Event | Pub | PubRun] = []
         if self._dead or not data:
             return events
         if self._pending_pub is not None:
@@ -218,7 +219,7 @@ class Parser:
 
     # -- payloads split over reads -------------------------------------------------------------
 
-    def _continue_payload(self, data: bytes, events: list[Event | Pub]) -> int:
+    def _continue_payload(self, data: bytes, events: list[Event | Pub | PubRun]) -> int:
         """Collect payload bytes: the position in `data` after the payload's CRLF once it is
         complete, else -1. Only the payload's own bytes are copied, never the rest of the
         read (a large read that completes a split payload would otherwise be copied whole)."""
@@ -247,7 +248,7 @@ class Parser:
 
     def _fail(
         self,
-        events: list[Event | Pub],
+        events: list[Event | Pub | PubRun],
         reply: str | None,
         detail: str,
         reason: str = "",
@@ -257,7 +258,7 @@ class Parser:
         events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail, pub))
         self._dead = True
 
-    def _fail_max_payload(self, events: list[Event | Pub], pub: Pub | None = None) -> None:
+    def _fail_max_payload(self, events: list[Event | Pub | PubRun], pub: Pub | None = None) -> None:
         self._fail(
             events,
             errors.MAXIMUM_PAYLOAD_VIOLATION,
@@ -266,7 +267,7 @@ class Parser:
             pub,
         )
 
-    def _fail_control_line(self, events: list[Event | Pub]) -> None:
+    def _fail_control_line(self, events: list[Event | Pub | PubRun]) -> None:
         self._fail(
             events,
             errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
@@ -274,7 +275,7 @@ class Parser:
             CloseReason.MAX_CONTROL_LINE_EXCEEDED,
         )
 
-    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub]) -> None:
+    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub | PubRun]) -> None:
         n = len(buf)
         append = events.append
         # The last PUB control line, whole (`PUB foo 16\r\n`), with what it means: a publisher
@@ -283,24 +284,24 @@ class Parser:
         rep_len = len(rep)
         rep_memo = self._repeat_memo
         runs = self._runs
-        run: list[bytes] | None = None  # the tails of the run being read, if any
+        # The run being read, if any: it goes on while it is the last event and the line is
+        # its line.
+        run: PubRun | None = None
         while pos < n:
             if rep_len and buf.startswith(rep, pos):
                 start = pos + rep_len
                 end = start + rep_memo[2]
                 if end + 2 <= n and buf[end] == 0x0D and buf[end + 1] == 0x0A:
                     if runs:
-                        if run is None:
-                            run_event = PubRun(rep_memo)
-                            run = run_event.tails
-                            append(run_event)
-                        run.append(buf[start : end + 2])
+                        if run is None or run.line is not rep_memo[4] or events[-1] is not run:
+                            run = PubRun(rep_memo)
+                            append(run)
+                        run.tails.append(buf[start : end + 2])
                     else:
                         subject, reply, _, size_text, line = rep_memo
                         append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
                     pos = end + 2
                     continue
-            run = None
             if self.expect_connect and buf[pos] not in b"Cc":
                 self._fail(
                     events,
@@ -339,7 +340,13 @@ class Parser:
                     if buf[end] != 0x0D or buf[end + 1] != 0x0A:
                         self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
                         return
-                    append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
+                    if runs:
+                        if run is None or run.line is not line or events[-1] is not run:
+                            run = PubRun(memo)
+                            append(run)
+                        run.tails.append(buf[start : end + 2])
+                    else:
+                        append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
                     if seen:  # a line seen before may well come again next
                         rep = self._repeat = buf[pos:start]
                         rep_len = len(rep)
@@ -389,7 +396,7 @@ class Parser:
                 return
 
     def _parse_pub_line(
-        self, line: bytes, events: list[Event | Pub]
+        self, line: bytes, events: list[Event | Pub | PubRun]
     ) -> tuple[bytes, bytes, int, bytes, bytes] | None:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
         # nats-server drops the last byte of the argument when a CR appeared anywhere in it.
@@ -411,7 +418,7 @@ class Parser:
         return entry
 
     def _split_pub(
-        self, arg: bytes, events: list[Event | Pub]
+        self, arg: bytes, events: list[Event | Pub | PubRun]
     ) -> tuple[bytes, bytes, int, bytes] | None:
         """Subject, reply, size and the size as written, of a PUB argument; None after an
         error (nats-server's processPub)."""
@@ -435,7 +442,7 @@ class Parser:
         buf: bytes,
         start: int,
         pub: tuple[bytes, bytes, int, int, bytes, bytes, bytes],
-        events: list[Event | Pub],
+        events: list[Event | Pub | PubRun],
     ) -> None:
         rest = buf[start:]
         size = pub[2]
@@ -445,7 +452,7 @@ class Parser:
         self._pending_pub = pub
         self._payload = bytearray(rest)
 
-    def _keep_partial(self, partial: bytes, events: list[Event | Pub]) -> None:
+    def _keep_partial(self, partial: bytes, events: list[Event | Pub | PubRun]) -> None:
         """An incomplete line: reject it early when nats-server would, else keep it."""
         head = partial[:8].upper()
         found = _classify(head)
@@ -472,7 +479,7 @@ class Parser:
             return
         self._partial = partial
 
-    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Event | Pub]) -> int:
+    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Event | Pub | PubRun]) -> int:
         """Handle one complete line other than the fast-path PUB. Returns the next position, or
         -1 when parsing must stop (error, or waiting for a payload)."""
         found = _classify(buf[pos : min(pos + 8, nl)].upper())
@@ -548,7 +555,7 @@ class Parser:
         return nl + 1
 
     def _parse_pub(
-        self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event | Pub]
+        self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event | Pub | PubRun]
     ) -> int:
         header_size = -1
         header_text = b""

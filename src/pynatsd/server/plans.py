@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.protocol.events import Pub, PubRun
+from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import msg_head
+from pynatsd.protocol.runs import PubRun
 from pynatsd.server.outbound import Outbound
 
 if TYPE_CHECKING:
@@ -68,12 +69,15 @@ class Plan:
 
     def send(self, payload: bytes, dirty: list[Outbound], touched: list[Plan]) -> None:
         """One message to every receiver of the plan: its MSG line and the payload."""
-        size = len(payload)
+        self.send_tail(payload + b"\r\n", len(payload), dirty, touched)
+
+    def send_tail(self, tail: bytes, size: int, dirty: list[Outbound], touched: list[Plan]) -> None:
+        """One message, its payload of `size` bytes with its CRLF (`tail`), to every receiver
+        of the plan: its MSG line and the tail."""
         if not self.count:
             touched.append(self)
         self.count += 1
         self.nbytes += size
-        tail = payload + b"\r\n"
         for outbound, _, head in self.targets:
             outbound.queue_message(head, tail, dirty)
         for group in self.groups:
@@ -91,6 +95,9 @@ class Plan:
         frame per receiver, its MSG line before each payload. Receivers with the same MSG line
         (the same sid on other connections) share the frame."""
         n = len(tails)
+        if n == 1:
+            self.send_tail(tails[0], size, dirty, touched)
+            return
         if not n:
             return
         if not self.count:
@@ -195,12 +202,13 @@ class PlanCache:
                 msgs += 1
                 nbytes += len(payload)
             elif kind is PubRun:
-                line = ev.line
+                run: PubRun = ev
+                line = run.line
                 plan = self.last_plan if line is self.last_line else self.lookup(line)
                 if plan is None or plan.genid != genid:
                     break
-                tails: list[bytes] = ev.tails
-                size: int = ev.size
+                tails = run.tails
+                size = run.size
                 plan.send_run(tails, size, dirty, touched)
                 msgs += len(tails)
                 nbytes += len(tails) * size

@@ -28,7 +28,6 @@ from pynatsd.protocol.events import (
     Pong,
     ProtocolError,
     Pub,
-    PubRun,
     Sub,
     Unsub,
     make_pub,
@@ -42,6 +41,7 @@ from pynatsd.protocol.frames import (
     no_responders_frame,
 )
 from pynatsd.protocol.parser import Parser
+from pynatsd.protocol.runs import PubRun
 from pynatsd.server import msgtrace
 from pynatsd.server.connect import (
     PRE_CONNECT_OPTIONS,
@@ -183,7 +183,7 @@ class ClientSession:
         # A user JWT's `name` ($SYS.REQ.USER.INFO's user_name).
         self.name_tag = ""
         self._auth_waiting = False
-        self._stashed: list[Event | Pub] = []
+        self._stashed: list[Event | Pub | PubRun] = []
         self.plans = PlanCache()
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
         self._careful_pub = True
@@ -221,7 +221,7 @@ class ClientSession:
 
     # -- events from the parser ------------------------------------------------------------------
 
-    def handle_events(self, events: list[Event | Pub]) -> None:
+    def handle_events(self, events: list[Event | Pub | PubRun]) -> None:
         """Handle one read's events, then settle the planned deliveries' statistics. The
         messages whose lines have a valid plan go through the compiled loop of
         `PlanCache.send_events`; the rest one by one."""
