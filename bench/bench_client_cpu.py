@@ -9,7 +9,8 @@ count the process CPU time (so a loaded machine inflates the figures less than w
 the group-commit fsync) and reports the CPU per acknowledged message; `--profile FILE` writes a
 cProfile of that run.
 
-Receivers get a transport that only counts bytes; what is measured is the parser, the delivery
+The cycle collector is tuned as the server's runner tunes it (`runner.tune_gc`). Receivers get a
+transport that only counts bytes; what is measured is the parser, the delivery
 plan and the outbound buffering, i.e. the per-message Python work of `Client.data_received`.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 from pynatsd.embedded import Server
 from pynatsd.jetstream import jetstream_of
 from pynatsd.options import Options
+from pynatsd.runner import tune_gc
 from pynatsd.server.client import Client
 
 
@@ -68,6 +70,7 @@ async def pub_cpu(subs: int, batches: int, subjects: int = 1) -> float:
     """PUBs of 16 B to `subs` subscribers of `foo.*`. With one subject a batch repeats one PUB
     line (runs, the common stream); with more the lines cycle over `subjects` subjects (each
     message its own event, as bench_server's subs100k publisher)."""
+    tune_gc()  # as the server's runner does
     server = Server(Options(port=0, host="127.0.0.1"))
     await server.start()
     quiet = b'CONNECT {"verbose":false,"pedantic":false,"protocol":1,"headers":true}\r\n'
@@ -87,6 +90,7 @@ async def pub_cpu(subs: int, batches: int, subjects: int = 1) -> float:
 
 
 async def sub_cpu(count: int) -> float:
+    tune_gc()
     server = Server(Options(port=0, host="127.0.0.1"))
     await server.start()
     client = connect(server, b'CONNECT {"verbose":false,"pedantic":false}\r\n')
