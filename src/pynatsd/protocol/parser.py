@@ -90,21 +90,6 @@ def parse_size(data: bytes) -> int:
     return int(data)
 
 
-def _at(buf: bytes, pos: int, text: bytes) -> bool:
-    """`buf.startswith(text, pos)`, by indexing: compiled, a method call with a position costs
-    a thousand instructions (the name looked up, the int boxed), this a few per byte."""
-    end = pos + len(text)
-    if end > len(buf):
-        return False
-    i = 0
-    while pos < end:
-        if buf[pos] != text[i]:
-            return False
-        pos += 1
-        i += 1
-    return True
-
-
 def _classify(head: bytes) -> tuple[bytes, str] | bool | None:
     """Match the start of a line (upper-cased) against the op names.
 
@@ -303,7 +288,9 @@ class Parser:
         # its line.
         run: PubRun | None = None
         while pos < n:
-            if rep_len and _at(buf, pos, rep):
+            # Compared as slices: compiled, `buf.startswith(x, pos)` is a method call by name
+            # with a boxed position (a thousand instructions); a slice and a compare are not.
+            if rep_len and buf[pos : pos + rep_len] == rep:
                 start = pos + rep_len
                 end = start + rep_memo[2]
                 if end + 2 <= n and buf[end] == 0x0D and buf[end + 1] == 0x0A:
@@ -331,7 +318,7 @@ class Parser:
                 return
             # Fast path: an upper-case PUB, by far the most common line. Its argument is looked
             # up in a small memo first: a publisher usually repeats the same few lines.
-            if _at(buf, pos, b"PUB "):
+            if buf[pos : pos + 4] == b"PUB ":
                 arg = buf[pos + 4 : nl]
                 memo = self._pub_memo.get(arg)
                 seen = memo is not None
@@ -371,7 +358,7 @@ class Parser:
                 pending = (subject, reply, size, -1, line, size_text, b"")
                 self._wait_payload(buf, start, pending, events)
                 return
-            if _at(buf, pos, b"HPUB "):
+            if buf[pos : pos + 5] == b"HPUB ":
                 # Third fast path: JetStream publishers send HPUB (Nats-Msg-Id) with a new
                 # reply subject each time, so there is nothing to memoise.
                 arg = buf[pos + 5 : nl].lstrip(_SPACE_TAB)
@@ -389,7 +376,7 @@ class Parser:
                 if pos < 0:
                     return
                 continue
-            if _at(buf, pos, b"SUB "):
+            if buf[pos : pos + 4] == b"SUB ":
                 # Second fast path: clients subscribe in bursts (100k SUBs on start-up).
                 arg = buf[pos + 4 : nl]
                 if b"\r" in arg:

@@ -243,6 +243,8 @@ class ClientSession:
                 self._process_pub(ev)  # type: ignore[arg-type]
             elif kind is PubRun:
                 self._process_run(ev)  # type: ignore[arg-type]
+            elif kind is Sub:  # clients subscribe in bursts (100k at start-up)
+                self._process_sub(ev)  # type: ignore[arg-type]
             else:
                 self._process_event(cast(Event, ev))
                 if self._auth_waiting:
