@@ -9,7 +9,8 @@ count the process CPU time (so a loaded machine inflates the figures less than w
 the group-commit fsync) and reports the CPU per acknowledged message; `--profile FILE` writes a
 cProfile of that run.
 
-Receivers get a transport that only counts bytes; what is measured is the parser, the delivery
+The cycle collector is tuned as the server's runner tunes it (`runner.tune_gc`). Receivers get a
+transport that only counts bytes; what is measured is the parser, the delivery
 plan and the outbound buffering, i.e. the per-message Python work of `Client.data_received`.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 from pynatsd.embedded import Server
 from pynatsd.jetstream import jetstream_of
 from pynatsd.options import Options
+from pynatsd.runner import tune_gc
 from pynatsd.server.client import Client
 
 
@@ -65,14 +67,21 @@ def connect(server: Server, connect: bytes) -> Client:
     return client
 
 
-async def pub_cpu(subs: int, batches: int) -> float:
+async def pub_cpu(subs: int, batches: int, subjects: int = 1) -> float:
+    """PUBs of 16 B to `subs` subscribers of `foo.*`. With one subject a batch repeats one PUB
+    line (runs, the common stream); with more the lines cycle over `subjects` subjects (each
+    message its own event, as bench_server's subs100k publisher)."""
+    tune_gc()  # as the server's runner does
     server = Server(Options(port=0, host="127.0.0.1"))
     await server.start()
     quiet = b'CONNECT {"verbose":false,"pedantic":false,"protocol":1,"headers":true}\r\n'
     publisher = connect(server, quiet)
     for _ in range(subs):
-        connect(server, quiet + b"SUB foo.bar 1\r\n")
-    batch = (b"PUB foo.bar 16\r\n" + b"x" * 16 + b"\r\n") * 1000
+        connect(server, quiet + b"SUB foo.* 1\r\n")
+    names = [b"foo.bar"] if subjects == 1 else [b"foo.s%d" % k for k in range(subjects)]
+    batch = b"".join(
+        b"PUB %s 16\r\n" % names[i % len(names)] + b"x" * 16 + b"\r\n" for i in range(1000)
+    )
     start = time.process_time()
     for _ in range(batches):
         publisher.data_received(batch)
@@ -82,6 +91,7 @@ async def pub_cpu(subs: int, batches: int) -> float:
 
 
 async def sub_cpu(count: int) -> float:
+    tune_gc()
     server = Server(Options(port=0, host="127.0.0.1"))
     await server.start()
     client = connect(server, b'CONNECT {"verbose":false,"pedantic":false}\r\n')
@@ -232,6 +242,7 @@ def main() -> None:
     parser.add_argument("--subs", default="1,5", help="fan-outs to measure")
     parser.add_argument("--batches", type=int, default=200, help="batches of 1000 PUBs")
     parser.add_argument("--subscribe", type=int, default=100_000, help="SUB lines to insert")
+    parser.add_argument("--subjects", type=int, default=256, help="subjects to cycle over")
     parser.add_argument("--js", type=int, default=0, help="JetStream publishes to measure")
     parser.add_argument("--js-plain", action="store_true", help="--js with PUB 16 B, no header")
     parser.add_argument("--js-fetch", type=int, default=0, help="messages to fetch (pull)")
@@ -251,6 +262,9 @@ def main() -> None:
     for subs in (int(x) for x in args.subs.split(",")):
         us = asyncio.run(pub_cpu(subs, args.batches))
         print(f"PUB 16 B -> {subs} sub(s): {us:.2f} us CPU per message")
+    if args.subjects > 1:
+        us = asyncio.run(pub_cpu(1, args.batches, args.subjects))
+        print(f"PUB 16 B, {args.subjects} subjects in turn -> 1 sub: {us:.2f} us CPU per message")
     us = asyncio.run(sub_cpu(args.subscribe))
     print(f"SUB (wildcard, 5 tokens) x {args.subscribe}: {us:.2f} us CPU per subscription")
 

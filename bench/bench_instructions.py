@@ -43,6 +43,8 @@ def run_workload(kind: str, arg: int, count: int) -> None:
         # arg: the ack flag, and in the bits above it how many messages to store first (the
         # same for N and 3N, so that storing them cancels out).
         asyncio.run(bench_client_cpu.js_fetch_cpu(count, bool(arg & 1), None, fill=arg >> 1))
+    elif kind == "cycle":
+        asyncio.run(bench_client_cpu.pub_cpu(1, count, arg))
     else:
         asyncio.run(bench_client_cpu.sub_cpu(count))
 
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10, help="N: batches of 1000 PUBs")
     parser.add_argument("--subscribe", type=int, default=5000, help="N: SUB lines (0: skip)")
     parser.add_argument("--js", type=int, default=0, help="N: JetStream messages (0: skip)")
+    parser.add_argument("--subjects", type=int, default=256, help="subjects in turn (0: skip)")
     args = parser.parse_args()
     from pynatsd import native
 
@@ -99,6 +102,12 @@ def main() -> None:
     for subs in (int(x) for x in args.subs.split(",") if x):
         per_msg = per_item("pub", subs, args.batches, 1000)
         print(f"PUB 16 B -> {subs} sub(s): {per_msg:,.0f} instructions per message")
+    if args.subjects:
+        per_msg = per_item("cycle", args.subjects, args.batches, 1000)
+        print(
+            f"PUB 16 B, {args.subjects} subjects in turn -> 1 sub: "
+            f"{per_msg:,.0f} instructions per message"
+        )
     if args.subscribe:
         per_sub = per_item("sub", 0, args.subscribe, 1)
         print(f"SUB (wildcard, 5 tokens): {per_sub:,.0f} instructions per subscription")

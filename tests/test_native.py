@@ -70,12 +70,24 @@ def test_changed_source_never_runs_its_old_extension(tmp_path: Path) -> None:
 def test_this_process_runs_the_path_it_reports() -> None:
     import pynatsd.protocol.frames
     import pynatsd.protocol.parser
+    import pynatsd.protocol.runs
+    import pynatsd.server.outbound
+    import pynatsd.server.plans
+    import pynatsd.subjects
     import pynatsd.sublist
 
-    modules = [pynatsd.protocol.parser, pynatsd.protocol.frames, pynatsd.sublist]
+    modules = [
+        pynatsd.protocol.parser,
+        pynatsd.protocol.runs,
+        pynatsd.protocol.frames,
+        pynatsd.sublist,
+        pynatsd.subjects,
+        pynatsd.server.outbound,
+        pynatsd.server.plans,
+    ]
     assert {m.__name__ for m in modules} == set(native.COMPILED_MODULES)
     compiled = native.select().compiled
-    assert [native.is_compiled(m) for m in modules] == [compiled] * 3
+    assert [native.is_compiled(m) for m in modules] == [compiled] * len(modules)
 
 
 def test_pure_python_is_selected_in_a_new_process() -> None:

@@ -31,8 +31,12 @@ from types import ModuleType
 
 COMPILED_MODULES = (
     "pynatsd.protocol.parser",
+    "pynatsd.protocol.runs",
     "pynatsd.protocol.frames",
     "pynatsd.sublist",
+    "pynatsd.subjects",
+    "pynatsd.server.outbound",
+    "pynatsd.server.plans",
 )
 """The modules setup.py compiles (it reads this tuple); each must also work as plain Python."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import signal
 import sys
@@ -92,6 +93,28 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def tune_malloc() -> None:
+    """Each read of a fast publisher is a block of up to 256 KiB, and so is each receiver's
+    frame: with glibc's defaults those come from the top of the heap, which is given back to
+    the system when they are freed and taken again at the next read (two `brk` calls and 64
+    fresh zeroed pages per block: strace showed four `brk` per read, and a 1 KiB message cost
+    3.7 us of server CPU against 0.3 us in process). Keep up to 32 MiB of freed heap, and
+    blocks under 4 MiB on the heap. A C library without `mallopt` (musl) is left as it is."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, 4 << 20)
+    mallopt(_M_TRIM_THRESHOLD, 32 << 20)
+
+
 def run(opts: Options, warnings: list[str], flags: dict[str, Any], digest: str = "") -> int:
     from pynatsd.config import startup_errors
 
@@ -103,6 +126,7 @@ def run(opts: Options, warnings: list[str], flags: dict[str, Any], digest: str =
     logger.configure_from_options(opts)
     install_event_loop_policy()
     tune_gc()
+    tune_malloc()
     try:
         return asyncio.run(serve(opts, warnings, flags, digest))
     except KeyboardInterrupt:

@@ -36,6 +36,7 @@ from pynatsd.protocol.events import (
     Unsub,
 )
 from pynatsd.protocol.parser import Parser, parse_size
+from pynatsd.protocol.runs import PubRun
 from support.parserfuzz import fuzz
 
 UNKNOWN = errors.UNKNOWN_PROTOCOL_OPERATION
@@ -823,3 +824,63 @@ def test_fuzzed_frames_neither_crash_nor_leak() -> None:
     assert report.protocol_errors > 0  # the mutations did reach the error paths
     assert report.events > report.frames // 2  # and most frames parsed
     assert report.block_growth < 1000, report.blocks
+
+
+# -- runs of one PUB line (Parser(runs=True), the server's client parser) -------------------------
+
+
+def expand_runs(events: Sequence[AnyEvent]) -> list[AnyEvent]:
+    """Each `PubRun` as the `Pub`s it stands for."""
+    out: list[AnyEvent] = []
+    for ev in events:
+        if isinstance(ev, PubRun):
+            out.extend(ev.pub(tail) for tail in ev.tails)
+        else:
+            out.append(ev)
+    return out
+
+
+def test_plain_pubs_come_out_as_runs_of_their_line() -> None:
+    stream = (
+        b"PUB a 2\r\nhi\r\n" * 3
+        + b"PING\r\n"
+        + b"PUB a 2\r\nyo\r\n" * 2
+        + b"PUB b 1\r\nx\r\n"
+        + b"PUB a 2\r\nzz\r\n"
+        + b"HPUB a 0 2\r\nhh\r\n"
+    )
+    events = Parser(runs=True).feed(stream)
+    # A run lasts while the line repeats; any other event or line ends it. HPUB stays a Pub.
+    names = ["PubRun", "Ping", "PubRun", "PubRun", "PubRun", "Pub"]
+    assert [type(ev).__name__ for ev in events] == names
+    runs = [ev for ev in events if isinstance(ev, PubRun)]
+    assert [run.tails for run in runs] == [
+        [b"hi\r\n"] * 3,
+        [b"yo\r\n"] * 2,
+        [b"x\r\n"],
+        [b"zz\r\n"],
+    ]
+    assert runs[0].line is runs[1].line is runs[3].line  # one bytes object per line: the
+    assert (runs[0].subject, runs[0].size) == (b"a", 2)  # key of the line's delivery plan
+    assert describe_all(expand_runs(events)) == parse(stream)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    payload=st.one_of(
+        mutated_stream(),
+        st.lists(
+            st.sampled_from(
+                [b"PUB a 2\r\nhi\r\n", b"PUB a 2\r\nho\r\n", b"PUB b r 0\r\n\r\n", b"PING\r\n"]
+            ),
+            max_size=30,
+        ).map(b"".join),
+    ),
+    data=st.data(),
+)
+def test_property_runs_are_the_same_messages(payload: bytes, data: Any) -> None:
+    points = data.draw(st.lists(st.integers(0, len(payload)), max_size=16), label="cuts")
+    reads = _cut(payload, points)
+    plain = feed_all(Parser(max_payload=4096, max_control_line=256), reads)
+    runs = feed_all(Parser(max_payload=4096, max_control_line=256, runs=True), reads)
+    assert describe_all(expand_runs(runs)) == describe_all(plain)

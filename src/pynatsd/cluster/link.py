@@ -209,21 +209,9 @@ class Link(asyncio.Protocol):
                 plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
                 if plan is not None and plan.genid == plan.sublist.genid:  # type: ignore[union-attr]
                     payload = ev[2]
-                    size = len(payload)
                     count += 1
-                    nbytes += size
-                    if not plan.count:
-                        touched.append(plan)
-                    plan.count += 1
-                    plan.nbytes += size
-                    tail = payload + b"\r\n"
-                    for outbound, _, head in plan.targets:
-                        frames = outbound.frames
-                        frames.append(head)
-                        frames.append(tail)
-                        if not outbound.dirty:
-                            outbound.dirty = True
-                            dirty.append(outbound)
+                    nbytes += len(payload)
+                    plan.send(payload, dirty, touched)
                     continue
                 self._process_msg(self.parser.route_msg(ev))
             elif type(ev) is RouteMsgRun:
@@ -256,16 +244,7 @@ class Link(asyncio.Protocol):
             stats = self.stats
             stats.in_msgs += k
             stats.in_bytes += nbytes
-            if not plan.count:
-                plans.touched.append(plan)
-            plan.count += k
-            plan.nbytes += nbytes
-            dirty = self.server.dirty
-            for outbound, _, head in plan.targets:
-                outbound.frames.append(head + head.join(rest))
-                if not outbound.dirty:
-                    outbound.dirty = True
-                    dirty.append(outbound)
+            plan.send_run(rest, run.size, self.server.dirty, plans.touched)
             return
 
     def remember_plan(

@@ -1,4 +1,4 @@
-"""Sans-IO parser for the client side of the NATS protocol: `feed(bytes) -> list[Event | Pub]`.
+"""Sans-IO parser for the client side of the NATS protocol: `feed(bytes) -> list[event]`.
 
 It follows nats-server's `server/parser.go` byte for byte in what it accepts and rejects, but works
 a line at a time with `bytes.find` instead of a per-byte state machine, which is what makes it fast
@@ -32,6 +32,7 @@ from pynatsd.protocol.events import (
     Unsub,
     make_pub,
 )
+from pynatsd.protocol.runs import PubRun
 
 _SPACE_TAB = b" \t"
 # Distinct PUB lines remembered per connection; cleared wholesale when full.
@@ -116,6 +117,9 @@ class Parser:
     `headers` says whether HPUB is allowed before any CONNECT (a server's client passes False).
     `expect_connect` makes any first op other than CONNECT an authorization violation (set when
     the server requires authentication); it is cleared by the parser once it yields a CONNECT.
+    `runs` makes the plain upper-case PUBs come out as `PubRun`s, the messages that repeat the
+    line before them in the same run (a server's client reads its publishers' streams so),
+    not as a `Pub` each.
     After a `ProtocolError` event the parser is dead and every further feed returns nothing.
     """
 
@@ -130,6 +134,7 @@ class Parser:
         "_pub_memo",
         "_repeat",
         "_repeat_memo",
+        "_runs",
         "_skip_line",
         "expect_connect",
         "headers",
@@ -142,7 +147,9 @@ class Parser:
         expect_connect: bool = False,
         headers: bool = True,
         headers_supported: bool = True,
+        runs: bool = False,
     ) -> None:
+        self._runs = runs
         self._max_payload = max_payload
         self._max_control_line = max_control_line
         self.expect_connect = expect_connect
@@ -188,8 +195,8 @@ class Parser:
     def dead(self) -> bool:
         return self._dead
 
-    def feed(self, data: bytes) -> list[Event | Pub]:
-        events: list[Event | Pub] = []
+    def feed(self, data: bytes) -> list[Event | Pub | PubRun]:
+        events: list[Event | Pub | PubRun] = []
         if self._dead or not data:
             return events
         if self._pending_pub is not None:
@@ -212,7 +219,7 @@ class Parser:
 
     # -- payloads split over reads -------------------------------------------------------------
 
-    def _continue_payload(self, data: bytes, events: list[Event | Pub]) -> int:
+    def _continue_payload(self, data: bytes, events: list[Event | Pub | PubRun]) -> int:
         """Collect payload bytes: the position in `data` after the payload's CRLF once it is
         complete, else -1. Only the payload's own bytes are copied, never the rest of the
         read (a large read that completes a split payload would otherwise be copied whole)."""
@@ -241,7 +248,7 @@ class Parser:
 
     def _fail(
         self,
-        events: list[Event | Pub],
+        events: list[Event | Pub | PubRun],
         reply: str | None,
         detail: str,
         reason: str = "",
@@ -251,7 +258,7 @@ class Parser:
         events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail, pub))
         self._dead = True
 
-    def _fail_max_payload(self, events: list[Event | Pub], pub: Pub | None = None) -> None:
+    def _fail_max_payload(self, events: list[Event | Pub | PubRun], pub: Pub | None = None) -> None:
         self._fail(
             events,
             errors.MAXIMUM_PAYLOAD_VIOLATION,
@@ -260,7 +267,7 @@ class Parser:
             pub,
         )
 
-    def _fail_control_line(self, events: list[Event | Pub]) -> None:
+    def _fail_control_line(self, events: list[Event | Pub | PubRun]) -> None:
         self._fail(
             events,
             errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
@@ -268,21 +275,33 @@ class Parser:
             CloseReason.MAX_CONTROL_LINE_EXCEEDED,
         )
 
-    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub]) -> None:
+    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub | PubRun]) -> None:
         n = len(buf)
         append = events.append
         # The last PUB control line, whole (`PUB foo 16\r\n`), with what it means: a publisher
-        # repeating one line costs a `startswith` per message instead of find/slice/lookup.
+        # repeating one line costs a compare per message instead of find/slice/lookup.
         rep = self._repeat
         rep_len = len(rep)
         rep_memo = self._repeat_memo
+        runs = self._runs
+        # The run being read, if any: it goes on while it is the last event and the line is
+        # its line.
+        run: PubRun | None = None
         while pos < n:
-            if rep_len and buf.startswith(rep, pos):
-                subject, reply, size, size_text, line = rep_memo
+            # Compared as slices: compiled, `buf.startswith(x, pos)` is a method call by name
+            # with a boxed position (a thousand instructions); a slice and a compare are not.
+            if rep_len and buf[pos : pos + rep_len] == rep:
                 start = pos + rep_len
-                end = start + size
-                if end + 2 <= n and buf[end : end + 2] == b"\r\n":
-                    append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
+                end = start + rep_memo[2]
+                if end + 2 <= n and buf[end] == 0x0D and buf[end + 1] == 0x0A:
+                    if runs:
+                        if run is None or run.line is not rep_memo[4] or events[-1] is not run:
+                            run = PubRun(rep_memo)
+                            append(run)
+                        run.tails.append(buf[start : end + 2])
+                    else:
+                        subject, reply, _, size_text, line = rep_memo
+                        append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
                     pos = end + 2
                     continue
             if self.expect_connect and buf[pos] not in b"Cc":
@@ -299,7 +318,7 @@ class Parser:
                 return
             # Fast path: an upper-case PUB, by far the most common line. Its argument is looked
             # up in a small memo first: a publisher usually repeats the same few lines.
-            if buf.startswith(b"PUB ", pos):
+            if buf[pos : pos + 4] == b"PUB ":
                 arg = buf[pos + 4 : nl]
                 memo = self._pub_memo.get(arg)
                 seen = memo is not None
@@ -323,7 +342,13 @@ class Parser:
                     if buf[end] != 0x0D or buf[end + 1] != 0x0A:
                         self._fail(events, errors.UNKNOWN_PROTOCOL_OPERATION, "payload not CRLF")
                         return
-                    append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
+                    if runs:
+                        if run is None or run.line is not line or events[-1] is not run:
+                            run = PubRun(memo)
+                            append(run)
+                        run.tails.append(buf[start : end + 2])
+                    else:
+                        append(make_pub((subject, reply, buf[start:end], -1, line, size_text, b"")))
                     if seen:  # a line seen before may well come again next
                         rep = self._repeat = buf[pos:start]
                         rep_len = len(rep)
@@ -333,7 +358,7 @@ class Parser:
                 pending = (subject, reply, size, -1, line, size_text, b"")
                 self._wait_payload(buf, start, pending, events)
                 return
-            if buf.startswith(b"HPUB ", pos):
+            if buf[pos : pos + 5] == b"HPUB ":
                 # Third fast path: JetStream publishers send HPUB (Nats-Msg-Id) with a new
                 # reply subject each time, so there is nothing to memoise.
                 arg = buf[pos + 5 : nl].lstrip(_SPACE_TAB)
@@ -351,7 +376,7 @@ class Parser:
                 if pos < 0:
                     return
                 continue
-            if buf.startswith(b"SUB ", pos):
+            if buf[pos : pos + 4] == b"SUB ":
                 # Second fast path: clients subscribe in bursts (100k SUBs on start-up).
                 arg = buf[pos + 4 : nl]
                 if b"\r" in arg:
@@ -373,7 +398,7 @@ class Parser:
                 return
 
     def _parse_pub_line(
-        self, line: bytes, events: list[Event | Pub]
+        self, line: bytes, events: list[Event | Pub | PubRun]
     ) -> tuple[bytes, bytes, int, bytes, bytes] | None:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
         # nats-server drops the last byte of the argument when a CR appeared anywhere in it.
@@ -395,7 +420,7 @@ class Parser:
         return entry
 
     def _split_pub(
-        self, arg: bytes, events: list[Event | Pub]
+        self, arg: bytes, events: list[Event | Pub | PubRun]
     ) -> tuple[bytes, bytes, int, bytes] | None:
         """Subject, reply, size and the size as written, of a PUB argument; None after an
         error (nats-server's processPub)."""
@@ -419,7 +444,7 @@ class Parser:
         buf: bytes,
         start: int,
         pub: tuple[bytes, bytes, int, int, bytes, bytes, bytes],
-        events: list[Event | Pub],
+        events: list[Event | Pub | PubRun],
     ) -> None:
         rest = buf[start:]
         size = pub[2]
@@ -429,7 +454,7 @@ class Parser:
         self._pending_pub = pub
         self._payload = bytearray(rest)
 
-    def _keep_partial(self, partial: bytes, events: list[Event | Pub]) -> None:
+    def _keep_partial(self, partial: bytes, events: list[Event | Pub | PubRun]) -> None:
         """An incomplete line: reject it early when nats-server would, else keep it."""
         head = partial[:8].upper()
         found = _classify(head)
@@ -456,7 +481,7 @@ class Parser:
             return
         self._partial = partial
 
-    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Event | Pub]) -> int:
+    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Event | Pub | PubRun]) -> int:
         """Handle one complete line other than the fast-path PUB. Returns the next position, or
         -1 when parsing must stop (error, or waiting for a payload)."""
         found = _classify(buf[pos : min(pos + 8, nl)].upper())
@@ -532,7 +557,7 @@ class Parser:
         return nl + 1
 
     def _parse_pub(
-        self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event | Pub]
+        self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event | Pub | PubRun]
     ) -> int:
         header_size = -1
         header_text = b""

@@ -7,15 +7,17 @@ the slow consumer checks and the write deadline). What it promises:
 - a transport that stops taking bytes (asyncio calls `pause_writing`) starts the write deadline,
   and the connection being read (the producer) is stalled for a moment, as nats-server stalls
   fast producers; the producer is never blocked for long.
+
+Compiled by mypyc (native.COMPILED_MODULES): every planned delivery appends to `frames` and
+every read ends in `flush`. The transport and the timers are typed by what is used of them
+(`Transport`, `Any`): uvloop's do not subclass asyncio's classes, and mypyc checks the classes
+it is told of.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from collections.abc import Callable
+from typing import Any, Protocol
 
 # High-water mark of the transport buffer: above it asyncio pauses us and the write deadline runs.
 WRITE_HIGH_WATER = 1024 * 1024
@@ -28,6 +30,20 @@ class FlushQueue(Protocol):
     dirty: list[Outbound]
     producer: Producer | None
     stall_producers: bool
+
+
+class Transport(Protocol):
+    """What an outbound queue uses of its asyncio (or uvloop, or TLS) transport."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def get_write_buffer_size(self) -> int: ...
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
 
 
 class Producer(Protocol):
@@ -64,16 +80,16 @@ class Outbound:
         self.frames: list[bytes] = []
         self.dirty = False  # in `flush_queue.dirty`, waiting for the end of the read
         self.flush_queue = flush_queue
-        self.transport: asyncio.Transport | None = None
+        self.transport: Transport | None = None
         self.max_pending = max_pending
         self.write_deadline = write_deadline
         # Called with "pending" or "deadline" when the peer does not keep up.
         self._on_slow_consumer = on_slow_consumer
         self.congested = False  # asyncio paused writing to us: the transport buffer is full
-        self._write_timer: asyncio.TimerHandle | None = None
+        self._write_timer: Any = None  # the write deadline's TimerHandle, while it runs
         self.stalled_producers: list[Producer] = []
 
-    def attach(self, transport: asyncio.Transport) -> None:
+    def attach(self, transport: Transport) -> None:
         self.transport = transport
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
 
@@ -83,6 +99,22 @@ class Outbound:
         if not self.dirty:
             self.dirty = True
             self.flush_queue.dirty.append(self)
+
+    def queue(self, frame: bytes, dirty: list[Outbound]) -> None:
+        """`push`, for the planned deliveries, which hold the read's list of touched queues."""
+        self.frames.append(frame)
+        if not self.dirty:
+            self.dirty = True
+            dirty.append(self)
+
+    def queue_message(self, head: bytes, tail: bytes, dirty: list[Outbound]) -> None:
+        """A message's MSG line and its payload with the CRLF (`tail`), as `queue` does."""
+        frames = self.frames
+        frames.append(head)
+        frames.append(tail)
+        if not self.dirty:
+            self.dirty = True
+            dirty.append(self)
 
     def flush(self) -> None:
         self.dirty = False
@@ -115,7 +147,7 @@ class Outbound:
 
     # -- asyncio's write flow control ------------------------------------------------------------
 
-    def pause_writing(self, loop: asyncio.AbstractEventLoop) -> None:
+    def pause_writing(self, loop: Any) -> None:
         self.congested = True
         if self.write_deadline > 0 and self._write_timer is None:
             self._write_timer = loop.call_later(self.write_deadline, self._deadline_hit)
@@ -159,3 +191,9 @@ class Outbound:
             transport.write(b"".join(self.frames))
             self.frames.clear()
         transport.close()
+
+
+def flush_all(dirty: list[Outbound]) -> None:
+    """The end of a read: each outbound queue it touched writes once."""
+    for outbound in dirty:
+        outbound.flush()

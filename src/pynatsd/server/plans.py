@@ -6,25 +6,30 @@ MSG lines (RMSG lines for another server's interest), valid while the account's 
 generation holds. A plan holds only receivers for
 which `server.delivery.deliver` would check nothing per message (no auto-unsubscribe, no
 deny-on-deliver, no internal callback, no trace), so sending through it is the same delivery,
-done without the checks. The loop that sends through a plan is inlined in
-`ClientSession._process_pub`, the hottest function of the server.
+done without the checks.
+
+Compiled by mypyc (native.COMPILED_MODULES): `PlanCache.send` and `PlanCache.send_run` are the
+per-message path of every planned publish, `send_run` taking a whole run of messages with one
+line (`PubRun`) at once: one frame per receiver and run, its MSG line before each payload. What
+the classes hold is typed for that (native attributes, no dynamic dispatch in the loops); the
+types of interpreted modules (`Subscription`, `Receiver`, `Pub`) are `Any` here, since mypyc
+would check each value against them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import msg_head
+from pynatsd.protocol.runs import PubRun
+from pynatsd.server.outbound import Outbound
 
 if TYPE_CHECKING:
-    from pynatsd.protocol.events import Pub
-    from pynatsd.server.delivery import Receiver
-    from pynatsd.server.outbound import Outbound
-    from pynatsd.server.subscription import Subscription
-    from pynatsd.sublist import SubList, SubListResult
+    from pynatsd.sublist import SubList
 
 # One receiver of a planned delivery: (its outbound queue, the subscription, its MSG line).
-Target = tuple["Outbound", "Subscription", bytes]
+Target = tuple[Outbound, Any, bytes]
 
 # Distinct PUB lines with a cached delivery plan, per connection; cleared wholesale when full.
 PLAN_CACHE_SIZE = 1024
@@ -35,14 +40,14 @@ class Plan:
     receivers are counted here and added to their statistics once per read (`settle`), not once
     per message and receiver."""
 
-    __slots__ = ("count", "genid", "groups", "nbytes", "sublist", "targets")
+    __slots__ = ("count", "genid", "groups", "nbytes", "rr", "sublist", "targets")
 
     def __init__(
         self,
         genid: int,
         targets: tuple[Target, ...],
         groups: tuple[tuple[Target, ...], ...],
-        sublist: SubList[Subscription] | None = None,
+        sublist: SubList[Any] | None = None,
     ) -> None:
         self.genid = genid
         # The SubList whose generation `genid` is, for a connection whose lines belong to
@@ -52,6 +57,8 @@ class Plan:
         self.groups = groups
         self.count = 0
         self.nbytes = 0
+        # The queue groups' turn: message k of this line goes to member (rr + k) % members.
+        self.rr = 0
 
     def settle(self) -> None:
         count, nbytes = self.count, self.nbytes
@@ -59,6 +66,63 @@ class Plan:
         for _, sub, _ in self.targets:
             sub.delivered += count
             sub.client.stats.sent(count, nbytes)
+
+    def send(self, payload: bytes, dirty: list[Outbound], touched: list[Plan]) -> None:
+        """One message to every receiver of the plan: its MSG line and the payload."""
+        self.send_tail(payload + b"\r\n", len(payload), dirty, touched)
+
+    def send_tail(self, tail: bytes, size: int, dirty: list[Outbound], touched: list[Plan]) -> None:
+        """One message, its payload of `size` bytes with its CRLF (`tail`), to every receiver
+        of the plan: its MSG line and the tail."""
+        if not self.count:
+            touched.append(self)
+        self.count += 1
+        self.nbytes += size
+        for outbound, _, head in self.targets:
+            outbound.queue_message(head, tail, dirty)
+        for group in self.groups:
+            rr = self.rr
+            self.rr = rr + 1
+            outbound, sub, head = group[rr % len(group)]
+            sub.delivered += 1
+            sub.client.stats.sent(1, size)
+            outbound.queue_message(head, tail, dirty)
+
+    def send_run(
+        self, tails: list[bytes], size: int, dirty: list[Outbound], touched: list[Plan]
+    ) -> None:
+        """Messages of one line, each payload of `size` bytes with its CRLF (`tails`): one
+        frame per receiver, its MSG line before each payload. Receivers with the same MSG line
+        (the same sid on other connections) share the frame."""
+        n = len(tails)
+        if n == 1:
+            self.send_tail(tails[0], size, dirty, touched)
+            return
+        if not n:
+            return
+        if not self.count:
+            touched.append(self)
+        self.count += n
+        self.nbytes += n * size
+        last_head = b""
+        block = b""
+        for outbound, _, head in self.targets:
+            if head != last_head:
+                block = head + head.join(tails)
+                last_head = head
+            outbound.queue(block, dirty)
+        for group in self.groups:
+            members = len(group)
+            rr = self.rr
+            self.rr = rr + n
+            for k in range(min(members, n)):
+                # Messages k, k + members, ... of the run go to member (rr + k) % members.
+                outbound, sub, head = group[(rr + k) % members]
+                mine = tails[k::members] if members > 1 else tails
+                taken = len(mine)
+                sub.delivered += taken
+                sub.client.stats.sent(taken, taken * size)
+                outbound.queue(head + head.join(mine), dirty)
 
 
 class PlanCache:
@@ -83,6 +147,79 @@ class PlanCache:
         self.last_plan = plan
         return plan
 
+    def send(self, line: bytes, payload: bytes, genid: int, dirty: list[Outbound]) -> bool:
+        """Deliver one message by the plan of its PUB `line`, if one is valid for the SubList
+        generation `genid`: True when it was."""
+        plan = self.last_plan if line is self.last_line else self.lookup(line)
+        if plan is None or plan.genid != genid:
+            return False
+        plan.send(payload, dirty, self.touched)
+        return True
+
+    def send_run(
+        self,
+        line: bytes,
+        tails: list[bytes],
+        start: int,
+        size: int,
+        genid: int,
+        dirty: list[Outbound],
+    ) -> bool:
+        """Deliver the messages of a run of one PUB `line` from `start` on (`tails`: payloads
+        with their CRLF) by the line's plan, if one is valid for the SubList generation
+        `genid`: True when it was."""
+        plan = self.last_plan if line is self.last_line else self.lookup(line)
+        if plan is None or plan.genid != genid:
+            return False
+        plan.send_run(tails[start:] if start else tails, size, dirty, self.touched)
+        return True
+
+    def send_events(
+        self, events: list[Any], start: int, genid: int, dirty: list[Outbound], stats: Any
+    ) -> int:
+        """Deliver the messages of a read's events from `start` on by their plans, as long as
+        each is a plain `Pub` or `PubRun` whose line has a plan valid for the SubList
+        generation `genid`, and count them into the publisher's `stats`: the index of the
+        first event left to the caller (every check of the slow path was made when the plan
+        was). The per-message loop of a publisher, compiled."""
+        i = start
+        n = len(events)
+        msgs = 0
+        nbytes = 0
+        touched = self.touched
+        while i < n:
+            ev = events[i]
+            kind = type(ev)
+            if kind is Pub:
+                line: bytes = ev[4]
+                if not line:
+                    break
+                plan = self.last_plan if line is self.last_line else self.lookup(line)
+                if plan is None or plan.genid != genid:
+                    break
+                payload: bytes = ev[2]
+                plan.send(payload, dirty, touched)
+                msgs += 1
+                nbytes += len(payload)
+            elif kind is PubRun:
+                run: PubRun = ev
+                line = run.line
+                plan = self.last_plan if line is self.last_line else self.lookup(line)
+                if plan is None or plan.genid != genid:
+                    break
+                tails = run.tails
+                size = run.size
+                plan.send_run(tails, size, dirty, touched)
+                msgs += len(tails)
+                nbytes += len(tails) * size
+            else:
+                break
+            i += 1
+        if msgs:
+            stats.in_msgs += msgs
+            stats.in_bytes += nbytes
+        return i
+
     def settle(self) -> None:
         touched = self.touched
         if touched:
@@ -97,22 +234,24 @@ class PlanCache:
 
     def remember(
         self,
-        publisher: Receiver,
-        ev: Pub,
-        result: SubListResult[Subscription],
+        publisher: Any,
+        ev: Any,
+        result: Any,
         genid: int,
-        sublist: SubList[Subscription] | None = None,
+        sublist: SubList[Any] | None = None,
     ) -> None:
-        """Cache the receivers of a plain PUB line: every plain subscriber, and the members of
-        each queue group to pick from; no plan when any receiver needs a check per message."""
+        """Cache the receivers of a plain PUB line (`ev`, a `Pub`; `result`, its
+        `SubListResult`): every plain subscriber, and the members of each queue group to pick
+        from; no plan when any receiver needs a check per message. A line without receivers
+        gets a plan too, with nobody in it: the message is only counted."""
         receivers: list[Target] = []
-        remotes: set[Receiver] = set()
+        remotes: set[Any] = set()
         for sub in result.psubs:
             if sub.remote:
                 # Another server: one RMSG however many of its subscriptions match.
                 if sub.closed or sub.client.closed or sub.client.outbound is None:
                     return
-                if (sub.gateway or sub.leaf) and not sub.client.plannable(ev):  # type: ignore[attr-defined]
+                if (sub.gateway or sub.leaf) and not sub.client.plannable(ev):
                     # Another cluster or a leaf: a subject denied, a reply to map, a subject
                     # to route back.
                     return
@@ -146,12 +285,19 @@ class PlanCache:
         self.last_line = b""
         if len(by_line) >= PLAN_CACHE_SIZE:
             by_line.clear()
+        # Receivers with the same MSG line next to each other: `Plan.send_run` builds their
+        # frame once.
+        receivers.sort(key=_head_of)
         by_line[ev.line] = Plan(genid, tuple(receivers), tuple(groups), sublist)
 
 
-def _plannable(sub: Subscription) -> bool:
+def _head_of(target: Target) -> bytes:
+    return target[2]
+
+
+def _plannable(sub: Any) -> bool:
     receiver = sub.client
-    return (
+    return bool(
         not sub.max_msgs
         and not sub.closed
         and sub.callback is None
@@ -160,21 +306,22 @@ def _plannable(sub: Subscription) -> bool:
     )
 
 
-def _remote_target(sub: Subscription, ev: Pub) -> Target:
+def _remote_target(sub: Any, ev: Any) -> Target:
     outbound = sub.client.outbound
     assert outbound is not None
-    account: bytes = sub.wire_account  # type: ignore[attr-defined]
+    account: bytes = sub.wire_account
+    reply: bytes = ev.reply
     head = b"%s %s%s %s%s\r\n" % (
-        sub.msg_op,  # type: ignore[attr-defined]
+        sub.msg_op,
         account + b" " if account else b"",
         ev.subject,
-        ev.reply + b" " if ev.reply else b"",
+        reply + b" " if reply else b"",
         ev.size_text,
     )
     return (outbound, sub, head)
 
 
-def _target(sub: Subscription, ev: Pub) -> Target:
+def _target(sub: Any, ev: Any) -> Target:
     outbound = sub.client.outbound
     assert outbound is not None
     return (outbound, sub, msg_head(ev.subject, sub.sid, ev.reply, ev.size_text))

@@ -37,7 +37,7 @@ from pynatsd.server.accounts import (
 from pynatsd.server.client import Client
 from pynatsd.server.delivery import Stats, deliver_stored, fan_out
 from pynatsd.server.listen import bind, bound_port, go_quote, join_host_port
-from pynatsd.server.outbound import Outbound, Producer
+from pynatsd.server.outbound import Outbound, Producer, flush_all
 from pynatsd.server.session import ClientSession
 from pynatsd.server.tls_client import ConnectionRate, TLSClient
 from pynatsd.tls import server_context
@@ -411,8 +411,7 @@ class Server:
         if not dirty:
             return
         self.dirty = []
-        for outbound in dirty:
-            outbound.flush()
+        flush_all(dirty)
 
     def stats_slow_consumer(self) -> None:
         self.slow_consumers += 1

@@ -41,6 +41,7 @@ from pynatsd.protocol.frames import (
     no_responders_frame,
 )
 from pynatsd.protocol.parser import Parser
+from pynatsd.protocol.runs import PubRun
 from pynatsd.server import msgtrace
 from pynatsd.server.connect import (
     PRE_CONNECT_OPTIONS,
@@ -48,7 +49,7 @@ from pynatsd.server.connect import (
     merge_connect_options,
     redacted,
 )
-from pynatsd.server.delivery import Receiver, Stats, fan_out, queue_rr
+from pynatsd.server.delivery import Receiver, Stats, fan_out
 from pynatsd.server.events import client_connected, conns_changed
 from pynatsd.server.limits import connection_limits
 from pynatsd.server.msgtrace import TRACE_DEST_NEEDLE
@@ -137,6 +138,7 @@ class ClientSession:
             expect_connect=server.auth_required and not opts.no_auth_user,
             headers=False,
             headers_supported=not opts.no_header_support,
+            runs=True,
         )
         self.host = ""
         self.port = 0
@@ -181,7 +183,7 @@ class ClientSession:
         # A user JWT's `name` ($SYS.REQ.USER.INFO's user_name).
         self.name_tag = ""
         self._auth_waiting = False
-        self._stashed: list[Event | Pub] = []
+        self._stashed: list[Event | Pub | PubRun] = []
         self.plans = PlanCache()
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
         self._careful_pub = True
@@ -219,21 +221,40 @@ class ClientSession:
 
     # -- events from the parser ------------------------------------------------------------------
 
-    def handle_events(self, events: list[Event | Pub]) -> None:
-        """Handle one read's events, then settle the planned deliveries' statistics."""
-        for ev in events:
-            if type(ev) is Pub:
-                self._process_pub(ev)
+    def handle_events(self, events: list[Event | Pub | PubRun]) -> None:
+        """Handle one read's events, then settle the planned deliveries' statistics. The
+        messages whose lines have a valid plan go through the compiled loop of
+        `PlanCache.send_events`; the rest one by one."""
+        plans = self.plans
+        i = 0
+        n = len(events)
+        while i < n:
+            ev = events[i]
+            kind = type(ev)
+            if (kind is Pub or kind is PubRun) and not self._careful_pub:
+                planned = plans.send_events(
+                    events, i, self.sublist.genid, self.server.dirty, self.stats
+                )
+                if planned > i:
+                    i = planned
+                    continue
+            i += 1
+            if kind is Pub:
+                self._process_pub(ev)  # type: ignore[arg-type]
+            elif kind is PubRun:
+                self._process_run(ev)  # type: ignore[arg-type]
+            elif kind is Sub:  # clients subscribe in bursts (100k at start-up)
+                self._process_sub(ev)  # type: ignore[arg-type]
             else:
                 self._process_event(cast(Event, ev))
                 if self._auth_waiting:
                     # A slow credential check (bcrypt) runs off the loop; what followed the
                     # CONNECT in this read waits for it.
-                    self._stashed = events[events.index(ev) + 1 :]
+                    self._stashed = events[i:]
                     break
             if self.closed:
                 break
-        self.plans.settle()
+        plans.settle()
 
     def _process_event(self, ev: Event) -> None:
         kind = type(ev)
@@ -489,46 +510,38 @@ class ClientSession:
     # -- PUB -------------------------------------------------------------------------------------
 
     def _process_pub(self, ev: Pub) -> None:
-        # The hottest function: fields are read by tuple index (ev[2] is ev.payload, ev[4]
-        # ev.line), which skips the property calls.
+        # The hottest function of a publisher that changes lines (a run of one line is a
+        # `PubRun`): fields are read by tuple index (ev[2] is ev.payload, ev[4] ev.line), which
+        # skips the property calls; the planned delivery is compiled (server/plans.py).
         payload = ev[2]
-        size = len(payload)
         stats = self.stats  # Stats.received, inlined
         stats.in_msgs += 1
-        stats.in_bytes += size
+        stats.in_bytes += len(payload)
         line = ev[4]
-        if line and not self._careful_pub:
-            # The cheapest message is one already planned: same PUB line, same SubList
-            # generation -> the same receivers and the same MSG lines. Outbound.push and
-            # Plan.count, inlined.
-            plans = self.plans
-            plan = plans.last_plan if line is plans.last_line else plans.lookup(line)
-            if plan is not None and plan.genid == self.sublist.genid:
-                tail = payload + b"\r\n"
-                dirty = self.server.dirty
-                if not plan.count:
-                    plans.touched.append(plan)
-                plan.count += 1
-                plan.nbytes += size
-                for outbound, _, head in plan.targets:
-                    frames = outbound.frames
-                    frames.append(head)
-                    frames.append(tail)
-                    if not outbound.dirty:
-                        outbound.dirty = True
-                        dirty.append(outbound)
-                for group in plan.groups:
-                    outbound, sub, head = group[next(queue_rr) % len(group)]
-                    sub.delivered += 1
-                    sub.client.stats.sent(1, size)
-                    frames = outbound.frames
-                    frames.append(head)
-                    frames.append(tail)
-                    if not outbound.dirty:
-                        outbound.dirty = True
-                        dirty.append(outbound)
-                return
+        if (
+            line
+            and not self._careful_pub
+            and self.plans.send(line, payload, self.sublist.genid, self.server.dirty)
+        ):
+            return
         self._process_pub_slow(ev)
+
+    def _process_run(self, run: PubRun) -> None:
+        """Messages repeating one PUB line: once the line has a valid plan, the rest of the
+        run goes through it at once (one frame per receiver); until then, one at a time."""
+        tails = run.tails
+        plans = self.plans
+        for i, tail in enumerate(tails):
+            if not self._careful_pub and plans.send_run(
+                run.line, tails, i, run.size, self.sublist.genid, self.server.dirty
+            ):
+                stats = self.stats
+                stats.in_msgs += len(tails) - i
+                stats.in_bytes += (len(tails) - i) * run.size
+                return
+            self._process_pub(run.pub(tail))
+            if self.closed:
+                return
 
     def _process_pub_slow(self, ev: Pub, trace: MsgTrace | None = None) -> None:
         if (
@@ -586,11 +599,16 @@ class ClientSession:
             self.outbound.push(OK_FRAME)
         sublist = self.sublist
         result = sublist.match_bytes(subject)
-        if result.psubs or result.qsubs:
-            if ev.line and not self._careful_pub and self._may_plan(subject):
-                self.plans.remember(self, ev, result, sublist.genid)
-            if fan_out(self, result, ev, trace):
-                return
+        if (
+            ev.line
+            and not self._careful_pub
+            and not (reply and self.no_responders)
+            and self._may_plan(subject)
+        ):
+            # Without receivers too: the line's next messages are only counted.
+            self.plans.remember(self, ev, result, sublist.genid)
+        if (result.psubs or result.qsubs) and fan_out(self, result, ev, trace):
+            return
         if reply and self.no_responders:
             for sub in sublist.match_bytes(reply).psubs:
                 if sub.client is self:
