@@ -101,3 +101,30 @@ def test_pure_python_is_selected_in_a_new_process() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.split("\n")[0] == "pure Python (PYNATSD_PURE_PYTHON=1) False False"
+
+
+def test_a_package_imported_from_a_zip_runs_its_source(tmp_path: Path) -> None:
+    """As Spark ships it to executors (docs/spark.md): Python's zip importer loads no extension
+    module, so every compiled module comes from its source in the zip."""
+    import zipfile
+
+    package = Path(native.__file__).parent
+    archive = tmp_path / "pynatsd.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for file in package.rglob("*"):
+            if file.is_file() and "__pycache__" not in file.parts:
+                zf.write(file, str(file.relative_to(package.parent)))
+    code = (
+        "import pynatsd.spark, pynatsd.subjects as s\n"
+        "from pynatsd import native\n"
+        "print(native.describe(), s.__file__.endswith('pynatsd.zip/pynatsd/subjects.py'))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(archive)}
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(archive)!r})\n{code}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split("\n")[0] == "pure Python (not compiled: no build found) True"

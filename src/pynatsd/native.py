@@ -124,7 +124,9 @@ def select() -> Selection:
     global _selection
     if _selection is None:
         _selection = decide()
-        if not _selection.compiled:
+        # Imported from a zip (Spark ships the package to executors so), Python's zip importer
+        # loads source only: the pure path needs no finder there, and ours reads real files.
+        if not _selection.compiled and os.path.isdir(_PACKAGE_DIR):
             sys.meta_path.insert(0, _PureFinder())
     return _selection
 
