@@ -119,7 +119,7 @@ def test_a_package_imported_from_a_zip_runs_its_source(tmp_path: Path) -> None:
         "from pynatsd import native\n"
         "print(native.describe(), s.__file__.endswith('pynatsd.zip/pynatsd/subjects.py'))"
     )
-    env = {**os.environ, "PYTHONPATH": str(archive)}
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
     out = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(archive)!r})\n{code}"],
         env=env,
