@@ -255,18 +255,12 @@ async def test_failed_fsync_fails_the_store(
     store.close()
 
 
-@pytest.mark.parametrize("fail_truncate", [False, True])
-def test_enospc_mid_record_corrupts_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_truncate: bool
-) -> None:
-    store = open_store(tmp_path, segment_bytes=1 << 20)
-    for i in range(20):
-        store.store_msg("a", b"", b"before-%d" % i)
-    before = snapshot(store)
+def fill_disk_mid_write(monkeypatch: pytest.MonkeyPatch, fail_truncate: bool) -> None:
+    """Every write from now on gets half its bytes to the disk, then ENOSPC; with
+    `fail_truncate`, cutting the file back fails too (EIO)."""
     real_pwrite = file_mod._pwrite
 
     def disk_full(fd: int, data: bytes, offset: int) -> int:
-        # Half the record reaches the disk, then the device is full.
         real_pwrite(fd, data[: len(data) // 2], offset)
         raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -277,6 +271,17 @@ def test_enospc_mid_record_corrupts_nothing(
             raise OSError(errno.EIO, "I/O error")
 
         monkeypatch.setattr(file_mod.os, "ftruncate", no_truncate)
+
+
+@pytest.mark.parametrize("fail_truncate", [False, True])
+def test_enospc_mid_record_corrupts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_truncate: bool
+) -> None:
+    store = open_store(tmp_path, segment_bytes=1 << 20)
+    for i in range(20):
+        store.store_msg("a", b"", b"before-%d" % i)
+    before = snapshot(store)
+    fill_disk_mid_write(monkeypatch, fail_truncate)
     for _ in range(3):
         with pytest.raises(StoreError) as err:
             store.store_msg("a", HDR, b"y" * 300)
@@ -473,19 +478,7 @@ def test_store_msgs_on_a_full_disk_stores_none(
     for i in range(20):
         store.store_msg("a", b"", b"before-%d" % i)
     before = snapshot(store)
-    real_pwrite = file_mod._pwrite
-
-    def disk_full(fd: int, data: bytes, offset: int) -> int:
-        real_pwrite(fd, data[: len(data) // 2], offset)
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(file_mod, "_pwrite", disk_full)
-    if fail_truncate:
-
-        def no_truncate(fd: int, length: int) -> None:
-            raise OSError(errno.EIO, "I/O error")
-
-        monkeypatch.setattr(file_mod.os, "ftruncate", no_truncate)
+    fill_disk_mid_write(monkeypatch, fail_truncate)
     with pytest.raises(StoreError) as err:
         store.store_msgs(["a", "b"] * 50, [b""] * 100, [b"y" * 30] * 100)
     assert err.value.description == "insufficient resources"
