@@ -767,7 +767,9 @@ def run_master(master: str, args: Any) -> tuple[dict[str, list[dict[str, Any]]],
             for rep in range(args.repeat):
                 order = kinds[:] if rep % 2 == 0 else kinds[::-1]
                 for kind in order:
-                    result = run_server(kind, spark, args, work)
+                    # A directory per run: a streaming query's checkpoint must not carry over to
+                    # the next run's new server (it would resume past the whole stream).
+                    result = run_server(kind, spark, args, f"{work}/run{rep}")
                     runs[kind].append(result)
                     if "skipped" in result:
                         kinds.remove(kind)
