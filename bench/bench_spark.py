@@ -1,6 +1,7 @@
 """Benchmark of the `nats` Spark data source, side by side on nats-server -js and pynatsd -js.
 
     python bench/bench_spark.py                       # 1M 100-byte messages, both servers
+    python bench/bench_spark.py --master 'local[2]' --repeat 3   # medians of interleaved runs
     python bench/bench_spark.py --count 100000        # a quick run
     python bench/bench_spark.py --servers nats-server --profile /tmp/spark-prof --json out.json
 
@@ -9,7 +10,7 @@ For each server (pynatsd is skipped, with a note, while it does not serve JetStr
   client      the same stream read by one process with the client alone (no Spark)
   batch       spark.read.format("nats") -> Parquet, local[2]                      (target 300k/s)
   stream      readStream ... trigger(availableNow) -> Parquet with a checkpoint
-  noop        the batch read into Spark's `noop` sink: the read path without Parquet
+  noop        the batch read into Spark's `noop` sink: the read path without Parquet  (300k/s)
   write       COUNT rows -> JetStream with acks and Nats-Msg-Id, local[2]
   write core  COUNT rows -> a core subject (publishMode=core), every delivered message counted
               by a raw-socket subscriber in its own process (loss reported)  (target 300k/s)
@@ -20,12 +21,13 @@ master and two workers of 1 core / 1 GiB on loopback (tests/support/spark_standa
 package shipped to the executors as a zip, as docs/spark.md describes.
 Each Spark phase also reports the CPU per message of the server, of Spark's JVM and of the Python
 side (the driver and Spark's Python workers, where the data source runs), read from /proc, and the
-rate the machine's CPUs would give to that work alone: on a shared machine the wall-clock rates
-swing with the load, the CPU per message much less.
+rate the machine's CPUs would give to that work alone (the core subscriber is not counted): on a
+shared machine the wall-clock rates swing with the load, the CPU per message much less.
 Spark phases are timed after session start-up, after a warm-up of the JVM's Parquet path (a
 synthetic Parquet write of COUNT rows, so that no server's column carries the JIT's warm-up) and
-after a warm-up query per server (the first query of a Python data source in a session starts its
-Python workers); these costs are printed too. `--repeat N` runs the servers N times, alternating
+after a warm-up per server (a 100k-message stream read to Parquet and to noop, small writes: the
+first query of a Python data source in a session starts its Python workers); these costs are
+printed too. `--repeat N` runs the servers N times, alternating
 which goes first, and reports the median of each phase and of the per-pair ratios.
 `--profile DIR` attaches py-spy to Spark's Python workers during the batch and write phases and
 summarises the stacks with bench/pyspy_top.py.
