@@ -1,14 +1,18 @@
-"""Writes: core publishes (to pynatsd) and JetStream publishes deduplicated on retry."""
+"""Writes: core publishes (to pynatsd, and in bulk to both servers) and JetStream publishes
+deduplicated on retry."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.natsserver import require_nats_server
+from support.processes import PYNATSD, ServerProcess, start_server
 from support.spark import (
     core_collect,
     create_stream,
@@ -45,6 +49,29 @@ def test_core_write_to_pynatsd(spark: Any, core_server: Any) -> None:
     got = core_collect(url, "fixed", 1, 60, lambda: _writer(df2, url, subject="fixed").save())
     assert got[0][0] == "fixed" and got[0][1] == b"v"
     assert got[0][2] is not None and got[0][2]["K"] in ("a", "b")  # nats-py keeps one value
+
+
+@pytest.fixture(params=["pynatsd", "nats-server"])
+def core_process(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
+    """A server without JetStream, in its own process: pynatsd, then nats-server."""
+    cmd = list(PYNATSD) if request.param == "pynatsd" else [require_nats_server()]
+    server = start_server(cmd, store=str(tmp_path))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_core_write_delivers_every_row(spark: Any, core_process: ServerProcess) -> None:
+    """A bulk core write from two tasks (the bulk framing path, `publishMode=core`): a
+    subscriber gets every row once, on its row's subject, with its data."""
+    url, n = core_process.url, 20_000
+    df = spark.range(0, n, 1, 2).selectExpr(
+        "concat('bulk.', cast(id % 4 as string)) as subject", "cast(id as string) as data"
+    )
+    got = core_collect(url, "bulk.>", n, 60, lambda: _writer(df, url, publishMode="core").save())
+    assert sorted(int(d) for _, d, _ in got) == list(range(n))
+    assert all(s == f"bulk.{int(d) % 4}" and h is None for s, d, h in got)
 
 
 def test_jetstream_write_is_deduplicated_on_retry(spark: Any, js_server: Any) -> None:

@@ -112,7 +112,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "fetchBatchSize",
         ("stream-read",),
-        "5000",
+        "10000",
         "Messages per pull request (`$JS.API.CONSUMER.MSG.NEXT`), fewer when messages are large "
         "(a pull brings about 4 MiB at most).",
     ),
@@ -604,7 +604,7 @@ def _kv_read_options(raw: _Raw, mode: Mode | None) -> KvReadOptions:
         connect=_connect_options(raw),
         bucket=bucket,
         history=raw.boolean("history"),
-        fetch_batch_size=5000,
+        fetch_batch_size=int(_SPECS["fetchbatchsize"].default),
     )
 
 
