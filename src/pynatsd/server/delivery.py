@@ -482,6 +482,37 @@ def deliver_first(result: SubListResult[Subscription], msg: Pub) -> bool:
     return False
 
 
+def plain_stored_outbound(sub: Subscription) -> Outbound | None:
+    """The outbound queue that `deliver_stored` would write `sub`'s messages straight into
+    (a plain receiver, nothing to check per message but whether it takes headers), or None.
+    What it says holds until control goes back to the event loop or to a receiver's callback:
+    a run of deliveries checks once and settles the counts with `settle_stored`."""
+    receiver = sub.client
+    outbound = receiver.outbound
+    if (
+        outbound is not None
+        and not sub.max_msgs
+        and not sub.closed
+        and not receiver.closed
+        and receiver.plain
+    ):
+        return outbound
+    return None
+
+
+def settle_stored(sub: Subscription, outbound: Outbound, msgs: int, nbytes: int) -> None:
+    """Count `msgs` frames of `nbytes` payload bytes that a run put in `outbound` (the queue
+    `plain_stored_outbound` gave for `sub`) as `deliver_stored` counts each."""
+    if msgs:
+        sub.delivered += msgs
+        stats = sub.client.stats
+        stats.out_msgs += msgs
+        stats.out_bytes += nbytes
+        if not outbound.dirty:
+            outbound.dirty = True
+            outbound.flush_queue.dirty.append(outbound)
+
+
 def deliver_stored(
     sub: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
 ) -> bool:
