@@ -519,25 +519,9 @@ def deliver_stored(
     """Deliver a message whose header block and body are kept apart (a stored JetStream message,
     a server reply) to one subscription already found. A plain receiver that understands the
     headers is handed the frame made in one pass; any other takes `deliver`."""
-    receiver = sub.client
-    outbound = receiver.outbound
-    if (
-        outbound is not None
-        and not sub.max_msgs
-        and not sub.closed
-        and not receiver.closed
-        and (receiver.headers or not header)
-        and receiver.plain
-    ):
-        # Stats.sent and Outbound.push, inlined: this is the per-message path of a JetStream
-        # fetch and of every PubAck.
-        sub.delivered += 1
-        stats = receiver.stats
-        stats.out_msgs += 1
-        stats.out_bytes += len(header) + len(data)
+    outbound = plain_stored_outbound(sub)
+    if outbound is not None and (sub.client.headers or not header):
         outbound.frames.append(stored_msg_frame(subject, sub.sid, reply, header, data))
-        if not outbound.dirty:
-            outbound.dirty = True
-            outbound.flush_queue.dirty.append(outbound)
+        settle_stored(sub, outbound, 1, len(header) + len(data))
         return True
     return deliver(None, sub, Pub(subject, reply, header + data, len(header) if header else -1))
