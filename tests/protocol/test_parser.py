@@ -865,6 +865,62 @@ def test_plain_pubs_come_out_as_runs_of_their_line() -> None:
     assert describe_all(expand_runs(events)) == parse(stream)
 
 
+ACK = b"$JS.ACK.S.C.1.%d.%d.1764293000000000000.0"
+
+
+def test_acks_come_out_as_pubs_without_a_line() -> None:
+    """A JetStream ack's line never repeats (its subject carries the sequences): it is a `Pub`
+    with no line (no memo entry, no run, no delivery plan), between runs as any other op."""
+    stream = (
+        b"PUB a 2\r\nhi\r\n"
+        + b"PUB %s 0\r\n\r\n" % (ACK % (1, 1))
+        + b"PUB %s 4\r\n+ACK\r\n" % (ACK % (2, 2))
+        + b"PUB %s _INBOX.r 0\r\n\r\n" % (ACK % (3, 3))
+        + b"PUB a 2\r\nho\r\n"
+    )
+    for mode in MODES:
+        parser = Parser(runs=True)
+        events = feed_all(parser, chunks(stream, mode))
+        if mode == "whole":  # (split reads make waiting payloads `Pub`s of any line)
+            names = ["PubRun", "Pub", "Pub", "Pub", "PubRun"]
+            assert [type(ev).__name__ for ev in events] == names
+        acks = [ev for ev in events if isinstance(ev, Pub) and ev.subject.startswith(b"$JS.")]
+        assert [ev.line for ev in acks] == [b""] * 3, mode
+        assert describe_all(expand_runs(events)) == [
+            ("PUB", b"a", b"", b"hi", -1),
+            ("PUB", ACK % (1, 1), b"", b"", -1),
+            ("PUB", ACK % (2, 2), b"", b"+ACK", -1),
+            ("PUB", ACK % (3, 3), b"_INBOX.r", b"", -1),
+            ("PUB", b"a", b"", b"ho", -1),
+        ]
+        assert not any(key.startswith(b"$JS.ACK.") for key in parser._pub_memo)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        # As any PUB: the last byte dropped when a CR is in the line ...
+        (b"PUB $JS.ACK.S.C.1\r 0\r\n\r\n", [("PUB", b"$JS.ACK.S.C.1\r", b"", b"", -1)]),
+        (b"PUB $JS.ACK.S.C.1 0\r\r\n\r\n", [("ERROR", None)]),
+        # ... split on spaces and tabs ...
+        (b"PUB $JS.ACK.S.C.1\t r  0\r\n\r\n", [("PUB", b"$JS.ACK.S.C.1", b"r", b"", -1)]),
+        # ... and a bad size closes the connection.
+        (b"PUB $JS.ACK.S.C.1 x\r\n\r\n", [("ERROR", None)]),
+        (b"PUB $JS.ACK.S.C.1\r\n\r\n", [("ERROR", None)]),
+    ],
+    ids=["cr", "double-cr", "tab", "bad-size", "no-size"],
+)
+def test_ack_lines_read_as_other_pub_lines(data: bytes, expected: list[Desc]) -> None:
+    assert parse(data) == expected
+    assert parse(data, runs=True) == expected
+
+
+def test_an_ack_line_over_the_control_line_limit_is_refused() -> None:
+    line = b"PUB $JS.ACK.S.C.%s 0\r\n\r\n" % (b"1" * 40)
+    assert parse(line, max_control_line=40, runs=True)[0][0] == "ERROR"
+    assert parse(line, max_control_line=4096, runs=True)[0][0] == "PUB"
+
+
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     payload=st.one_of(

@@ -25,7 +25,9 @@ from pynatsd.jetstream.consumer_state import B62, NS, pending_extra, status
 from pynatsd.jetstream.pending import AckTracker, Pending
 from pynatsd.jetstream.priority import PriorityGroups, pin_header
 from pynatsd.jetstream.util import now_ns
+from pynatsd.protocol.frames import stored_msg_frame
 from pynatsd.protocol.headers import header_value
+from pynatsd.server.delivery import plain_stored_outbound, settle_stored
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.store.base import StoredMsg
@@ -224,6 +226,14 @@ class Delivery(PriorityGroups, AckTracker):
         last_subject = ""
         subject_bytes = b""
         seq = 0
+        # One request (a fetch): its receiver is checked once for the run and the frames go
+        # straight into its queue, counted after the loop (deliver_stored, inlined).
+        single = waiting[0].target if len(waiting) == 1 else None
+        outbound = plain_stored_outbound(single) if single is not None else None
+        frames = outbound.frames if outbound is not None else []
+        headers = single is not None and single.client.headers
+        sid = single.sid if single is not None else b""
+        direct = direct_bytes = 0
         # The consumer's sequences are set once after the loop: a receiver with an outbound
         # (all of them here) is not called back during it.
         for msg in msgs:
@@ -253,10 +263,19 @@ class Delivery(PriorityGroups, AckTracker):
             subject = msg.subject
             if subject is not last_subject:
                 last_subject, subject_bytes = subject, subject.encode()
+            header = msg.header
+            if outbound is not None and (headers or not header):
+                data = msg.data
+                frames.append(stored_msg_frame(subject_bytes, sid, reply, header, data))
+                direct += 1
+                direct_bytes += len(header) + len(data)
+                continue
             target = wr.target
             assert target is not None
-            if not deliver_to(target, subject_bytes, reply, msg.header, msg.data):
-                self.ajs.deliver(wr.reply, subject, reply, msg.header, msg.data)
+            if not deliver_to(target, subject_bytes, reply, header, msg.data):
+                self.ajs.deliver(wr.reply, subject, reply, header, msg.data)
+        if single is not None and outbound is not None:
+            settle_stored(single, outbound, direct, direct_bytes)
         sent = dseq - first_dseq
         self.dseq = dseq
         self.sseq = seq + 1

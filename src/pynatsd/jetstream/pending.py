@@ -11,6 +11,7 @@ served before new messages; `rdc` counts its redeliveries against `max_deliver`.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -189,10 +190,11 @@ class AckTracker(ConsumerState):
             self.save()
 
     def _on_ack(self, sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
-        """Go's processAck."""
+        """Go's processAck. Runs once per acknowledged message: the `Pub` is read by tuple
+        index (0 subject, 1 reply, 2 payload, 3 header size), not through its properties."""
         if self.closed:
             return
-        tokens = ev.subject.split(b".")
+        tokens = ev[0].split(b".")
         # From the ack subject: dc (delivery count: 1 = first delivery), sseq (stream
         # sequence), dseq (delivery sequence); see delivery.py for the whole subject.
         sseq = dseq = dc = 0
@@ -201,16 +203,16 @@ class AckTracker(ConsumerState):
                 dc, sseq, dseq = int(tokens[4]), int(tokens[5]), int(tokens[6])
             except ValueError:
                 sseq = 0
-        hs = ev.header_size
-        body = ev.payload[hs:] if hs > 0 else ev.payload
-        reply = ev.reply.decode("utf-8", "surrogateescape") if ev.reply else ""
+        hs: int = ev[3]
+        body: bytes = ev[2][hs:] if hs > 0 else ev[2]
+        reply: bytes = ev[1]
         skip_reply = sseq == 0
         if sseq:
-            if not body or body in (b"+ACK", b"+OK"):
+            if not body or body == b"+ACK" or body == b"+OK":
                 skip_reply = not self.ack(sseq, dseq, dc, sample=True)
             elif body.startswith(b"+NXT"):
                 self.ack(sseq, dseq, dc, sample=True)
-                self.process_next_request(reply, body[4:])
+                self.process_next_request(reply.decode("utf-8", "surrogateescape"), body[4:])
                 skip_reply = True
             elif body.startswith(b"-NAK"):
                 self._process_nak(sseq, dseq, dc, body)
@@ -223,7 +225,7 @@ class AckTracker(ConsumerState):
                 reason = body[5:].strip().decode("utf-8", "replace")
                 skip_reply = not self._process_term(sseq, dseq, dc, reason)
         if reply and not skip_reply:
-            self.ajs.reply(reply, b"")
+            self.ajs.reply(reply.decode("utf-8", "surrogateescape"), b"")
 
     def ack(self, sseq: int, dseq: int = 0, dc: int = 0, sample: bool = False) -> bool:
         """Go's processAckMsg. Returns whether an acknowledgement with a reply subject is
@@ -237,13 +239,25 @@ class AckTracker(ConsumerState):
             return False
         policy = config.ack_policy
         acked: list[int] = []
-        at_limit = self._at_max_ack_pending()
+        pending = self.pending
+        # _at_max_ack_pending, inlined: this runs for every ack.
+        maxp: int = config.max_ack_pending
+        at_limit = policy != "none" and 0 < maxp <= len(pending)
         if policy == "explicit":
-            p = self.pending.pop(sseq, None)
+            p = pending.pop(sseq, None)
             if p is not None:
                 if sample and config.sample_freq:
                     advisories.ack_metric(self, dseq, sseq, dc, p.ts)
-                self._move_ack_floor(p.dseq, sseq)
+                if p.dseq == self.adflr + 1 and pending:
+                    # _move_ack_floor's usual case, inlined: acks in delivery order, the next
+                    # message still pending.
+                    nxt = pending.get(sseq + 1)
+                    if nxt is not None and nxt.dseq > 0:
+                        self.adflr, self.asflr = nxt.dseq - 1, sseq
+                    else:
+                        self._move_ack_floor(p.dseq, sseq)
+                else:
+                    self._move_ack_floor(p.dseq, sseq)
                 acked.append(sseq)
             if self.rdc:
                 self.rdc.pop(sseq, None)
@@ -262,7 +276,7 @@ class AckTracker(ConsumerState):
                 self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
         else:
             return bool(self.stream.config.retention != "limits")
-        self.lat = now_ns()
+        self.lat = time.time_ns()  # now_ns, without the call
         if acked and self.stream.config.retention != "limits":
             for seq in sorted(acked):
                 self.stream.on_acked(self, seq)

@@ -37,7 +37,9 @@ from pynatsd.jetstream.util import (
 )
 from pynatsd.logger import log
 from pynatsd.protocol.events import Pub
+from pynatsd.protocol.frames import stored_msg_frame
 from pynatsd.protocol.headers import append_headers, header_value
+from pynatsd.server.delivery import plain_stored_outbound, settle_stored
 from pynatsd.server.msgtrace import TRACE_DEST, TRACE_DEST_DISABLED, set_header
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.subjects import match_literal
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from pynatsd.server.client import Client
     from pynatsd.server.delivery import Receiver
     from pynatsd.server.msgtrace import MsgTrace
+    from pynatsd.server.outbound import Outbound
     from pynatsd.server.subscription import Subscription
 
 NS = 1_000_000_000
@@ -647,23 +650,36 @@ class Stream:
     def _send_acks(self, acks: list[tuple[bytes, bytes, int]]) -> None:
         """What `ajs.reply` does for each, with the receiver looked up once for a run of
         PubAcks to one reply subject (a publisher with one inbox for its acks) while the
-        subscriptions stay as they are."""
+        subscriptions stay as they are; a plain receiver's frames go straight into its queue,
+        counted once for the run (`deliver_stored`, inlined)."""
         ajs = self.ajs
         sublist = ajs.account.sublist
         deliver_to = ajs.deliver_to
         last = b""
         genid = -1
         sub: Subscription | None = None
+        outbound: Outbound | None = None
+        count = nbytes = 0
         for subject, ack, _ in acks:
             if subject != last or sublist.genid != genid:
+                if outbound is not None and sub is not None:
+                    settle_stored(sub, outbound, count, nbytes)
+                    count = nbytes = 0
                 last, genid = subject, sublist.genid
                 result = sublist.match_bytes(subject)
                 psubs = result.psubs
                 sub = psubs[0] if len(psubs) == 1 and not result.qsubs else None
-            if sub is not None:
+                outbound = plain_stored_outbound(sub) if sub is not None else None
+            if outbound is not None and sub is not None and not sub.client.closed:
+                outbound.frames.append(stored_msg_frame(subject, sub.sid, b"", b"", ack))
+                count += 1
+                nbytes += len(ack)
+            elif sub is not None:
                 deliver_to(sub, subject, b"", b"", ack)
             else:
                 ajs.reply(subject, ack)
+        if outbound is not None and sub is not None:
+            settle_stored(sub, outbound, count, nbytes)
         ajs.server.flush_soon()
 
     def process_message(

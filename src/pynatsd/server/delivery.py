@@ -482,12 +482,11 @@ def deliver_first(result: SubListResult[Subscription], msg: Pub) -> bool:
     return False
 
 
-def deliver_stored(
-    sub: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
-) -> bool:
-    """Deliver a message whose header block and body are kept apart (a stored JetStream message,
-    a server reply) to one subscription already found. A plain receiver that understands the
-    headers is handed the frame made in one pass; any other takes `deliver`."""
+def plain_stored_outbound(sub: Subscription) -> Outbound | None:
+    """The outbound queue that `deliver_stored` would write `sub`'s messages straight into
+    (a plain receiver, nothing to check per message but whether it takes headers), or None.
+    What it says holds until control goes back to the event loop or to a receiver's callback:
+    a run of deliveries checks once and settles the counts with `settle_stored`."""
     receiver = sub.client
     outbound = receiver.outbound
     if (
@@ -495,18 +494,34 @@ def deliver_stored(
         and not sub.max_msgs
         and not sub.closed
         and not receiver.closed
-        and (receiver.headers or not header)
         and receiver.plain
     ):
-        # Stats.sent and Outbound.push, inlined: this is the per-message path of a JetStream
-        # fetch and of every PubAck.
-        sub.delivered += 1
-        stats = receiver.stats
-        stats.out_msgs += 1
-        stats.out_bytes += len(header) + len(data)
-        outbound.frames.append(stored_msg_frame(subject, sub.sid, reply, header, data))
+        return outbound
+    return None
+
+
+def settle_stored(sub: Subscription, outbound: Outbound, msgs: int, nbytes: int) -> None:
+    """Count `msgs` frames of `nbytes` payload bytes that a run put in `outbound` (the queue
+    `plain_stored_outbound` gave for `sub`) as `deliver_stored` counts each."""
+    if msgs:
+        sub.delivered += msgs
+        stats = sub.client.stats
+        stats.out_msgs += msgs
+        stats.out_bytes += nbytes
         if not outbound.dirty:
             outbound.dirty = True
             outbound.flush_queue.dirty.append(outbound)
+
+
+def deliver_stored(
+    sub: Subscription, subject: bytes, reply: bytes, header: bytes, data: bytes
+) -> bool:
+    """Deliver a message whose header block and body are kept apart (a stored JetStream message,
+    a server reply) to one subscription already found. A plain receiver that understands the
+    headers is handed the frame made in one pass; any other takes `deliver`."""
+    outbound = plain_stored_outbound(sub)
+    if outbound is not None and (sub.client.headers or not header):
+        outbound.frames.append(stored_msg_frame(subject, sub.sid, reply, header, data))
+        settle_stored(sub, outbound, 1, len(header) + len(data))
         return True
     return deliver(None, sub, Pub(subject, reply, header + data, len(header) if header else -1))

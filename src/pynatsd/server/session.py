@@ -56,6 +56,7 @@ from pynatsd.server.msgtrace import TRACE_DEST_NEEDLE
 from pynatsd.server.outbound import Outbound
 from pynatsd.server.plans import PlanCache
 from pynatsd.server.reserved import (
+    JS_ACK_PREFIX,
     RESERVED_FIRST_BYTES,
     RESERVED_REPLY_PREFIXES,
     is_reserved_reply,
@@ -231,7 +232,8 @@ class ClientSession:
         while i < n:
             ev = events[i]
             kind = type(ev)
-            if (kind is Pub or kind is PubRun) and not self._careful_pub:
+            # (A `Pub` without a line, a JetStream ack's, has no plan to look for.)
+            if (kind is PubRun or (kind is Pub and ev[4])) and not self._careful_pub:  # type: ignore[index]
                 planned = plans.send_events(
                     events, i, self.sublist.genid, self.server.dirty, self.stats
                 )
@@ -531,15 +533,19 @@ class ClientSession:
         run goes through it at once (one frame per receiver); until then, one at a time."""
         tails = run.tails
         plans = self.plans
+        stats = self.stats
         for i, tail in enumerate(tails):
             if not self._careful_pub and plans.send_run(
                 run.line, tails, i, run.size, self.sublist.genid, self.server.dirty
             ):
-                stats = self.stats
                 stats.in_msgs += len(tails) - i
                 stats.in_bytes += (len(tails) - i) * run.size
                 return
-            self._process_pub(run.pub(tail))
+            # _process_pub without its plan lookup, which just failed: a line with a new
+            # reply each time (a JetStream publish) ends up here for every message.
+            stats.in_msgs += 1
+            stats.in_bytes += run.size
+            self._process_pub_slow(run.pub(tail))
             if self.closed:
                 return
 
@@ -574,12 +580,14 @@ class ClientSession:
             ev = self._map_subject(ev, mappings, trace)
         if self.trace:
             self._trace_payload(ev)
-        subject = ev.subject
+        subject: bytes = ev[0]  # tuple indices, not properties: see _process_pub
+        ack = subject[:8] == JS_ACK_PREFIX  # a JetStream ack: neither reserved nor planned
         # The reserved subject spaces (server/reserved.py) by their first byte first: this
         # runs for every unplanned publish. (Only a mapping makes a subject empty.)
         # nats-server tests `$NRG.` after the permissions; the refusal reads the same.
         if (
             subject
+            and not ack
             and subject[0] in RESERVED_FIRST_BYTES
             and is_reserved_subject(subject, self.account is self.server.system_account)
         ):
@@ -591,16 +599,17 @@ class ClientSession:
         ):
             self.publish_violation(subject, trace)
             return
-        reply = ev.reply
+        reply: bytes = ev[1]
         if reply and reply.startswith(RESERVED_REPLY_PREFIXES) and is_reserved_reply(reply):
             self._reply_violation(reply, trace)
             return
         if self.verbose:
             self.outbound.push(OK_FRAME)
         sublist = self.sublist
-        result = sublist.match_bytes(subject)
+        # A JetStream ack: a new subject each time, whose result is shared per consumer.
+        result = self.plans.match_ack(sublist, subject) if ack else sublist.match_bytes(subject)
         if (
-            ev.line
+            ev[4]  # the PUB line
             and not self._careful_pub
             and not (reply and self.no_responders)
             and self._may_plan(subject)

@@ -1,0 +1,183 @@
+"""JetStream acks published by a client: a new subject for every message, whose SubList result a
+connection shares across the acks of one consumer (`PlanCache.match_ack`) while no subscription
+tells them apart. Whoever subscribes to ack subjects must get exactly what a match per ack would
+give them, before and after subscriptions change, as with nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from pynatsd.server.plans import PlanCache
+from pynatsd.server.subscription import InternalClient, InternalSubscription
+from pynatsd.sublist import SubList
+from support.jspair import go_server, py_server
+from support.natsserver import require_nats_server
+
+# Patterns that collide with the acks of consumer C of stream S, or nearly: some match only
+# by their prefix (shareable), some look at the sequences (`deep`, which stop the sharing).
+PATTERNS = [
+    ">",
+    "$JS.>",
+    "$JS.ACK.>",
+    "$JS.ACK.S.>",
+    "$JS.ACK.S.C.>",
+    "$JS.ACK.*.*.>",
+    "$JS.*.S.C.>",
+    "$JS.ACK.T.C.>",
+    "$JS.ACK.S",
+    "$JS.ACK.S.C",
+    "$JS.ACK.S.C.1.>",  # deep
+    "$JS.ACK.S.C.1.2.2.5.0",  # deep: one ack exactly
+    "$JS.ACK.*.*.*.*.*.*.*.*",  # deep
+    "$JS.*.S.C.*",  # deep: five tokens exactly
+    "$JS.ACK.S.C.a>",  # a literal token ending in ">", not a wildcard: deep
+    "*.ACK.S.C.1.>",  # deep
+]
+
+SUBJECTS = [
+    b"$JS.ACK.S.C.1.2.2.5.0",
+    b"$JS.ACK.S.C.1.3.3.5.0",
+    b"$JS.ACK.S.C.2.2.4.5.0",
+    b"$JS.ACK.S.C.a>",
+    b"$JS.ACK.S.C.x",
+    b"$JS.ACK.S.C.1",
+    b"$JS.ACK.T.C.1.2.2.5.0",
+    b"$JS.ACK.S.C.",  # not a valid subject
+    b"$JS.ACK.S.C..1",  # not a valid subject
+    b"$JS.ACK.S.C.*.1",
+    b"$JS.ACK.S.C.>",
+    b"$JS.ACK.S.C",
+    b"$JS.ACK.S",
+]
+
+
+def _receivers(result: Any) -> tuple[set[int], set[frozenset[int]]]:
+    return {id(s) for s in result.psubs}, {frozenset(id(s) for s in g) for g in result.qsubs}
+
+
+def test_shared_results_are_what_a_match_per_ack_gives() -> None:
+    """Differential: random subscriptions come and go (plain and queue, shareable and deep);
+    after each change every subject gets from `match_ack` the receivers `match_bytes` gives."""
+    rng = random.Random(16)
+    sublist: SubList[Any] = SubList()
+    owner = InternalClient(None, "test")
+    plans = PlanCache()
+    present: list[InternalSubscription] = []
+    for _ in range(400):
+        if present and rng.random() < 0.4:
+            sublist.remove(present.pop(rng.randrange(len(present))))
+        else:
+            queue = "q" if rng.random() < 0.25 else ""
+            sub = InternalSubscription(owner, rng.choice(PATTERNS), lambda *a: None, queue)
+            sublist.insert(sub)
+            present.append(sub)
+        for subject in rng.sample(SUBJECTS, len(SUBJECTS)):
+            for _ in range(2):  # the second time from the shared entry, if any
+                expected = _receivers(sublist.match_bytes(subject))
+                assert _receivers(plans.match_ack(sublist, subject)) == expected, subject
+
+
+def test_a_shared_result_belongs_to_its_sublist() -> None:
+    """A connection bound to another account (another SubList) never reuses the first one's
+    results, whatever their generations."""
+    owner = InternalClient(None, "test")
+    first: SubList[Any] = SubList()
+    second: SubList[Any] = SubList()
+    sub = InternalSubscription(owner, "$JS.ACK.S.C.>", lambda *a: None)
+    first.insert(sub)
+    second.insert(InternalSubscription(owner, "$JS.ACK.T.C.>", lambda *a: None))
+    assert first.genid == second.genid
+    plans = PlanCache()
+    assert plans.match_ack(first, b"$JS.ACK.S.C.1.1.1.1.0").psubs == (sub,)
+    assert plans.match_ack(second, b"$JS.ACK.S.C.1.2.2.1.0").psubs == ()
+
+
+async def _fetched(js: Any, count: int) -> list[Any]:
+    """`count` messages stored in stream S and fetched by its pull consumer C."""
+    await js.add_stream(name="S", subjects=["s"])
+    for i in range(count):
+        await js.publish("s", b"m%d" % i)
+    psub = await js.pull_subscribe("s", durable="C")
+    msgs: list[Any] = await psub.fetch(count, timeout=5)
+    return msgs
+
+
+async def _acks_seen(url: str) -> dict[str, Any]:
+    """Watch every ack, fetch five messages, ack two, subscribe to one message's ack alone,
+    ack the other three: what each watcher saw and where the consumer stands."""
+    nc = await nats.connect(url)
+    watcher = await nats.connect(url)
+    try:
+        every: list[str] = []
+        fourth: list[str] = []
+
+        async def keep_all(msg: Any) -> None:
+            every.append(msg.subject)
+
+        async def keep_fourth(msg: Any) -> None:
+            fourth.append(msg.subject)
+
+        await watcher.subscribe("$JS.ACK.>", cb=keep_all)
+        await watcher.flush()
+        js = nc.jetstream()
+        msgs = await _fetched(js, 5)
+        for msg in msgs[:2]:
+            await msg.ack()
+        await nc.flush()
+        # A subscription that tells the acks apart, after the first acks were matched.
+        await watcher.subscribe("$JS.ACK.S.C.1.4.>", cb=keep_fourth)
+        await watcher.flush()
+        for msg in msgs[2:]:
+            await msg.ack()
+        await nc.flush()
+        for _ in range(100):
+            if len(every) >= 5 and fourth:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        info = await js.consumer_info("S", "C")
+        return {
+            "every": [s.split(".")[4:7] for s in every],
+            "fourth": [s.split(".")[4:7] for s in fourth],
+            "pending": info.num_ack_pending,
+            "floor": json.loads(json.dumps(info.ack_floor.stream_seq)),
+        }
+    finally:
+        await watcher.close()
+        await nc.close()
+
+
+async def test_ack_watchers_see_what_they_see_on_nats_server(tmp_path: Path) -> None:
+    require_nats_server()
+    async with go_server(tmp_path / "go") as url:
+        expected = await _acks_seen(url)
+    async with py_server(tmp_path / "py") as url:
+        got = await _acks_seen(url)
+    assert len(expected["every"]) == 5
+    assert expected["fourth"] == [["1", "4", "4"]]
+    assert (expected["pending"], expected["floor"]) == (0, 5)
+    assert got == expected
+
+
+@pytest.mark.parametrize("body", [b"", b"+ACK"])
+async def test_acks_reach_the_consumer_through_a_shared_result(tmp_path: Path, body: bytes) -> None:
+    """Many acks on one connection: each reaches the consumer once (none lost, none twice),
+    and the ack floor ends at the last."""
+    async with py_server(tmp_path) as url:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            for msg in await _fetched(js, 300):
+                await nc.publish(msg.reply, body)
+            await nc.flush()
+            info = await js.consumer_info("S", "C")
+            assert (info.num_ack_pending, info.ack_floor.stream_seq) == (0, 300)
+        finally:
+            await nc.close()
