@@ -32,7 +32,7 @@ from pynatsd.protocol.events import (
     Unsub,
     make_pub,
 )
-from pynatsd.protocol.runs import PubRun
+from pynatsd.protocol.runs import PubRun, SubRun
 
 _SPACE_TAB = b" \t"
 # Distinct PUB lines remembered per connection; cleared wholesale when full.
@@ -142,7 +142,7 @@ class Parser:
     the server requires authentication); it is cleared by the parser once it yields a CONNECT.
     `runs` makes the plain upper-case PUBs come out as `PubRun`s, the messages that repeat the
     line before them in the same run (a server's client reads its publishers' streams so),
-    not as a `Pub` each.
+    not as a `Pub` each, and consecutive SUBs of the fast path as one `SubRun`.
     After a `ProtocolError` event the parser is dead and every further feed returns nothing.
     """
 
@@ -218,8 +218,8 @@ class Parser:
     def dead(self) -> bool:
         return self._dead
 
-    def feed(self, data: bytes) -> list[Event | Pub | PubRun]:
-        events: list[Event | Pub | PubRun] = []
+    def feed(self, data: bytes) -> list[Event | Pub | PubRun | SubRun]:
+        events: list[Event | Pub | PubRun | SubRun] = []
         if self._dead or not data:
             return events
         if self._pending_pub is not None:
@@ -242,7 +242,7 @@ class Parser:
 
     # -- payloads split over reads -------------------------------------------------------------
 
-    def _continue_payload(self, data: bytes, events: list[Event | Pub | PubRun]) -> int:
+    def _continue_payload(self, data: bytes, events: list[Event | Pub | PubRun | SubRun]) -> int:
         """Collect payload bytes: the position in `data` after the payload's CRLF once it is
         complete, else -1. Only the payload's own bytes are copied, never the rest of the
         read (a large read that completes a split payload would otherwise be copied whole)."""
@@ -271,7 +271,7 @@ class Parser:
 
     def _fail(
         self,
-        events: list[Event | Pub | PubRun],
+        events: list[Event | Pub | PubRun | SubRun],
         reply: str | None,
         detail: str,
         reason: str = "",
@@ -281,7 +281,9 @@ class Parser:
         events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail, pub))
         self._dead = True
 
-    def _fail_max_payload(self, events: list[Event | Pub | PubRun], pub: Pub | None = None) -> None:
+    def _fail_max_payload(
+        self, events: list[Event | Pub | PubRun | SubRun], pub: Pub | None = None
+    ) -> None:
         self._fail(
             events,
             errors.MAXIMUM_PAYLOAD_VIOLATION,
@@ -290,7 +292,7 @@ class Parser:
             pub,
         )
 
-    def _fail_control_line(self, events: list[Event | Pub | PubRun]) -> None:
+    def _fail_control_line(self, events: list[Event | Pub | PubRun | SubRun]) -> None:
         self._fail(
             events,
             errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
@@ -298,7 +300,7 @@ class Parser:
             CloseReason.MAX_CONTROL_LINE_EXCEEDED,
         )
 
-    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub | PubRun]) -> None:
+    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub | PubRun | SubRun]) -> None:
         n = len(buf)
         append = events.append
         # The last PUB control line, whole (`PUB foo 16\r\n`), with what it means: a publisher
@@ -310,6 +312,7 @@ class Parser:
         # The run being read, if any: it goes on while it is the last event and the line is
         # its line.
         run: PubRun | None = None
+        sub_run: SubRun | None = None  # the same for SUBs
         while pos < n:
             # Compared as slices: compiled, `buf.startswith(x, pos)` is a method call by name
             # with a boxed position (a thousand instructions); a slice and a compare are not.
@@ -418,12 +421,16 @@ class Parser:
                 ):
                     args = split_sub_args(arg)
                     nargs = len(args)
-                if nargs == 2 and len(arg) <= self._max_control_line:
-                    append(Sub(args[0], b"", args[1]))
-                    pos = nl + 1
-                    continue
-                if nargs == 3 and len(arg) <= self._max_control_line:
-                    append(Sub(args[0], args[1], args[2]))
+                if (nargs == 2 or nargs == 3) and len(arg) <= self._max_control_line:
+                    if runs:
+                        if sub_run is None or events[-1] is not sub_run:
+                            sub_run = SubRun()
+                            append(sub_run)
+                        sub_run.args.append(args)
+                    elif nargs == 2:
+                        append(Sub(args[0], b"", args[1]))
+                    else:
+                        append(Sub(args[0], args[1], args[2]))
                     pos = nl + 1
                     continue
             pos = self._parse_line(buf, pos, nl, events)
@@ -431,7 +438,7 @@ class Parser:
                 return
 
     def _parse_pub_line(
-        self, line: bytes, events: list[Event | Pub | PubRun]
+        self, line: bytes, events: list[Event | Pub | PubRun | SubRun]
     ) -> tuple[bytes, bytes, int, bytes, bytes] | None:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
         # nats-server drops the last byte of the argument when a CR appeared anywhere in it.
@@ -453,7 +460,7 @@ class Parser:
         return entry
 
     def _split_pub(
-        self, arg: bytes, events: list[Event | Pub | PubRun]
+        self, arg: bytes, events: list[Event | Pub | PubRun | SubRun]
     ) -> tuple[bytes, bytes, int, bytes] | None:
         """Subject, reply, size and the size as written, of a PUB argument; None after an
         error (nats-server's processPub)."""
@@ -477,7 +484,7 @@ class Parser:
         buf: bytes,
         start: int,
         pub: tuple[bytes, bytes, int, int, bytes, bytes, bytes],
-        events: list[Event | Pub | PubRun],
+        events: list[Event | Pub | PubRun | SubRun],
     ) -> None:
         rest = buf[start:]
         size = pub[2]
@@ -487,7 +494,7 @@ class Parser:
         self._pending_pub = pub
         self._payload = bytearray(rest)
 
-    def _keep_partial(self, partial: bytes, events: list[Event | Pub | PubRun]) -> None:
+    def _keep_partial(self, partial: bytes, events: list[Event | Pub | PubRun | SubRun]) -> None:
         """An incomplete line: reject it early when nats-server would, else keep it."""
         head = partial[:8].upper()
         found = _classify(head)
@@ -514,7 +521,9 @@ class Parser:
             return
         self._partial = partial
 
-    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Event | Pub | PubRun]) -> int:
+    def _parse_line(
+        self, buf: bytes, pos: int, nl: int, events: list[Event | Pub | PubRun | SubRun]
+    ) -> int:
         """Handle one complete line other than the fast-path PUB. Returns the next position, or
         -1 when parsing must stop (error, or waiting for a payload)."""
         found = _classify(buf[pos : min(pos + 8, nl)].upper())
@@ -590,7 +599,12 @@ class Parser:
         return nl + 1
 
     def _parse_pub(
-        self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event | Pub | PubRun]
+        self,
+        buf: bytes,
+        nl: int,
+        arg: bytes,
+        has_headers: bool,
+        events: list[Event | Pub | PubRun | SubRun],
     ) -> int:
         header_size = -1
         header_text = b""
