@@ -818,9 +818,26 @@ def test_property_compiled_parser_agrees_with_pure(payload: bytes, data: Any) ->
     assert describe_all(compiled) == describe_all(pure)
 
 
-def test_fuzzed_frames_neither_crash_nor_leak() -> None:
+@pytest.mark.skipif(not native.select().compiled, reason="the pure-Python path is active")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payload=st.one_of(mutated_stream(), st.binary(max_size=200)), data=st.data())
+def test_property_compiled_runs_agree_with_pure(payload: bytes, data: Any) -> None:
+    # The server's client parser (runs=True): the same PUBs and SUBs, run for run.
+    points = data.draw(st.lists(st.integers(0, len(payload)), max_size=16), label="cuts")
+    reads = _cut(payload, points)
+    compiled = feed_all(Parser(max_payload=4096, max_control_line=256, runs=True), reads)
+    pure = feed_all(_PURE.Parser(max_payload=4096, max_control_line=256, runs=True), reads)
+    assert [type(ev).__name__ for ev in compiled] == [type(ev).__name__ for ev in pure]
+    assert describe_all(expand_runs(compiled)) == describe_all(expand_runs(pure))
+
+
+@pytest.mark.parametrize("runs", [False, True], ids=["events", "runs"])
+def test_fuzzed_frames_neither_crash_nor_leak(runs: bool) -> None:
     # bench/fuzz_parser.py runs the same with 1M frames (docs/performance.md has its result).
-    report = fuzz(lambda: Parser(max_payload=4096, max_control_line=256), 20_000, seed=16)
+    # With runs: the server's client parser (PubRun, SubRun).
+    report = fuzz(
+        lambda: Parser(max_payload=4096, max_control_line=256, runs=runs), 20_000, seed=16
+    )
     assert report.protocol_errors > 0  # the mutations did reach the error paths
     assert report.events > report.frames // 2  # and most frames parsed
     assert report.block_growth < 1000, report.blocks

@@ -10,8 +10,9 @@ token limit, max_subs, a reused sid, an invalid subject. What the SubList's watc
 
 Compiled by mypyc (native.COMPILED_MODULES). `Subscription` is a native class that interpreted
 code may subclass (routes, leafs, gateways, internal and MQTT subscriptions): its flags
-(`remote`, `leaf`, `from_hub`, `gateway`) are class variables, which a subclass overrides and
-which read as class attributes, not as a slot of the base.
+(`remote`, `leaf`, `from_hub`, `gateway`) and `callback` are class variables, which a subclass
+overrides (or shadows with a slot of its own) and which read as class attributes, not as a
+field of the base.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from pynatsd.sublist import InvalidSubjectError, SubList
 
 if TYPE_CHECKING:
     from pynatsd.server.delivery import Receiver
-    from pynatsd.server.subscription import InternalCallback
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -33,9 +33,8 @@ class Subscription:
     """One SUB of one client. `subject`/`queue` are str for the SubList; the wire forms are kept
     as bytes so delivery never re-encodes."""
 
-    # Slots on the pure-Python path too: a million subscriptions, ten fields each.
+    # Slots on the pure-Python path too: a million subscriptions, nine fields each.
     __slots__ = (
-        "callback",
         "client",
         "closed",
         "delivered",
@@ -59,6 +58,11 @@ class Subscription:
     # True for the interest of another cluster, through a gateway: a queue group's member
     # there is picked only when the group has none in this cluster (nor on a leaf).
     gateway: ClassVar[bool] = False
+    # What an internal receiver calls for each message (`InternalSubscription`, which keeps
+    # it in a slot of its own): a client's subscription has none, and no field for it (the
+    # compiled class's vtable pointer took those 8 bytes; a million subscriptions stay as big).
+    # (Typed Any: mypy reads a callable class variable as a method. It is an InternalCallback.)
+    callback: ClassVar[Any] = None
 
     def __init__(
         self,
@@ -82,7 +86,6 @@ class Subscription:
         self.max_msgs = 0  # auto-unsubscribe after this many deliveries; 0 = no limit
         self.delivered = 0
         self.closed = False
-        self.callback: InternalCallback | None = None
 
     def __repr__(self) -> str:
         return f"<Subscription {self.subject!r} q={self.queue!r} sid={self.sid!r}>"

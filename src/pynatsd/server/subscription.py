@@ -58,7 +58,7 @@ class InternalClient:
     def deliver(self, sub: Subscription, msg: Pub, publisher: Receiver | None) -> None:
         assert sub.callback is not None
         self.stats.sent(1, len(msg.payload))
-        sub.callback(sub, publisher, msg)  # type: ignore[arg-type]
+        sub.callback(sub, publisher, msg)
 
     def unsubscribe(self, sub: Subscription) -> None:
         if not sub.closed:
@@ -69,13 +69,14 @@ class InternalClient:
 class InternalSubscription(Subscription):
     # traced: the callback for a traced message (server/msgtrace.py), for the subscriptions
     # that report into a trace (a stream capturing a subject); None: the plain callback.
-    __slots__ = ("traced",)
+    __slots__ = ("callback", "traced")
 
     def __init__(
         self, owner: InternalClient, subject: str, callback: InternalCallback, queue: str = ""
     ) -> None:
         super().__init__(owner, subject.encode(), queue.encode(), b"")
-        self.callback = callback
+        # This class's slot, in front of the base's class variable (None).
+        self.callback: InternalCallback = callback  # type: ignore[misc]
         self.traced: TracedCallback | None = None
 
 
