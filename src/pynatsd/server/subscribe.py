@@ -96,7 +96,8 @@ def subscribe_run(session: Any, run: SubRun) -> None:
     ones here, the rest through `session._process_sub`, in the order they came."""
     if session.trace or session.verbose or session.perms.sub_restricted:
         for args in run.args:
-            session._process_sub(sub_event(args))
+            if not _by_session(session, args):
+                return
         return
     perms = session.perms
     max_tokens: int = session.server.options.max_sub_tokens
@@ -112,23 +113,36 @@ def subscribe_run(session: Any, run: SubRun) -> None:
             queue_bytes = args[1]
             sid = args[2]
         if (max_subs >= 0 and len(subs) >= max_subs) or sid in subs:
-            session._process_sub(sub_event(args))  # the limit's -ERR, or a reused sid
+            if not _by_session(session, args):  # the limit's -ERR, or a reused sid
+                return
             continue
         subject = subject_bytes.decode("utf-8", "surrogateescape")
         queue: str | None = None
         if queue_bytes:
             queue = queue_bytes.decode("utf-8", "surrogateescape")
             if not perms.can_subscribe(subject, queue):  # the reserved `_sys_` queue
-                session._process_sub(sub_event(args))
+                if not _by_session(session, args):
+                    return
                 continue
         if max_tokens > 0 and subject.count(".") >= max_tokens:
-            session._process_sub(sub_event(args))
+            if not _by_session(session, args):
+                return
             continue
         sub = Subscription(session, subject_bytes, queue_bytes, sid, subject, queue)
         try:
             sublist.insert(sub)
         except InvalidSubjectError:
             # Nothing was inserted: the session's path fails the same way and answers it.
-            session._process_sub(sub_event(args))
+            if not _by_session(session, args):
+                return
             continue
         subs[sid] = sub
+
+
+def _by_session(session: Any, args: list[bytes]) -> bool:
+    """One SUB through the session's own path; False once the connection is closed, and what
+    follows in the run is dropped, as the session's event loop drops what follows a close.
+    (No refused SUB closes a connection today: its -ERR waits in the Outbound until the end of
+    the read. The check keeps a closed connection from subscribing if one ever does.)"""
+    session._process_sub(sub_event(args))
+    return not session.closed
