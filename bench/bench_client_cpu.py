@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import os
 import re
+import sys
 import tempfile
 import time
 from typing import Any
@@ -90,16 +92,31 @@ async def pub_cpu(subs: int, batches: int, subjects: int = 1) -> float:
     return elapsed / (batches * 1000) * 1e6
 
 
-async def sub_cpu(count: int) -> float:
+# bench_server.py's subs100k subjects (80% wildcards), for `crowd`.
+_CROWD_SHAPES = (b"bench.h%d.data", b"bench.h%d.*", b"bench.*.h%d", b"bench.h%d.>", b"*.h%d.data")
+
+
+async def sub_cpu(count: int, crowd: int = 0) -> float:
+    """CPU per SUB of `count` SUB lines on one connection. With `crowd`: bench_server.py's
+    subs100k lines instead, the first `count` of `crowd` (so that making them costs the same
+    for any count), and the process ends right after the reads, without the close that
+    removes every subscription again (bench_instructions.py --subscribe-crowd)."""
     tune_gc()
     server = Server(Options(port=0, host="127.0.0.1"))
     await server.start()
     client = connect(server, b'CONNECT {"verbose":false,"pedantic":false}\r\n')
-    lines = b"".join(b"SUB foo.%d.*.bar.%d %d\r\n" % (i % 1000, i, i) for i in range(count))
+    if crowd:
+        made = [b"SUB %s %d\r\n" % (_CROWD_SHAPES[i % 5] % i, i + 1) for i in range(crowd)]
+        lines = b"".join(made[:count])
+    else:
+        lines = b"".join(b"SUB foo.%d.*.bar.%d %d\r\n" % (i % 1000, i, i) for i in range(count))
     start = time.process_time()
     for i in range(0, len(lines), 65536):
         client.data_received(lines[i : i + 65536])
     elapsed = time.process_time() - start
+    if crowd:
+        sys.stdout.flush()
+        os._exit(0)
     await server.shutdown()
     return elapsed / count * 1e6
 

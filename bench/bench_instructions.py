@@ -9,6 +9,7 @@ is the count per message with start-up, imports and shutdown cancelled out.
     PYNATSD_PURE_PYTHON=1 python bench/bench_instructions.py      # the pure-Python path
     python bench/bench_instructions.py --batches 10 --subs 1,5 --subscribe 5000
     python bench/bench_instructions.py --subs '' --subscribe 0 --js 5000   # JetStream only
+    python bench/bench_instructions.py --subs '' --subjects 0 --subscribe 0 --subscribe-crowd 10000
 
 `--js N`: a plain PUB of 16 B with a PubAck to a file stream (fsync before the ack), and a pull
 consumer fetching 16 B messages with ack policy none and explicit (bench_client_cpu.py --js,
@@ -45,6 +46,8 @@ def run_workload(kind: str, arg: int, count: int) -> None:
         asyncio.run(bench_client_cpu.js_fetch_cpu(count, bool(arg & 1), None, fill=arg >> 1))
     elif kind == "cycle":
         asyncio.run(bench_client_cpu.pub_cpu(1, count, arg))
+    elif kind == "crowd":
+        asyncio.run(bench_client_cpu.sub_cpu(count, arg))
     else:
         asyncio.run(bench_client_cpu.sub_cpu(count))
 
@@ -86,6 +89,12 @@ def main() -> None:
     parser.add_argument("--subs", default="1", help="fan-outs to measure")
     parser.add_argument("--batches", type=int, default=10, help="N: batches of 1000 PUBs")
     parser.add_argument("--subscribe", type=int, default=5000, help="N: SUB lines (0: skip)")
+    parser.add_argument(
+        "--subscribe-crowd",
+        type=int,
+        default=0,
+        help="N: bench_server.py's subs100k SUB lines, without the close (0: skip)",
+    )
     parser.add_argument("--js", type=int, default=0, help="N: JetStream messages (0: skip)")
     parser.add_argument("--subjects", type=int, default=256, help="subjects in turn (0: skip)")
     args = parser.parse_args()
@@ -111,6 +120,9 @@ def main() -> None:
     if args.subscribe:
         per_sub = per_item("sub", 0, args.subscribe, 1)
         print(f"SUB (wildcard, 5 tokens): {per_sub:,.0f} instructions per subscription")
+    if args.subscribe_crowd:
+        per_sub = per_item("crowd", 3 * args.subscribe_crowd, args.subscribe_crowd, 1)
+        print(f"SUB (subs100k's subjects, no close): {per_sub:,.0f} instructions per subscription")
 
 
 if __name__ == "__main__":

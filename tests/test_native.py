@@ -73,6 +73,7 @@ def test_this_process_runs_the_path_it_reports() -> None:
     import pynatsd.protocol.runs
     import pynatsd.server.outbound
     import pynatsd.server.plans
+    import pynatsd.server.subscribe
     import pynatsd.subjects
     import pynatsd.sublist
 
@@ -84,6 +85,7 @@ def test_this_process_runs_the_path_it_reports() -> None:
         pynatsd.subjects,
         pynatsd.server.outbound,
         pynatsd.server.plans,
+        pynatsd.server.subscribe,
     ]
     assert {m.__name__ for m in modules} == set(native.COMPILED_MODULES)
     compiled = native.select().compiled

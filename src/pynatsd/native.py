@@ -37,6 +37,7 @@ COMPILED_MODULES = (
     "pynatsd.subjects",
     "pynatsd.server.outbound",
     "pynatsd.server.plans",
+    "pynatsd.server.subscribe",
 )
 """The modules setup.py compiles (it reads this tuple); each must also work as plain Python."""
 

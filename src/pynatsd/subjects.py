@@ -116,12 +116,13 @@ def split_sublist_subject(subject: str) -> list[str] | None:
 
 def _split_tokens(subject: str) -> list[str] | None:
     tokens = subject.split(".")
-    # An empty subject splits into [""], so this also rejects it.
-    if "" in tokens:
-        return None
-    # `>` anywhere but last makes the subject invalid; `in` on the list compares whole tokens.
-    if FWC in tokens and tokens.index(FWC) != len(tokens) - 1:
-        return None
+    # One pass, compiled to length checks and string compares (two `in` tests on the list
+    # were a generic rich compare per token each). An empty subject splits into [""], so the
+    # empty-token test also rejects it; `>` anywhere but last makes the subject invalid.
+    last = len(tokens) - 1
+    for i, token in enumerate(tokens):
+        if not token or (token == ">" and i != last):
+            return None
     return tokens
 
 

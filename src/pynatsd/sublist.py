@@ -639,14 +639,19 @@ class SubList(Generic[S]):
         else:
             # Cache keys are published subjects, and a literal subscription is matched by one
             # published subject only: itself. A published `*` or `>` token never reaches it.
-            self._cache.discard(subject)
+            # A burst of subscriptions with no publishing in between: nothing to drop.
+            cache, bcache = self._cache, self._bcache
+            if cache.cur or cache.old:
+                cache.discard(subject)
+            if not bcache.cur and not bcache.old:
+                return
             try:
                 # The inverse of match_bytes' decode, so the bytes key is exactly the one a PUB
                 # of this subject was cached under (non-UTF-8 bytes included).
                 key = subject.encode("utf-8", "surrogateescape")
             except UnicodeEncodeError:
                 return  # a lone surrogate no byte string decodes to: no bytes key to drop
-            self._bcache.discard(key)
+            bcache.discard(key)
 
     # -- matching ------------------------------------------------------------------------------
 

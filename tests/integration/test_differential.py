@@ -156,6 +156,12 @@ MIXED = (
     b"PING\r\n"
 )
 
+SUB_BURST = (
+    QUIET_CONNECT + b"SUB a.* 1\r\nSUB a.b q 2\r\nSUB a.b 1\r\nSUB a.> _sys_ 3\r\n"
+    b"SUB a..b 4\r\nSUB a.b 5\r\nsub a.c 6\r\nSUB a.b\t7\r\nSUB  a.> 8\n"
+    b"PUB a.b 1\r\nx\r\nPUB a.c 1\r\ny\r\nUNSUB 8\r\nPUB a.d 1\r\nz\r\nPING\r\n"
+)
+
 
 def _cases() -> Iterator[Case]:
     # --- CONNECT --------------------------------------------------------------------------------
@@ -476,6 +482,20 @@ def _cases() -> Iterator[Case]:
         "non_pedantic_wildcard_publish",
         QUIET_CONNECT + b"SUB foo.* 1\r\nSUB > 2\r\nPUB foo.* 1\r\nx\r\nPUB * 1\r\ny\r\nPING\r\n",
     )
+    # A burst of SUBs in one read (the server's compiled SUB path takes such a run at once) with
+    # every case it hands back to the session: a reused sid, the reserved queue, an invalid
+    # subject, a lower-case op; then who gets what. Whole, and cut anywhere.
+    for name, sizes in (("sub_burst", None), ("sub_burst_cut", random_sizes(len(SUB_BURST), 7))):
+        yield Case(
+            name,
+            (s("a", SUB_BURST, sizes=sizes),),
+            unordered=frozenset({"a"}),
+            expect=(
+                b'-ERR \'Permissions Violation for Subscription to "a.>" using queue "_sys_"\'',
+                b"-ERR 'Invalid Subject'",
+                b"MSG a.b 7 1\r\nx\r\n",
+            ),
+        )
     # Argument errors close without any -ERR.
     yield one("pub_size_not_a_number", QUIET_CONNECT + b"PUB foo abc\r\nPING\r\n", closes=True)
     yield one("pub_negative_size", QUIET_CONNECT + b"PUB foo -1\r\nPING\r\n", closes=True)

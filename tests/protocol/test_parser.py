@@ -36,7 +36,7 @@ from pynatsd.protocol.events import (
     Unsub,
 )
 from pynatsd.protocol.parser import Parser, parse_size
-from pynatsd.protocol.runs import PubRun
+from pynatsd.protocol.runs import PubRun, SubRun
 from support.parserfuzz import fuzz
 
 UNKNOWN = errors.UNKNOWN_PROTOCOL_OPERATION
@@ -818,9 +818,26 @@ def test_property_compiled_parser_agrees_with_pure(payload: bytes, data: Any) ->
     assert describe_all(compiled) == describe_all(pure)
 
 
-def test_fuzzed_frames_neither_crash_nor_leak() -> None:
+@pytest.mark.skipif(not native.select().compiled, reason="the pure-Python path is active")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payload=st.one_of(mutated_stream(), st.binary(max_size=200)), data=st.data())
+def test_property_compiled_runs_agree_with_pure(payload: bytes, data: Any) -> None:
+    # The server's client parser (runs=True): the same PUBs and SUBs, run for run.
+    points = data.draw(st.lists(st.integers(0, len(payload)), max_size=16), label="cuts")
+    reads = _cut(payload, points)
+    compiled = feed_all(Parser(max_payload=4096, max_control_line=256, runs=True), reads)
+    pure = feed_all(_PURE.Parser(max_payload=4096, max_control_line=256, runs=True), reads)
+    assert [type(ev).__name__ for ev in compiled] == [type(ev).__name__ for ev in pure]
+    assert describe_all(expand_runs(compiled)) == describe_all(expand_runs(pure))
+
+
+@pytest.mark.parametrize("runs", [False, True], ids=["events", "runs"])
+def test_fuzzed_frames_neither_crash_nor_leak(runs: bool) -> None:
     # bench/fuzz_parser.py runs the same with 1M frames (docs/performance.md has its result).
-    report = fuzz(lambda: Parser(max_payload=4096, max_control_line=256), 20_000, seed=16)
+    # With runs: the server's client parser (PubRun, SubRun).
+    report = fuzz(
+        lambda: Parser(max_payload=4096, max_control_line=256, runs=runs), 20_000, seed=16
+    )
     assert report.protocol_errors > 0  # the mutations did reach the error paths
     assert report.events > report.frames // 2  # and most frames parsed
     assert report.block_growth < 1000, report.blocks
@@ -830,11 +847,13 @@ def test_fuzzed_frames_neither_crash_nor_leak() -> None:
 
 
 def expand_runs(events: Sequence[AnyEvent]) -> list[AnyEvent]:
-    """Each `PubRun` as the `Pub`s it stands for."""
+    """Each `PubRun` as the `Pub`s it stands for, each `SubRun` as its `Sub`s."""
     out: list[AnyEvent] = []
     for ev in events:
         if isinstance(ev, PubRun):
             out.extend(ev.pub(tail) for tail in ev.tails)
+        elif isinstance(ev, SubRun):
+            out.extend(ev.subs())
         else:
             out.append(ev)
     return out
@@ -921,13 +940,43 @@ def test_an_ack_line_over_the_control_line_limit_is_refused() -> None:
     assert parse(line, max_control_line=4096, runs=True)[0][0] == "PUB"
 
 
+def test_plain_subs_come_out_as_one_run() -> None:
+    stream = (
+        b"SUB a 1\r\nSUB b.* q 2\r\n"
+        + b"PING\r\n"
+        + b"SUB c 3\r\nSUB  d 4\r\nSUB e\t5\r\nsub f 6\r\nSUB g 7\n"
+    )
+    events = Parser(runs=True).feed(stream)
+    # Consecutive SUBs of the fast path (upper case, any spacing) are one run; any other
+    # event ends it.
+    names = ["SubRun", "Ping", "SubRun", "Sub", "SubRun"]
+    assert [type(ev).__name__ for ev in events] == names
+    runs = [ev for ev in events if isinstance(ev, SubRun)]
+    assert [run.args for run in runs] == [
+        [[b"a", b"1"], [b"b.*", b"q", b"2"]],
+        [[b"c", b"3"], [b"d", b"4"], [b"e", b"5"]],
+        [[b"g", b"7"]],
+    ]
+    assert describe_all(expand_runs(events)) == parse(stream)
+
+
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     payload=st.one_of(
         mutated_stream(),
         st.lists(
             st.sampled_from(
-                [b"PUB a 2\r\nhi\r\n", b"PUB a 2\r\nho\r\n", b"PUB b r 0\r\n\r\n", b"PING\r\n"]
+                [
+                    b"PUB a 2\r\nhi\r\n",
+                    b"PUB a 2\r\nho\r\n",
+                    b"PUB b r 0\r\n\r\n",
+                    b"PING\r\n",
+                    b"SUB a.* 1\r\n",
+                    b"SUB a q 2\r\n",
+                    b"SUB a\t3\n",
+                    b"SUB a\x0bb 4\r\n",
+                    b"sub b 5\r\n",
+                ]
             ),
             max_size=30,
         ).map(b"".join),

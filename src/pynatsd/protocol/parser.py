@@ -32,7 +32,7 @@ from pynatsd.protocol.events import (
     Unsub,
     make_pub,
 )
-from pynatsd.protocol.runs import PubRun
+from pynatsd.protocol.runs import PubRun, SubRun
 
 _SPACE_TAB = b" \t"
 # The subjects of JetStream's acks (`$JS.ACK.<stream>.<consumer>.<sequences...>`).
@@ -81,6 +81,28 @@ def split_sub_args(arg: bytes) -> list[bytes]:
     return [a for a in _SUB_SEPARATORS.split(arg) if a]
 
 
+def _plain_split(arg: bytes, args: list[bytes]) -> bool:
+    """True when `args` (arg.split()) are 2 or 3 tokens that `arg` holds separated by single
+    spaces or tabs: what bytes.split() and nats-server's splitArg then agree on."""
+    nargs = len(args)
+    if nargs == 2:
+        cut = len(args[0])
+        if cut + 1 + len(args[1]) != len(arg):
+            return False
+    elif nargs == 3:
+        cut = len(args[0])
+        second = cut + 1 + len(args[1])
+        if second + 1 + len(args[2]) != len(arg):
+            return False
+        sep = arg[second]
+        if sep != 0x20 and sep != 0x09:
+            return False
+    else:
+        return False
+    sep = arg[cut]
+    return sep == 0x20 or sep == 0x09
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"invalid JSON constant {name}")
 
@@ -126,7 +148,7 @@ class Parser:
     the server requires authentication); it is cleared by the parser once it yields a CONNECT.
     `runs` makes the plain upper-case PUBs come out as `PubRun`s, the messages that repeat the
     line before them in the same run (a server's client reads its publishers' streams so),
-    not as a `Pub` each.
+    not as a `Pub` each, and consecutive SUBs of the fast path as one `SubRun`.
     After a `ProtocolError` event the parser is dead and every further feed returns nothing.
     """
 
@@ -202,8 +224,8 @@ class Parser:
     def dead(self) -> bool:
         return self._dead
 
-    def feed(self, data: bytes) -> list[Event | Pub | PubRun]:
-        events: list[Event | Pub | PubRun] = []
+    def feed(self, data: bytes) -> list[Event | Pub | PubRun | SubRun]:
+        events: list[Event | Pub | PubRun | SubRun] = []
         if self._dead or not data:
             return events
         if self._pending_pub is not None:
@@ -226,7 +248,7 @@ class Parser:
 
     # -- payloads split over reads -------------------------------------------------------------
 
-    def _continue_payload(self, data: bytes, events: list[Event | Pub | PubRun]) -> int:
+    def _continue_payload(self, data: bytes, events: list[Event | Pub | PubRun | SubRun]) -> int:
         """Collect payload bytes: the position in `data` after the payload's CRLF once it is
         complete, else -1. Only the payload's own bytes are copied, never the rest of the
         read (a large read that completes a split payload would otherwise be copied whole)."""
@@ -255,7 +277,7 @@ class Parser:
 
     def _fail(
         self,
-        events: list[Event | Pub | PubRun],
+        events: list[Event | Pub | PubRun | SubRun],
         reply: str | None,
         detail: str,
         reason: str = "",
@@ -265,7 +287,9 @@ class Parser:
         events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail, pub))
         self._dead = True
 
-    def _fail_max_payload(self, events: list[Event | Pub | PubRun], pub: Pub | None = None) -> None:
+    def _fail_max_payload(
+        self, events: list[Event | Pub | PubRun | SubRun], pub: Pub | None = None
+    ) -> None:
         self._fail(
             events,
             errors.MAXIMUM_PAYLOAD_VIOLATION,
@@ -274,7 +298,7 @@ class Parser:
             pub,
         )
 
-    def _fail_control_line(self, events: list[Event | Pub | PubRun]) -> None:
+    def _fail_control_line(self, events: list[Event | Pub | PubRun | SubRun]) -> None:
         self._fail(
             events,
             errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
@@ -282,7 +306,7 @@ class Parser:
             CloseReason.MAX_CONTROL_LINE_EXCEEDED,
         )
 
-    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub | PubRun]) -> None:
+    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub | PubRun | SubRun]) -> None:
         n = len(buf)
         append = events.append
         # The last PUB control line, whole (`PUB foo 16\r\n`), with what it means: a publisher
@@ -294,6 +318,7 @@ class Parser:
         # The run being read, if any: it goes on while it is the last event and the line is
         # its line.
         run: PubRun | None = None
+        sub_run: SubRun | None = None  # the same for SUBs
         while pos < n:
             # Compared as slices: compiled, `buf.startswith(x, pos)` is a method call by name
             # with a boxed position (a thousand instructions); a slice and a compare are not.
@@ -388,7 +413,7 @@ class Parser:
                     if pos < 0:
                         return
                     continue
-                if arg.find(b"\r") >= 0:
+                if arg[-1] == 0x0D or arg.find(b"\r") >= 0:  # not `in`: see SUB below
                     arg = arg[:-1]
                 if len(arg) > self._max_control_line:
                     self._fail_control_line(events)
@@ -398,20 +423,34 @@ class Parser:
                     return
                 continue
             if buf[pos : pos + 4] == b"SUB ":
-                # Second fast path: clients subscribe in bursts (100k SUBs on start-up).
-                arg = buf[pos + 4 : nl]
-                if b"\r" in arg:
-                    arg = arg[:-1]
-                # bytes.split() would also split on \v and \f, which Go keeps in tokens.
-                odd_space = b"\x0b" in arg or b"\x0c" in arg
-                args = split_sub_args(arg) if odd_space else arg.split()
+                # Second fast path: clients subscribe in bursts (100k SUBs on start-up). No
+                # `in` on bytes here: `b"\r" in arg` first tries the needle as an integer and
+                # builds a TypeError to discard (2,000 instructions a test, callgrind).
+                if buf[nl - 1] == 0x0D:  # CRLF: nats-server drops the CR
+                    arg = buf[pos + 4 : nl - 1]
+                else:
+                    arg = buf[pos + 4 : nl]
+                    if arg.find(b"\r") >= 0:  # a CR anywhere: the last byte goes
+                        arg = arg[:-1]
+                args = arg.split()
                 nargs = len(args)
-                if nargs == 2 and len(arg) <= self._max_control_line:
-                    append(Sub(args[0], b"", args[1]))
-                    pos = nl + 1
-                    continue
-                if nargs == 3 and len(arg) <= self._max_control_line:
-                    append(Sub(args[0], args[1], args[2]))
+                # bytes.split() also splits on \v and \f, which Go keeps in tokens: unless
+                # the arguments are split by single spaces or tabs, look for them.
+                if not _plain_split(arg, args) and (
+                    arg.find(b"\x0b") >= 0 or arg.find(b"\x0c") >= 0
+                ):
+                    args = split_sub_args(arg)
+                    nargs = len(args)
+                if (nargs == 2 or nargs == 3) and len(arg) <= self._max_control_line:
+                    if runs:
+                        if sub_run is None or events[-1] is not sub_run:
+                            sub_run = SubRun()
+                            append(sub_run)
+                        sub_run.args.append(args)
+                    elif nargs == 2:
+                        append(Sub(args[0], b"", args[1]))
+                    else:
+                        append(Sub(args[0], args[1], args[2]))
                     pos = nl + 1
                     continue
             pos = self._parse_line(buf, pos, nl, events)
@@ -419,7 +458,7 @@ class Parser:
                 return
 
     def _parse_pub_line(
-        self, line: bytes, events: list[Event | Pub | PubRun]
+        self, line: bytes, events: list[Event | Pub | PubRun | SubRun]
     ) -> tuple[bytes, bytes, int, bytes, bytes] | None:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
         # nats-server drops the last byte of the argument when a CR appeared anywhere in it.
@@ -441,7 +480,7 @@ class Parser:
         return entry
 
     def _split_pub(
-        self, arg: bytes, events: list[Event | Pub | PubRun]
+        self, arg: bytes, events: list[Event | Pub | PubRun | SubRun]
     ) -> tuple[bytes, bytes, int, bytes] | None:
         """Subject, reply, size and the size as written, of a PUB argument; None after an
         error (nats-server's processPub)."""
@@ -465,7 +504,7 @@ class Parser:
         buf: bytes,
         start: int,
         pub: tuple[bytes, bytes, int, int, bytes, bytes, bytes],
-        events: list[Event | Pub | PubRun],
+        events: list[Event | Pub | PubRun | SubRun],
     ) -> None:
         rest = buf[start:]
         size = pub[2]
@@ -475,7 +514,7 @@ class Parser:
         self._pending_pub = pub
         self._payload = bytearray(rest)
 
-    def _keep_partial(self, partial: bytes, events: list[Event | Pub | PubRun]) -> None:
+    def _keep_partial(self, partial: bytes, events: list[Event | Pub | PubRun | SubRun]) -> None:
         """An incomplete line: reject it early when nats-server would, else keep it."""
         head = partial[:8].upper()
         found = _classify(head)
@@ -502,7 +541,9 @@ class Parser:
             return
         self._partial = partial
 
-    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Event | Pub | PubRun]) -> int:
+    def _parse_line(
+        self, buf: bytes, pos: int, nl: int, events: list[Event | Pub | PubRun | SubRun]
+    ) -> int:
         """Handle one complete line other than the fast-path PUB. Returns the next position, or
         -1 when parsing must stop (error, or waiting for a payload)."""
         found = _classify(buf[pos : min(pos + 8, nl)].upper())
@@ -578,7 +619,12 @@ class Parser:
         return nl + 1
 
     def _parse_pub(
-        self, buf: bytes, nl: int, arg: bytes, has_headers: bool, events: list[Event | Pub | PubRun]
+        self,
+        buf: bytes,
+        nl: int,
+        arg: bytes,
+        has_headers: bool,
+        events: list[Event | Pub | PubRun | SubRun],
     ) -> int:
         header_size = -1
         header_text = b""

@@ -41,7 +41,7 @@ from pynatsd.protocol.frames import (
     no_responders_frame,
 )
 from pynatsd.protocol.parser import Parser
-from pynatsd.protocol.runs import PubRun
+from pynatsd.protocol.runs import PubRun, SubRun
 from pynatsd.server import msgtrace
 from pynatsd.server.connect import (
     PRE_CONNECT_OPTIONS,
@@ -62,6 +62,7 @@ from pynatsd.server.reserved import (
     is_reserved_reply,
     is_reserved_subject,
 )
+from pynatsd.server.subscribe import subscribe_run
 from pynatsd.server.subscription import Subscription
 from pynatsd.subjects import is_valid_literal_subject_bytes
 from pynatsd.sublist import InvalidSubjectError
@@ -184,7 +185,7 @@ class ClientSession:
         # A user JWT's `name` ($SYS.REQ.USER.INFO's user_name).
         self.name_tag = ""
         self._auth_waiting = False
-        self._stashed: list[Event | Pub | PubRun] = []
+        self._stashed: list[Event | Pub | PubRun | SubRun] = []
         self.plans = PlanCache()
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
         self._careful_pub = True
@@ -222,7 +223,7 @@ class ClientSession:
 
     # -- events from the parser ------------------------------------------------------------------
 
-    def handle_events(self, events: list[Event | Pub | PubRun]) -> None:
+    def handle_events(self, events: list[Event | Pub | PubRun | SubRun]) -> None:
         """Handle one read's events, then settle the planned deliveries' statistics. The
         messages whose lines have a valid plan go through the compiled loop of
         `PlanCache.send_events`; the rest one by one."""
@@ -245,8 +246,8 @@ class ClientSession:
                 self._process_pub(ev)  # type: ignore[arg-type]
             elif kind is PubRun:
                 self._process_run(ev)  # type: ignore[arg-type]
-            elif kind is Sub:  # clients subscribe in bursts (100k at start-up)
-                self._process_sub(ev)  # type: ignore[arg-type]
+            elif kind is SubRun:  # clients subscribe in bursts (100k at start-up)
+                subscribe_run(self, ev)  # type: ignore[arg-type]
             else:
                 self._process_event(cast(Event, ev))
                 if self._auth_waiting:

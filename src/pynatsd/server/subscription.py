@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.auth import PermissionChecker
 from pynatsd.server.delivery import Stats
 
+# The base class is compiled with the SUB path (server/subscribe.py); its subclasses here are
+# interpreted and override its class-level flags.
+from pynatsd.server.subscribe import Subscription as Subscription
+
 if TYPE_CHECKING:
     from pynatsd.protocol.events import Pub
     from pynatsd.server.client import Client
@@ -24,64 +28,6 @@ if TYPE_CHECKING:
 InternalCallback = Callable[["InternalSubscription", "Client | None", "Pub"], None]
 # An internal receiver may do anything; it never has permissions to check per message.
 _NO_PERMISSIONS = PermissionChecker(None)
-
-
-class Subscription:
-    """One SUB of one client. `subject`/`queue` are str for the SubList; the wire forms are kept
-    as bytes so delivery never re-encodes."""
-
-    __slots__ = (
-        "callback",
-        "client",
-        "closed",
-        "delivered",
-        "max_msgs",
-        "queue",
-        "queue_bytes",
-        "sid",
-        "subject",
-        "subject_bytes",
-    )
-
-    # True for the interest of another server (`RemoteSubscription`): fan_out sends such a
-    # server one message however many of its subscriptions match.
-    remote = False
-    # True for the interest of a leaf connection (`LeafSubscription`, always remote too): such
-    # a member of a queue group is picked only when no member here or across a route is.
-    leaf = False
-    # True for what our own hub told us on a leaf connection we dialed: routes and gateways
-    # are never told of it (nats-server's processLeafSub on a spoke).
-    from_hub = False
-    # True for the interest of another cluster, through a gateway: a queue group's member
-    # there is picked only when the group has none in this cluster (nor on a leaf).
-    gateway = False
-
-    def __init__(
-        self,
-        client: Any,
-        subject: bytes,
-        queue: bytes,
-        sid: bytes,
-        subject_text: str | None = None,
-        queue_text: str | None = None,
-    ) -> None:
-        self.client: Receiver = client
-        self.subject_bytes = subject
-        self.subject = (
-            subject.decode("utf-8", "surrogateescape") if subject_text is None else subject_text
-        )
-        self.queue_bytes = queue
-        if queue_text is None and queue:
-            queue_text = queue.decode("utf-8", "surrogateescape")
-        self.queue: str | None = queue_text
-        self.sid = sid
-        self.max_msgs = 0  # auto-unsubscribe after this many deliveries; 0 = no limit
-        self.delivered = 0
-        self.closed = False
-        self.callback: InternalCallback | None = None
-
-    def __repr__(self) -> str:
-        return f"<Subscription {self.subject!r} q={self.queue!r} sid={self.sid!r}>"
 
 
 class InternalClient:
@@ -111,7 +57,7 @@ class InternalClient:
         stats = self.stats  # Stats.sent, inlined: once per message
         stats.out_msgs += 1
         stats.out_bytes += len(msg[2])  # the payload
-        sub.callback(sub, publisher, msg)  # type: ignore[arg-type]
+        sub.callback(sub, publisher, msg)
 
     def unsubscribe(self, sub: Subscription) -> None:
         if not sub.closed:
@@ -122,13 +68,14 @@ class InternalClient:
 class InternalSubscription(Subscription):
     # traced: the callback for a traced message (server/msgtrace.py), for the subscriptions
     # that report into a trace (a stream capturing a subject); None: the plain callback.
-    __slots__ = ("traced",)
+    __slots__ = ("callback", "traced")
 
     def __init__(
         self, owner: InternalClient, subject: str, callback: InternalCallback, queue: str = ""
     ) -> None:
         super().__init__(owner, subject.encode(), queue.encode(), b"")
-        self.callback = callback
+        # This class's slot, in front of the base's class variable (None).
+        self.callback: InternalCallback = callback  # type: ignore[misc]
         self.traced: TracedCallback | None = None
 
 
@@ -185,4 +132,6 @@ class LeafSubscription(RemoteSubscription):
         # nats-server's key of a leaf subscription: the LS+ arguments without the weight.
         self.sid = subject + b" " + queue if queue else subject
         self.queue_weight = queue_weight
-        self.from_hub = from_hub
+        # This class's slot, in front of the base's class variable (a compiled class's flags
+        # are class variables: see server/subscribe.py).
+        self.from_hub = from_hub  # type: ignore[misc]
