@@ -181,3 +181,63 @@ async def test_acks_reach_the_consumer_through_a_shared_result(tmp_path: Path, b
             assert (info.num_ack_pending, info.ack_floor.stream_seq) == (0, 300)
         finally:
             await nc.close()
+
+
+async def _mixed_acks_in_one_write(url: str) -> dict[str, Any]:
+    """Ten fetched messages answered in one burst that the server reads at once (a consumer
+    then takes the acks as a run): +ACK, an empty body, -NAK, +WPI, +TERM, an ack twice,
+    acks that ask for a reply (one beyond what was delivered), and one left pending. What
+    the replies, the consumer's state and the next fetch show."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        msgs = await _fetched(js, 10)
+        replies: list[bytes] = []
+
+        async def keep(msg: Any) -> None:
+            replies.append(msg.data)
+
+        inbox = "answers"
+        await nc.subscribe(inbox, cb=keep)
+        await nc.flush()
+        tokens = msgs[9].reply.split(".")
+        tokens[5] = tokens[6] = "99"  # stream and delivery sequence 99: never delivered
+        beyond = ".".join(tokens)
+        # No await that yields between these: nats-py sends them in one write.
+        bodies = [b"+ACK", b"", b"-NAK", b"+WPI", b"+TERM gone", b"+ACK", b"+ACK"]
+        for msg, body in zip(msgs, bodies, strict=False):
+            await nc.publish(msg.reply, body)
+        await nc.publish(msgs[5].reply, b"+ACK")  # again
+        await nc.publish(msgs[8].reply, b"+ACK", reply=inbox)
+        await nc.publish(beyond, b"+ACK", reply=inbox)
+        await nc.publish(msgs[9].reply, b"", reply=inbox)
+        await nc.flush()
+        for _ in range(50):
+            if len(replies) >= 2:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        info = await js.consumer_info("S", "C")
+        state = {
+            "replies": replies,
+            "pending": info.num_ack_pending,
+            "floor": (info.ack_floor.stream_seq, info.ack_floor.consumer_seq),
+            "redelivered": info.num_redelivered,
+        }
+        psub = await js.pull_subscribe("s", durable="C")
+        again = await psub.fetch(5, timeout=1)
+        state["again"] = sorted(m.data for m in again)
+        return state
+    finally:
+        await nc.close()
+
+
+async def test_a_run_of_mixed_acks_does_what_it_does_on_nats_server(tmp_path: Path) -> None:
+    require_nats_server()
+    async with go_server(tmp_path / "go") as url:
+        expected = await _mixed_acks_in_one_write(url)
+    async with py_server(tmp_path / "py") as url:
+        got = await _mixed_acks_in_one_write(url)
+    assert expected["replies"] == [b"", b""]  # the ack beyond what was delivered: silent
+    assert expected["again"] == [b"m2"]  # the NAK'd one; m3 (+WPI) and m7 still wait
+    assert got == expected

@@ -41,9 +41,9 @@ class Consumer(ConsumerReset):
         if self.config.ack_policy != "none":
             # As nats-server: an ack-none consumer does not listen for acks at all (an ack sent
             # as a request then gets "no responders").
-            self._subs.append(
-                InternalSubscription(self._owner, f"$JS.ACK.{stream}.{name}.>", self._on_ack)
-            )
+            acks = InternalSubscription(self._owner, f"$JS.ACK.{stream}.{name}.>", self._on_ack)
+            acks.run = self._on_acks
+            self._subs.append(acks)
         for api in self.ajs.api_prefixes():
             self._subs.append(
                 InternalSubscription(

@@ -227,6 +227,70 @@ class AckTracker(ConsumerState):
         if reply and not skip_reply:
             self.ajs.reply(reply.decode("utf-8", "surrogateescape"), b"")
 
+    def _on_acks(self, sub: InternalSubscription, publisher: Client | None, evs: list[Pub]) -> None:
+        """A client's run of acks from one read (ClientSession._process_acks), in order, with
+        the effect of `_on_ack` on each. The usual one (`+ACK` or an empty body, explicit
+        policy, a limits stream) is `ack` inlined, and what `ack` schedules after each (the
+        state write, the signal to the pump, the inactivity countdown) is scheduled once at
+        the end: all three only schedule work for the event loop, so once is the same. Any
+        other goes through `_on_ack`."""
+        config = self.config
+        if config.ack_policy != "explicit" or self.stream.config.retention != "limits":
+            for ev in evs:
+                self._on_ack(sub, publisher, ev)
+            return
+        pending = self.pending
+        maxp: int = config.max_ack_pending
+        sample = config.sample_freq
+        flow_control = config.flow_control
+        acked = False
+        wake = False
+        for ev in evs:
+            if self.closed:
+                break
+            body: bytes = ev[2]
+            if ev[3] > 0 or not (not body or body == b"+ACK" or body == b"+OK"):
+                self._on_ack(sub, publisher, ev)
+                continue
+            tokens = ev[0].split(b".")
+            if len(tokens) < 9:
+                self._on_ack(sub, publisher, ev)  # not an ack subject: replied to only
+                continue
+            try:
+                dc, sseq, dseq = int(tokens[4]), int(tokens[5]), int(tokens[6])
+            except ValueError:
+                self._on_ack(sub, publisher, ev)
+                continue
+            if not sseq:
+                self._on_ack(sub, publisher, ev)
+                continue
+            # `ack`, inlined (its explicit branch).
+            if sseq >= self.sseq and not flow_control:
+                continue  # beyond what was delivered: not answered
+            if 0 < maxp <= len(pending) or self.waiting:
+                wake = True
+            p = pending.pop(sseq, None)
+            if p is not None:
+                if sample:
+                    advisories.ack_metric(self, dseq, sseq, dc, p.ts)
+                self._acked_floor(p, sseq)
+            if self.rdc:
+                self.rdc.pop(sseq, None)
+            if self.rdqi:
+                self._remove_from_rdq(sseq)
+            acked = True
+            reply: bytes = ev[1]
+            if reply:
+                self.ajs.reply(reply.decode("utf-8", "surrogateescape"), b"")
+        if acked and not self.closed:
+            self.lat = time.time_ns()
+            self.save()
+            if wake:
+                self.signal()
+            if not self.push and self.dthresh > 0 and self._dtmr is not None:
+                self._cancel(self._dtmr)
+                self._dtmr = self.ajs.loop.call_later(self.dthresh / NS, self._delete_not_active)
+
     def ack(self, sseq: int, dseq: int = 0, dc: int = 0, sample: bool = False) -> bool:
         """Go's processAckMsg. Returns whether an acknowledgement with a reply subject is
         answered (nats-server stays silent for an ack beyond what was delivered, and for an
@@ -248,16 +312,7 @@ class AckTracker(ConsumerState):
             if p is not None:
                 if sample and config.sample_freq:
                     advisories.ack_metric(self, dseq, sseq, dc, p.ts)
-                if p.dseq == self.adflr + 1 and pending:
-                    # _move_ack_floor's usual case, inlined: acks in delivery order, the next
-                    # message still pending.
-                    nxt = pending.get(sseq + 1)
-                    if nxt is not None and nxt.dseq > 0:
-                        self.adflr, self.asflr = nxt.dseq - 1, sseq
-                    else:
-                        self._move_ack_floor(p.dseq, sseq)
-                else:
-                    self._move_ack_floor(p.dseq, sseq)
+                self._acked_floor(p, sseq)
                 acked.append(sseq)
             if self.rdc:
                 self.rdc.pop(sseq, None)
@@ -288,6 +343,17 @@ class AckTracker(ConsumerState):
             self._cancel(self._dtmr)
             self._dtmr = self.ajs.loop.call_later(self.dthresh / NS, self._delete_not_active)
         return True
+
+    def _acked_floor(self, p: Pending, sseq: int) -> None:
+        """The ack floor once `p`, the pending message at `sseq`, is acknowledged (explicit
+        policy). _move_ack_floor's usual case first: acks in delivery order, the next message
+        still pending."""
+        if p.dseq == self.adflr + 1 and self.pending:
+            nxt = self.pending.get(sseq + 1)
+            if nxt is not None and nxt.dseq > 0:
+                self.adflr, self.asflr = nxt.dseq - 1, sseq
+                return
+        self._move_ack_floor(p.dseq, sseq)
 
     def _move_ack_floor(self, dseq: int, sseq: int) -> None:
         if not self.pending:

@@ -63,7 +63,7 @@ from pynatsd.server.reserved import (
     is_reserved_subject,
 )
 from pynatsd.server.subscribe import subscribe_run
-from pynatsd.server.subscription import Subscription
+from pynatsd.server.subscription import InternalSubscription, Subscription
 from pynatsd.subjects import is_valid_literal_subject_bytes
 from pynatsd.sublist import InvalidSubjectError
 
@@ -240,6 +240,13 @@ class ClientSession:
                 )
                 if planned > i:
                     i = planned
+                    continue
+            if kind is Pub and not ev[4] and not self._careful_pub:  # type: ignore[index]
+                # A Pub without a line: a JetStream ack. A run of them to one consumer is
+                # handed over at once.
+                done = self._process_acks(events, i)
+                if done > i:
+                    i = done
                     continue
             i += 1
             if kind is Pub:
@@ -529,6 +536,72 @@ class ClientSession:
             return
         self._process_pub_slow(ev)
 
+    def _process_acks(self, events: list[Event | Pub | PubRun | SubRun], i: int) -> int:
+        """The JetStream acks from `events[i]` on that go to one consumer and nowhere else
+        (their shared `match_ack` result is its one subscription, which takes runs): handed to
+        it in one call, in order; returns the index after them, or `i` when there is no such
+        run. What `_process_pub_slow` and `deliver` would check per message holds for the
+        whole run or is checked per message here (no header, so no trace; no reserved reply;
+        a client without mappings or publish permissions to check and not `_careful_pub`),
+        and the statistics are counted as they count them. Anything else stops the run and
+        goes the usual way."""
+        if self.account.mappings is not None or self.perms.publish_restricted:
+            return i
+        plans = self.plans
+        sublist = self.sublist
+        n = len(events)
+        target: InternalSubscription | None = None
+        acks: list[Pub] = []
+        nbytes = 0
+        j = i
+        while j < n:
+            ev = events[j]
+            if type(ev) is not Pub or ev[4] or ev[3] > 0:
+                break
+            subject: bytes = ev[0]
+            reply: bytes = ev[1]
+            if subject[:8] != JS_ACK_PREFIX or (
+                reply and reply.startswith(RESERVED_REPLY_PREFIXES)
+            ):
+                break
+            result = plans.match_ack(sublist, subject)
+            psubs = result.psubs
+            if result.qsubs or len(psubs) != 1:
+                break
+            sub = psubs[0]
+            if target is None:
+                if type(sub) is not InternalSubscription:
+                    return i
+                if sub.run is None:
+                    return i
+                target = sub
+            elif sub is not target:
+                break
+            acks.append(ev)
+            nbytes += len(ev[2])
+            j += 1
+        if target is None:
+            return i
+        stats = self.stats
+        stats.in_msgs += len(acks)
+        stats.in_bytes += nbytes
+        receiver = target.client
+        # `deliver`'s checks: an internal receiver has no permissions and no limit on its
+        # subscription, and is never this client.
+        if target.closed or receiver.closed or target.max_msgs or receiver.perms.watching:
+            # Not delivered: what _process_pub_slow does then (no receiver for the reply).
+            for ev in acks:
+                self._no_receiver(ev)
+            return j
+        target.delivered += len(acks)
+        rstats = receiver.stats
+        rstats.out_msgs += len(acks)
+        rstats.out_bytes += nbytes
+        run = target.run
+        assert run is not None
+        run(target, self, acks)  # type: ignore[arg-type]
+        return j
+
     def _process_run(self, run: PubRun) -> None:
         """Messages repeating one PUB line: once the line has a valid plan, the rest of the
         run goes through it at once (one frame per receiver); until then, one at a time."""
@@ -619,10 +692,15 @@ class ClientSession:
             self.plans.remember(self, ev, result, sublist.genid)
         if (result.psubs or result.qsubs) and fan_out(self, result, ev, trace):
             return
+        self._no_receiver(ev)
+
+    def _no_receiver(self, ev: Pub) -> None:
+        """A message nobody received: a request's "no responders" to a client that asked."""
+        reply: bytes = ev[1]
         if reply and self.no_responders:
-            for sub in sublist.match_bytes(reply).psubs:
+            for sub in self.sublist.match_bytes(reply).psubs:
                 if sub.client is self:
-                    self.outbound.push(no_responders_frame(reply, sub.sid, subject))
+                    self.outbound.push(no_responders_frame(reply, sub.sid, ev[0]))
                     break
 
     def _map_subject(self, ev: Pub, mappings: SubjectMappings, trace: MsgTrace | None) -> Pub:

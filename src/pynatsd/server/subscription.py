@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 # callback(subscription, publishing client or None for the server itself, the message)
 InternalCallback = Callable[["InternalSubscription", "Client | None", "Pub"], None]
+# The same for a client's run of messages, in order (a consumer's acks of one read).
+InternalRunCallback = Callable[["InternalSubscription", "Client | None", "list[Pub]"], None]
 # An internal receiver may do anything; it never has permissions to check per message.
 _NO_PERMISSIONS = PermissionChecker(None)
 
@@ -68,7 +70,9 @@ class InternalClient:
 class InternalSubscription(Subscription):
     # traced: the callback for a traced message (server/msgtrace.py), for the subscriptions
     # that report into a trace (a stream capturing a subject); None: the plain callback.
-    __slots__ = ("callback", "traced")
+    # run: takes a client's run of plain messages at once, as `callback` would one by one (a
+    # consumer's acks; see ClientSession._process_acks); None: one at a time.
+    __slots__ = ("callback", "run", "traced")
 
     def __init__(
         self, owner: InternalClient, subject: str, callback: InternalCallback, queue: str = ""
@@ -77,6 +81,7 @@ class InternalSubscription(Subscription):
         # This class's slot, in front of the base's class variable (None).
         self.callback: InternalCallback = callback  # type: ignore[misc]
         self.traced: TracedCallback | None = None
+        self.run: InternalRunCallback | None = None
 
 
 class RemoteSubscription(Subscription):
