@@ -203,3 +203,43 @@ async def test_message_ids_in_one_write_as_nats_server(tmp_path: Path) -> None:
     assert got["r.9"] == ("duplicate", 5) and got["r.10"] == 6 and got["r.12"] == 7
     assert got["r.6"] == {"err_code": 10060} and got["r.11"] == {"err_code": 10070}
     assert info == {"messages": 7, "first_seq": 1, "last_seq": 7, "num_subjects": 3}
+
+
+async def test_a_window_in_one_read_starts_its_fsync_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1000 publishes in one write: while nothing is being fsynced, the first 200 are
+    stored at once so that their fsync overlaps the parsing of the rest; every publish is
+    still acked, in order, each after an fsync that began after its record was written."""
+    written: list[int] = []  # bytes of each write, in order
+    synced: list[int] = []  # bytes written when each fsync began
+    real_pwrite, real_sync = file_mod._pwrite, file_mod._fdatasync
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        written.append(len(data))
+        return real_pwrite(fd, data, offset)
+
+    def fdatasync(fd: int) -> None:
+        synced.append(sum(written))
+        real_sync(fd)
+
+    async with py_server(tmp_path / "py") as url:
+        client = await with_stream(url)
+        monkeypatch.setattr(file_mod, "_pwrite", pwrite)
+        monkeypatch.setattr(file_mod, "_fdatasync", fdatasync)
+        written.clear()
+        synced.clear()
+        await client.send(b"".join(pub("s.a", f"r.{i}") for i in range(1000)))
+        got = b""
+        while got.count(b"}\r\n") < 1000:
+            got += await client.read_until(b"\r\n", timeout=10)
+        await client.close()
+    acks = [
+        (m.group(1), json.loads(m.group(2)))
+        for m in re.finditer(rb"MSG (r\.\d+) 1 \d+\r\n(.*?)\r\n", got)
+    ]
+    assert acks == [(b"r.%d" % i, {"stream": "S", "seq": i + 1}) for i in range(1000)]
+    # The first write holds at most 200 of the 1000 records (fewer if the read was split);
+    # the first fsync began after it, the last one after every write.
+    assert len(written) >= 2 and written[0] * 5 <= sum(written)
+    assert synced[0] >= written[0] and synced[-1] == sum(written)
