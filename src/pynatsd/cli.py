@@ -19,9 +19,6 @@ from pynatsd.flags import apply_flags
 from pynatsd.options import Options
 from pynatsd.version import __version__
 
-# Seconds a thread may hold the GIL while another waits for it (Python's default is 5 ms).
-SWITCH_INTERVAL = 0.0005
-
 USAGE = """
 Usage: pynatsd [options]
 
@@ -315,13 +312,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     from pynatsd.runner import run
 
-    # The server's own process: hand the GIL over sooner. A JetStream fsync runs in a worker
-    # thread (store/file.py) that needs the GIL once to start and once to hand its result to
-    # the event loop; while the loop is busy, each waited up to the default 5 ms, and every
-    # PubAck waits for them (an fsync of 0.25 ms took 2.4 ms). With no other thread wanting
-    # the GIL the interval costs nothing. Not done for an embedded server: the process is
-    # its host's (docs/jetstream-store.md#durability).
-    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
     return run(opts, warnings, flags, digest)
 
 

@@ -60,11 +60,6 @@ NS = 1_000_000_000
 _MAX_HEADER = 65535
 # Publishes stored in one write at most (more in one turn make several writes).
 _PENDING_MAX = 4096
-# While no fsync is under way, a read's publishes are stored once this many are kept: their
-# fsync then runs while the rest of the read is taken in, and their PubAcks can go out while
-# the rest waits for the next fsync (a window of 1000 16 B publishes comes in one read; as
-# one group, its fsync could only start once all of it was parsed).
-_EARLY_GROUP = 200
 # The queue group of direct get subscriptions (nats-server's dgetGroup, its sysGroup).
 _DIRECT_GET_GROUP = "_sys_"
 
@@ -449,12 +444,9 @@ class Stream:
                 # The common publish: stored with the others of this turn in one write.
                 pending = self._pending
                 pending.append(entry)
-                n = len(pending)
-                if n == 1:
+                if len(pending) == 1:
                     self.ajs.loop.call_soon(self._store_pending)
-                elif n >= _PENDING_MAX or (n == _EARLY_GROUP and not self._mstore.syncing):
-                    # Nothing is being fsynced: store what there is and let its fsync run
-                    # while the rest of this read is taken in (it joins the next fsync).
+                elif len(pending) >= _PENDING_MAX:
                     self._store_pending()
                 return
         if self._pending:

@@ -195,11 +195,6 @@ class StoreCore:
         """No limit to check or apply when storing: ``store_msgs`` may be used."""
         return self._unlimited
 
-    @property
-    def syncing(self) -> bool:
-        """An fsync of earlier writes is under way (the file store's group commit)."""
-        return False
-
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError()

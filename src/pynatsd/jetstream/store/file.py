@@ -985,10 +985,6 @@ class FileStore(StoreCore):
         if not self._sync_inflight:
             self._start_sync()
 
-    @property
-    def syncing(self) -> bool:
-        return self._sync_inflight
-
     def _dirty_fds(self) -> tuple[list[int], bool]:
         fds = []
         for seg in self._segs.values():
