@@ -32,13 +32,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import bcrypt
-from cryptography import x509
 
-from pynatsd.auth import certs
 from pynatsd.auth.jwt import (
     AccountClaims,
     JwtError,
@@ -53,6 +51,13 @@ from pynatsd.auth.jwt import (
 from pynatsd.auth.keys import decode_signature, is_valid_public_key, verify_signature
 from pynatsd.options import NO_LIMIT, AccountConfig, Options, Permissions, User
 from pynatsd.subjects import is_valid_subject
+
+if TYPE_CHECKING:
+    # Certificates are read only for `verify_and_map`: cryptography's x509 takes a tenth of a
+    # second to import, which every start-up would otherwise pay.
+    from cryptography import x509
+
+    from pynatsd.auth import certs
 
 __all__ = ["CONNECTION_TYPES", "AuthResult", "Authenticator", "is_bcrypt"]
 
@@ -146,6 +151,8 @@ class Authenticator:
                 self._users[user.username] = user
         self._user_dns: list[tuple[str, certs.DN]] = []
         if self._tls_map or (options.mqtt is not None and options.mqtt.tls_map):
+            from pynatsd.auth import certs
+
             for name in self._users:
                 dn = certs.parse_dn(name)
                 if dn is not None:
@@ -341,6 +348,8 @@ class Authenticator:
     def _user_from_cert(self, cert: x509.Certificate | bytes | None, conn_type: str) -> User:
         if cert is None:
             raise _Reject("user required in certificate, no peer certificate")
+        from pynatsd.auth import certs
+
         try:
             certificate = certs.load_certificate(cert)
         except ValueError:
