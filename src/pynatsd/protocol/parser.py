@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeAlias
 
 from pynatsd.protocol import errors
 from pynatsd.protocol.errors import CloseReason
@@ -33,6 +33,9 @@ from pynatsd.protocol.events import (
     make_pub,
 )
 from pynatsd.protocol.runs import PubRun, SubRun
+
+# What a feed gives: events, with the fast paths' PUBs and runs of PUBs and SUBs.
+Parsed: TypeAlias = Event | Pub | PubRun | SubRun
 
 _SPACE_TAB = b" \t"
 # The subjects of JetStream's acks (`$JS.ACK.<stream>.<consumer>.<sequences...>`).
@@ -224,8 +227,8 @@ class Parser:
     def dead(self) -> bool:
         return self._dead
 
-    def feed(self, data: bytes) -> list[Event | Pub | PubRun | SubRun]:
-        events: list[Event | Pub | PubRun | SubRun] = []
+    def feed(self, data: bytes) -> list[Parsed]:
+        events: list[Parsed] = []
         if self._dead or not data:
             return events
         if self._pending_pub is not None:
@@ -248,7 +251,7 @@ class Parser:
 
     # -- payloads split over reads -------------------------------------------------------------
 
-    def _continue_payload(self, data: bytes, events: list[Event | Pub | PubRun | SubRun]) -> int:
+    def _continue_payload(self, data: bytes, events: list[Parsed]) -> int:
         """Collect payload bytes: the position in `data` after the payload's CRLF once it is
         complete, else -1. Only the payload's own bytes are copied, never the rest of the
         read (a large read that completes a split payload would otherwise be copied whole)."""
@@ -277,7 +280,7 @@ class Parser:
 
     def _fail(
         self,
-        events: list[Event | Pub | PubRun | SubRun],
+        events: list[Parsed],
         reply: str | None,
         detail: str,
         reason: str = "",
@@ -287,9 +290,7 @@ class Parser:
         events.append(ProtocolError(reply, reason or CloseReason.PROTOCOL_VIOLATION, detail, pub))
         self._dead = True
 
-    def _fail_max_payload(
-        self, events: list[Event | Pub | PubRun | SubRun], pub: Pub | None = None
-    ) -> None:
+    def _fail_max_payload(self, events: list[Parsed], pub: Pub | None = None) -> None:
         self._fail(
             events,
             errors.MAXIMUM_PAYLOAD_VIOLATION,
@@ -298,7 +299,7 @@ class Parser:
             pub,
         )
 
-    def _fail_control_line(self, events: list[Event | Pub | PubRun | SubRun]) -> None:
+    def _fail_control_line(self, events: list[Parsed]) -> None:
         self._fail(
             events,
             errors.MAXIMUM_CONTROL_LINE_EXCEEDED,
@@ -306,7 +307,7 @@ class Parser:
             CloseReason.MAX_CONTROL_LINE_EXCEEDED,
         )
 
-    def _parse(self, buf: bytes, pos: int, events: list[Event | Pub | PubRun | SubRun]) -> None:
+    def _parse(self, buf: bytes, pos: int, events: list[Parsed]) -> None:
         n = len(buf)
         append = events.append
         # The last PUB control line, whole (`PUB foo 16\r\n`), with what it means: a publisher
@@ -458,7 +459,7 @@ class Parser:
                 return
 
     def _parse_pub_line(
-        self, line: bytes, events: list[Event | Pub | PubRun | SubRun]
+        self, line: bytes, events: list[Parsed]
     ) -> tuple[bytes, bytes, int, bytes, bytes] | None:
         """Subject, reply and size of a PUB argument (memoised), or None after an error."""
         # nats-server drops the last byte of the argument when a CR appeared anywhere in it.
@@ -480,7 +481,7 @@ class Parser:
         return entry
 
     def _split_pub(
-        self, arg: bytes, events: list[Event | Pub | PubRun | SubRun]
+        self, arg: bytes, events: list[Parsed]
     ) -> tuple[bytes, bytes, int, bytes] | None:
         """Subject, reply, size and the size as written, of a PUB argument; None after an
         error (nats-server's processPub)."""
@@ -504,7 +505,7 @@ class Parser:
         buf: bytes,
         start: int,
         pub: tuple[bytes, bytes, int, int, bytes, bytes, bytes],
-        events: list[Event | Pub | PubRun | SubRun],
+        events: list[Parsed],
     ) -> None:
         rest = buf[start:]
         size = pub[2]
@@ -514,7 +515,7 @@ class Parser:
         self._pending_pub = pub
         self._payload = bytearray(rest)
 
-    def _keep_partial(self, partial: bytes, events: list[Event | Pub | PubRun | SubRun]) -> None:
+    def _keep_partial(self, partial: bytes, events: list[Parsed]) -> None:
         """An incomplete line: reject it early when nats-server would, else keep it."""
         head = partial[:8].upper()
         found = _classify(head)
@@ -541,9 +542,7 @@ class Parser:
             return
         self._partial = partial
 
-    def _parse_line(
-        self, buf: bytes, pos: int, nl: int, events: list[Event | Pub | PubRun | SubRun]
-    ) -> int:
+    def _parse_line(self, buf: bytes, pos: int, nl: int, events: list[Parsed]) -> int:
         """Handle one complete line other than the fast-path PUB. Returns the next position, or
         -1 when parsing must stop (error, or waiting for a payload)."""
         found = _classify(buf[pos : min(pos + 8, nl)].upper())
@@ -624,7 +623,7 @@ class Parser:
         nl: int,
         arg: bytes,
         has_headers: bool,
-        events: list[Event | Pub | PubRun | SubRun],
+        events: list[Parsed],
     ) -> int:
         header_size = -1
         header_text = b""

@@ -40,7 +40,7 @@ from pynatsd.protocol.frames import (
     msg_head,
     no_responders_frame,
 )
-from pynatsd.protocol.parser import Parser
+from pynatsd.protocol.parser import Parsed, Parser
 from pynatsd.protocol.runs import PubRun, SubRun
 from pynatsd.server import msgtrace
 from pynatsd.server.connect import (
@@ -185,7 +185,7 @@ class ClientSession:
         # A user JWT's `name` ($SYS.REQ.USER.INFO's user_name).
         self.name_tag = ""
         self._auth_waiting = False
-        self._stashed: list[Event | Pub | PubRun | SubRun] = []
+        self._stashed: list[Parsed] = []
         self.plans = PlanCache()
         # True when a PUB needs more than a planned delivery (trace, pedantic, verbose).
         self._careful_pub = True
@@ -223,7 +223,7 @@ class ClientSession:
 
     # -- events from the parser ------------------------------------------------------------------
 
-    def handle_events(self, events: list[Event | Pub | PubRun | SubRun]) -> None:
+    def handle_events(self, events: list[Parsed]) -> None:
         """Handle one read's events, then settle the planned deliveries' statistics. The
         messages whose lines have a valid plan go through the compiled loop of
         `PlanCache.send_events`; the rest one by one."""
@@ -536,7 +536,7 @@ class ClientSession:
             return
         self._process_pub_slow(ev)
 
-    def _process_acks(self, events: list[Event | Pub | PubRun | SubRun], i: int) -> int:
+    def _process_acks(self, events: list[Parsed], i: int) -> int:
         """The JetStream acks from `events[i]` on that go to one consumer and nowhere else
         (their shared `match_ack` result is its one subscription, which takes runs): handed to
         it in one call, in order; returns the index after them, or `i` when there is no such
