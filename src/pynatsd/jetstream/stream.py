@@ -224,6 +224,7 @@ class Stream:
         for subject in self.config.subjects:
             sub = InternalSubscription(self._owner, subject, self._on_message)
             sub.traced = self._on_traced_message
+            sub.take_line = self._on_line
             sublist.insert(sub)
             self._subs.append(sub)
         # As nats-server: the stream itself answers its direct gets, so a get for a stream
@@ -484,6 +485,33 @@ class Stream:
         # Only a counter stream has a total: one cheap test for every other PubAck.
         self.queue_ack(reply, ack + (self._counter_ack_end() if self.counter_total else b"}"), seq)
 
+    def _on_line(
+        self, sub: InternalSubscription, subject: bytes, reply: bytes, tails: list[bytes]
+    ) -> None:
+        """Messages of one PUB line (no header; each payload with its CRLF), handed over by a
+        publisher's delivery plan: what `_on_message` does with each, in order. Those it
+        would keep for the turn's group are kept at once."""
+        if self.closed:
+            return
+        if (
+            self._batchable
+            and len(tails[0]) - 2 <= self._max_payload  # a line's payloads are one size
+            and not (reply and reply[-1] == 73)  # a fast-ingest batch (".$FI")
+            and not self._dedupe_next
+            and not self.ajs.storage_limited
+        ):
+            pending = self._pending
+            if not pending:
+                self.ajs.loop.call_soon(self._store_pending)
+            pending.extend([(subject, reply, b"", tail[:-2], "") for tail in tails])
+            if len(pending) >= _PENDING_MAX:
+                self._store_pending()
+            return
+        for tail in tails:
+            self._on_message(sub, None, Pub(subject, reply, tail[:-2]))
+            if self.closed:
+                return
+
     def _pending_entry(
         self, subject: bytes, reply: bytes, payload: bytes, hs: int
     ) -> tuple[bytes, bytes, bytes, bytes, str] | None:
@@ -534,7 +562,13 @@ class Stream:
             return
         self._pending = []
         self._pending_ids = set()
-        subjects = [p[0].decode("utf-8", "surrogateescape") for p in pending]
+        # One str per distinct subject, the same object for each of its messages (the
+        # store's index then looks each subject up once per run of it).
+        decoded: dict[bytes, str] = {}
+        subjects = [
+            decoded.get(p[0]) or decoded.setdefault(p[0], p[0].decode("utf-8", "surrogateescape"))
+            for p in pending
+        ]
         ack = not self.config.no_ack
         try:
             first, ts = self._mstore.store_msgs(

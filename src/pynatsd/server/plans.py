@@ -5,8 +5,10 @@ pynatsd goes one step further and keeps, per PUB control line, the receivers and
 MSG lines (RMSG lines for another server's interest), valid while the account's SubList
 generation holds. A plan holds only receivers for
 which `server.delivery.deliver` would check nothing per message (no auto-unsubscribe, no
-deny-on-deliver, no internal callback, no trace), so sending through it is the same delivery,
-done without the checks.
+deny-on-deliver, no trace), so sending through it is the same delivery, done without the
+checks. An internal receiver is planned when its subscription takes a line's messages at once
+(`InternalSubscription.take_line`: a stream capturing the subject), for a line without a
+header: it is handed the line's subject, reply and payloads instead of frames.
 
 Compiled by mypyc (native.COMPILED_MODULES): `PlanCache.send` and `PlanCache.send_run` are the
 per-message path of every planned publish, `send_run` taking a whole run of messages with one
@@ -43,7 +45,18 @@ class Plan:
     receivers are counted here and added to their statistics once per read (`settle`), not once
     per message and receiver."""
 
-    __slots__ = ("count", "genid", "groups", "nbytes", "rr", "sublist", "targets")
+    __slots__ = (
+        "count",
+        "genid",
+        "groups",
+        "internal",
+        "nbytes",
+        "reply",
+        "rr",
+        "subject",
+        "sublist",
+        "targets",
+    )
 
     def __init__(
         self,
@@ -51,6 +64,9 @@ class Plan:
         targets: tuple[Target, ...],
         groups: tuple[tuple[Target, ...], ...],
         sublist: SubList[Any] | None = None,
+        internal: tuple[Any, ...] = (),
+        subject: bytes = b"",
+        reply: bytes = b"",
     ) -> None:
         self.genid = genid
         # The SubList whose generation `genid` is, for a connection whose lines belong to
@@ -58,6 +74,11 @@ class Plan:
         self.sublist = sublist
         self.targets = targets
         self.groups = groups
+        # Internal subscriptions that take the line's messages (`take_line`), and the line's
+        # subject and reply they are handed.
+        self.internal = internal
+        self.subject = subject
+        self.reply = reply
         self.count = 0
         self.nbytes = 0
         # The queue groups' turn: message k of this line goes to member (rr + k) % members.
@@ -67,6 +88,9 @@ class Plan:
         count, nbytes = self.count, self.nbytes
         self.count = self.nbytes = 0
         for _, sub, _ in self.targets:
+            sub.delivered += count
+            sub.client.stats.sent(count, nbytes)
+        for sub in self.internal:
             sub.delivered += count
             sub.client.stats.sent(count, nbytes)
 
@@ -90,6 +114,8 @@ class Plan:
             sub.delivered += 1
             sub.client.stats.sent(1, size)
             outbound.queue_message(head, tail, dirty)
+        for sub in self.internal:
+            sub.take_line(sub, self.subject, self.reply, [tail])
 
     def send_run(
         self, tails: list[bytes], size: int, dirty: list[Outbound], touched: list[Plan]
@@ -126,6 +152,8 @@ class Plan:
                 sub.delivered += taken
                 sub.client.stats.sent(taken, taken * size)
                 outbound.queue(head + head.join(mine), dirty)
+        for sub in self.internal:
+            sub.take_line(sub, self.subject, self.reply, tails)
 
 
 class PlanCache:
@@ -188,7 +216,9 @@ class PlanCache:
         each is a plain `Pub` or `PubRun` whose line has a plan valid for the SubList
         generation `genid`, and count them into the publisher's `stats`: the index of the
         first event left to the caller (every check of the slow path was made when the plan
-        was). The per-message loop of a publisher, compiled."""
+        was). The per-message loop of a publisher, compiled. It stops after a plan with an
+        internal receiver, whose work (a stream storing) may change the SubList: the caller
+        reads its generation again."""
         i = start
         n = len(events)
         msgs = 0
@@ -208,6 +238,9 @@ class PlanCache:
                 plan.send(payload, dirty, touched)
                 msgs += 1
                 nbytes += len(payload)
+                if plan.internal:
+                    i += 1
+                    break
             elif kind is PubRun:
                 run: PubRun = ev
                 line = run.line
@@ -219,6 +252,9 @@ class PlanCache:
                 plan.send_run(tails, size, dirty, touched)
                 msgs += len(tails)
                 nbytes += len(tails) * size
+                if plan.internal:
+                    i += 1
+                    break
             else:
                 break
             i += 1
@@ -280,12 +316,16 @@ class PlanCache:
         result: Any,
         genid: int,
         sublist: SubList[Any] | None = None,
+        needs_receiver: bool = False,
     ) -> None:
         """Cache the receivers of a plain PUB line (`ev`, a `Pub`; `result`, its
-        `SubListResult`): every plain subscriber, and the members of each queue group to pick
-        from; no plan when any receiver needs a check per message. A line without receivers
-        gets a plan too, with nobody in it: the message is only counted."""
+        `SubListResult`): every plain subscriber, the internal ones that take a line's
+        messages at once, and the members of each queue group to pick from; no plan when any
+        receiver needs a check per message. A line without receivers gets a plan too, with
+        nobody in it: the message is only counted; unless `needs_receiver` (a request whose
+        publisher wants "no responders" when nobody gets it)."""
         receivers: list[Target] = []
+        internal: list[Any] = []
         remotes: set[Any] = set()
         for sub in result.psubs:
             if sub.remote:
@@ -306,6 +346,9 @@ class PlanCache:
                     receivers.append(_remote_target(sub, ev))
                 continue
             if not _plannable(sub):
+                if ev.header_size < 0 and _takes_line(sub):
+                    internal.append(sub)
+                    continue
                 return
             if sub.client is publisher and not publisher.echo:
                 continue
@@ -322,6 +365,8 @@ class PlanCache:
                 members.append(_target(sub, ev))
             if members:
                 groups.append(tuple(members))
+        if needs_receiver and not (receivers or internal or groups):
+            return
         by_line = self.by_line
         self.last_line = b""
         if len(by_line) >= PLAN_CACHE_SIZE:
@@ -329,7 +374,9 @@ class PlanCache:
         # Receivers with the same MSG line next to each other: `Plan.send_run` builds their
         # frame once.
         receivers.sort(key=_head_of)
-        by_line[ev.line] = Plan(genid, tuple(receivers), tuple(groups), sublist)
+        by_line[ev.line] = Plan(
+            genid, tuple(receivers), tuple(groups), sublist, tuple(internal), ev.subject, ev.reply
+        )
 
 
 def _shared_by_prefix(sublist: Any, prefix: bytes) -> bool:
@@ -368,6 +415,19 @@ def _plannable(sub: Any) -> bool:
         and sub.callback is None
         and receiver.plain
         and receiver.outbound is not None
+    )
+
+
+def _takes_line(sub: Any) -> bool:
+    """An internal subscription that takes a line's messages at once (`take_line`), with
+    nothing `deliver` would check per message: no auto-unsubscribe, no permissions."""
+    return bool(
+        sub.callback is not None
+        and getattr(sub, "take_line", None) is not None
+        and not sub.max_msgs
+        and not sub.closed
+        and not sub.client.closed
+        and not sub.client.perms.watching
     )
 
 

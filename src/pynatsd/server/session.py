@@ -682,14 +682,12 @@ class ClientSession:
         sublist = self.sublist
         # A JetStream ack: a new subject each time, whose result is shared per consumer.
         result = self.plans.match_ack(sublist, subject) if ack else sublist.match_bytes(subject)
-        if (
-            ev[4]  # the PUB line
-            and not self._careful_pub
-            and not (reply and self.no_responders)
-            and self._may_plan(subject)
-        ):
-            # Without receivers too: the line's next messages are only counted.
-            self.plans.remember(self, ev, result, sublist.genid)
+        if ev[4] and not self._careful_pub and self._may_plan(subject):  # ev[4]: the PUB line
+            # Without receivers too, the line's next messages only counted; but a request
+            # that wants "no responders" when nobody gets it is planned only with receivers.
+            self.plans.remember(
+                self, ev, result, sublist.genid, needs_receiver=bool(reply and self.no_responders)
+            )
         if (result.psubs or result.qsubs) and fan_out(self, result, ev, trace):
             return
         self._no_receiver(ev)

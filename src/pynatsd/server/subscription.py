@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 InternalCallback = Callable[["InternalSubscription", "Client | None", "Pub"], None]
 # The same for a client's run of messages, in order (a consumer's acks of one read).
 InternalRunCallback = Callable[["InternalSubscription", "Client | None", "list[Pub]"], None]
+# The messages of one PUB line, in order: (subscription, subject, reply, each payload with its
+# CRLF). No header, one subject and one reply for all; whoever published them.
+InternalLineCallback = Callable[["InternalSubscription", bytes, bytes, "list[bytes]"], None]
 # An internal receiver may do anything; it never has permissions to check per message.
 _NO_PERMISSIONS = PermissionChecker(None)
 
@@ -72,7 +75,11 @@ class InternalSubscription(Subscription):
     # that report into a trace (a stream capturing a subject); None: the plain callback.
     # run: takes a client's run of plain messages at once, as `callback` would one by one (a
     # consumer's acks; see ClientSession._process_acks); None: one at a time.
-    __slots__ = ("callback", "run", "traced")
+    # take_line: takes the messages of one PUB line at once, as `callback` would one by one,
+    # for a receiver to which who published them makes no difference (a stream capturing a
+    # subject): a delivery plan may then hold the subscription (server/plans.py); None: never
+    # planned.
+    __slots__ = ("callback", "run", "take_line", "traced")
 
     def __init__(
         self, owner: InternalClient, subject: str, callback: InternalCallback, queue: str = ""
@@ -82,6 +89,7 @@ class InternalSubscription(Subscription):
         self.callback: InternalCallback = callback  # type: ignore[misc]
         self.traced: TracedCallback | None = None
         self.run: InternalRunCallback | None = None
+        self.take_line: InternalLineCallback | None = None
 
 
 class RemoteSubscription(Subscription):

@@ -468,6 +468,34 @@ def test_store_msgs_is_one_write_and_survives_reopen(
     store.close()
 
 
+def test_store_msgs_writes_the_records_store_msg_writes(tmp_path: Path) -> None:
+    """A batch's records are byte for byte `encode_record`'s: small bodies and large ones
+    (left apart for the write's join), headers, a subject repeated (one str object for a
+    run of it, as a stream hands them) and subjects of other lengths and scripts."""
+    store = open_store(tmp_path)
+    run = "orders.new"
+    subjects = [run] * 5 + ["ü.x", "a", run, "b.c.d.e"] * 3
+    bodies = [b"", b"x", b"y" * 256, b"z" * 257, b"w" * 4000]
+    datas = [bodies[i % len(bodies)] + b"%d" % i for i in range(len(subjects))]
+    headers = [HDR if i % 4 == 1 else b"" for i in range(len(subjects))]
+    first, ts = store.store_msgs(subjects, headers, datas)
+    store.close()
+    expected = b"".join(
+        file_mod.encode_record(
+            file_mod.KIND_MSG, first + i, ts, first, subject.encode(), header, data
+        )
+        for i, (subject, header, data) in enumerate(zip(subjects, headers, datas, strict=True))
+    )
+    (segment,) = (tmp_path / "msgs").iterdir()
+    assert segment.read_bytes() == expected
+    store = open_store(tmp_path)
+    got = [store.load_msg(first + i) for i in range(len(subjects))]
+    assert [(m.subject, m.header, m.data) for m in got if m is not None] == list(
+        zip(subjects, headers, datas, strict=True)
+    )
+    store.close()
+
+
 @pytest.mark.parametrize("fail_truncate", [False, True])
 def test_store_msgs_on_a_full_disk_stores_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_truncate: bool

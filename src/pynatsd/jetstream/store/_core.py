@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import Any
 
 from pynatsd.subjects import is_literal, match_literal
@@ -37,6 +38,9 @@ from .base import (
 # (subject, ts, size, where): a tuple, not an object, because there is one per stored message
 # and a tuple is the cheapest thing CPython builds (restart time of a 1M-message stream).
 Rec = tuple[str, int, int, Any]
+
+# A record's size (rec[2]).
+_size_of = itemgetter(2)
 
 # A wildcard filter first walks this many sequences (with a memo of which subjects match): a
 # dense filter finds its next message at once. Only then, if at most _SUBJECT_WALK_LIMIT
@@ -281,22 +285,27 @@ class StoreCore:
         new = self._io_store_batch(first_seq, subjects, headers, datas, ts, floor)
         if not recs:
             self._first = first_seq
+        end = first_seq + len(new)
+        recs.update(zip(range(first_seq, end), new, strict=True))
         index = self._subjects
+        # A stream's batch is mostly runs of one subject (one str object each): its
+        # sequence list is looked up once per run.
+        last: str | None = None
+        seqs: list[int] = []
         seq = first_seq
-        total = 0
         for rec in new:
-            recs[seq] = rec
             subject = rec[0]
-            sl = index.get(subject)
-            if sl is None:
-                index[subject] = SeqList([seq])
-                self._subj_gen += 1
-            else:
-                sl.seqs.append(seq)
-            total += rec[2]
+            if subject is not last:
+                last = subject
+                sl = index.get(subject)
+                if sl is None:
+                    sl = index[subject] = SeqList([])
+                    self._subj_gen += 1
+                seqs = sl.seqs
+            seqs.append(seq)
             seq += 1
-        self._bytes += total
-        self._last = seq - 1
+        self._bytes += sum(map(_size_of, new))
+        self._last = end - 1
         self._last_ts = ts
         return first_seq, ts
 

@@ -65,6 +65,11 @@ HDR = struct.Struct("<IIBQqQHII")
 HDR_SIZE = HDR.size  # 43
 # A message record's header after the magic and the CRC (what the CRC covers first).
 _MSG_HEAD = struct.Struct("<BQqQHII")
+# The magic and the CRC in front of a record.
+_MAGIC_CRC = struct.Struct("<II")
+# A body larger than this is not copied into its record when a batch is written (see
+# _io_store_batch): it goes to the write's join as it is.
+_BODY_APART = 256
 KIND_MSG = 0
 KIND_TOMBS = 1
 KIND_FLOOR = 2
@@ -83,6 +88,20 @@ _fdatasync = os.fdatasync
 
 _executor_lock = threading.Lock()
 _executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+# _MSG_HEAD followed by a subject of a given length, by that length (_head_with_subject).
+_HEADS_WITH_SUBJECT: dict[int, Any] = {}
+
+
+def _head_with_subject(length: int) -> Any:
+    """The pack function of a message record's head and its subject of `length` bytes."""
+    pack = _HEADS_WITH_SUBJECT.get(length)
+    if pack is None:
+        if len(_HEADS_WITH_SUBJECT) >= 256:
+            _HEADS_WITH_SUBJECT.clear()
+        pack = _HEADS_WITH_SUBJECT[length] = struct.Struct(f"<BQqQHII{length}s").pack
+    return pack
 
 
 def _fsync_executor() -> concurrent.futures.ThreadPoolExecutor:
@@ -646,29 +665,47 @@ class FileStore(StoreCore):
         floor: int,
     ) -> list[Rec]:
         """The records of a batch in one write (one segment: a batch may take a segment past
-        ``segment_bytes``, as one large message does)."""
-        records = []
-        pack = _MSG_HEAD.pack
+        ``segment_bytes``, as one large message does). The records are the ones
+        ``encode_record`` makes, built in as few copies as can be: the head with the subject in
+        one pack (the subject encoded once for a run of it), and a large body left apart for
+        the write's join to copy (its CRC continued over it), since each copy of a large bytes
+        object is an allocation outside Python's small-object heap."""
+        parts: list[bytes] = []
+        append = parts.append
+        sizes: list[int] = []
+        magic_crc = _MAGIC_CRC.pack
         crc32 = zlib.crc32
-        u32 = _U32.pack
         seq = first_seq
+        last: str | None = None
+        sb = b""
+        pack: Any = None
         for subject, header, data in zip(subjects, headers, datas, strict=True):
-            sb = subject.encode("utf-8", "surrogateescape")
-            head = pack(KIND_MSG, seq, ts, floor, len(sb), len(header), len(data))
-            checked = head + sb + header + data if header else head + sb + data
-            records.append(MAGIC_BYTES + u32(crc32(checked)) + checked)
+            if subject is not last:
+                last = subject
+                sb = subject.encode("utf-8", "surrogateescape")
+                pack = _head_with_subject(len(sb))
+            head = pack(KIND_MSG, seq, ts, floor, len(sb), len(header), len(data), sb)
+            if header:
+                head += header
+            if len(data) > _BODY_APART:
+                append(magic_crc(MAGIC, crc32(data, crc32(head))) + head)
+                append(data)
+            else:
+                checked = head + data
+                append(magic_crc(MAGIC, crc32(checked)) + checked)
+            # fileStoreMsgSize: 22 + subject + data + 8, and 4 + the header when there is one.
+            sizes.append(8 + len(head) + len(data))
             seq += 1
-        seg, pos = self._append(b"".join(records))
+        seg, pos = self._append(b"".join(parts))
         start = pos
         out: list[Rec] = []
         seg_bits = seg.id << 32
-        for subject, header, rec in zip(subjects, headers, records, strict=True):
-            length = len(rec)
-            # fileStoreMsgSize: 22 + subject + data + 8, and 4 + the header when there is one.
-            size = length - HDR_SIZE + 30 + (4 if header else 0)
+        extra = 30 - HDR_SIZE
+        for subject, header, length in zip(subjects, headers, sizes, strict=True):
+            size = length + extra + 4 if header else length + extra
             out.append((subject, ts, size, (length << 64) | seg_bits | pos))
             pos += length
-        seg.live += len(records)
+        seg.live += len(out)
         seg.live_bytes += pos - start
         if not seg.first_seq:
             seg.first_seq = first_seq
