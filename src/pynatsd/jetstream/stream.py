@@ -561,6 +561,7 @@ class Stream:
         if not pending:
             return
         self._pending = []
+        ids = self._pending_ids  # every Nats-Msg-Id of the group: none, no id to remember
         self._pending_ids = set()
         # One str per distinct subject, the same object for each of its messages (the
         # store's index then looks each subject up once per run of it).
@@ -582,12 +583,13 @@ class Stream:
                         self.reply_error(p[1], error)
             return
         self.last_msg_id = pending[-1][4]
-        seq = first
-        for p in pending:
-            if p[4]:
-                self._msg_ids[p[4]] = (seq, ts)
-                self._msg_id_order.append((ts, p[4]))
-            seq += 1
+        if ids:
+            seq = first
+            for p in pending:
+                if p[4]:
+                    self._msg_ids[p[4]] = (seq, ts)
+                    self._msg_id_order.append((ts, p[4]))
+                seq += 1
         order = self._msg_id_order
         if order and order[0][0] + self.config.duplicate_window < ts:
             self._expire_msg_ids(ts)
