@@ -42,6 +42,10 @@ _FC_REQUEST = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
 _PUMP_BUDGET = 1000
 # Messages a pump round reads from the store at once (Delivery._next_from_stream).
 _READ_AHEAD = 128
+# At most this many messages in one run of Delivery._pull_run (one store read): the run's
+# own cost (its checks, the consumer's state once) is shared by more messages than a
+# read-ahead's; what the requests do not take waits in the read-ahead.
+_RUN_READ = 512
 # A run (Delivery._pull_run) is tried while at most this many pull requests wait.
 _RUN_REQUESTS = 16
 
@@ -192,7 +196,7 @@ class Delivery(PriorityGroups, AckTracker):
         due, its receiver to be looked up again); the rest of the run waits in the
         read-ahead for the general path. Returns how many were delivered."""
         waiting = self.waiting
-        want = min(sum(wr.n for wr in waiting), budget, _READ_AHEAD)
+        want = min(sum(wr.n for wr in waiting), budget, _RUN_READ)
         ack_none = self.ack_none
         pending = self.pending
         if not ack_none:
