@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.protocol.frames import stored_msg_frame
-
 if TYPE_CHECKING:
     from pynatsd.jetstream.store.base import StoredMsg
 
@@ -45,7 +43,9 @@ class PullRun:
     seq: int  # the stream sequence of the last message handed out (0: none)
     pending: dict[int, Any] | None  # stream seq -> Pending; None for ack policy none
     now: int  # the delivery time of the run (ns)
-    new_pending: Callable[[int, int], Any]  # Pending(dseq, ts)
+    # Pending(dseq, ts), pending.py's class: interpreted code reads its fields, which a slots
+    # class keeps as Python ints (a compiled class would box them at each read).
+    new_pending: Callable[[int, int], Any]
 
     def __init__(
         self,
@@ -110,15 +110,15 @@ class PullRun:
         pos = self.pos
         return queue[pos:] + queue[:pos]
 
-    def next_reply(self, seq: int, ts: int) -> bytes:
-        """The ack reply of the next first delivery, stream sequence `seq`, and its pending
-        entry (an explicit ack's): what Go's deliverMsg records for it."""
+    def _advance(self, seq: int) -> tuple[int, int]:
+        """The next first delivery is stream sequence `seq`: its delivery sequence and the
+        count left after it, and its pending entry (an explicit ack's), as Go's deliverMsg
+        records them."""
         npc = self.npc
         if npc:
             npc -= 1
             self.npc = npc
         dseq = self.dseq
-        reply = b"%s1.%d.%d.%d.%d" % (self.ack_prefix, seq, dseq, ts, npc)
         pending = self.pending
         if pending is not None:
             p = pending.get(seq)
@@ -128,15 +128,22 @@ class PullRun:
                 pending[seq] = self.new_pending(dseq, self.now)
         self.dseq = dseq + 1
         self.seq = seq
-        return reply
+        return dseq, npc
+
+    def next_reply(self, seq: int, ts: int) -> bytes:
+        """The ack reply of the next first delivery, stream sequence `seq` (see `_advance`)."""
+        dseq, npc = self._advance(seq)
+        return b"%s1.%d.%d.%d.%d" % (self.ack_prefix, seq, dseq, ts, npc)
 
     def frame_msgs(self, msgs: list[StoredMsg], i: int) -> int:
         """Hand out `msgs[i:]` while the request at the head can be framed here; returns the
         index of the first message not handed out (the queue is empty, or its head needs the
-        caller)."""
+        caller). Each frame is frames.stored_msg_frame with the reply inside, made in one
+        formatting pass (tests/jetstream/test_pullrun.py holds them equal)."""
         n = len(msgs)
         queue = self.queue
         frames = self.frames
+        prefix = self.ack_prefix
         last_subject = ""
         subject_bytes = b""
         while i < n and queue:
@@ -154,9 +161,24 @@ class PullRun:
                 last_subject = subject
                 subject_bytes = subject.encode()
             data: bytes = msg[3]
-            reply = self.next_reply(msg[0], msg[4])
-            out.append(stored_msg_frame(subject_bytes, self.sids[k], reply, header, data))
+            seq: int = msg[0]
+            ts: int = msg[4]
+            dseq, npc = self._advance(seq)
+            sid = self.sids[k]
+            if header:
+                hlen = len(header)
+                size = hlen + len(data)
+                out.append(
+                    b"HMSG %s %s %s1.%d.%d.%d.%d %d %d\r\n%s%s\r\n"
+                    % (subject_bytes, sid, prefix, seq, dseq, ts, npc, hlen, size, header, data)
+                )
+            else:
+                size = len(data)
+                out.append(
+                    b"MSG %s %s %s1.%d.%d.%d.%d %d\r\n%s\r\n"
+                    % (subject_bytes, sid, prefix, seq, dseq, ts, npc, size, data)
+                )
             self.sent[k] += 1
-            self.nbytes[k] += len(header) + len(data)
+            self.nbytes[k] += size
             i += 1
         return i
