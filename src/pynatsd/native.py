@@ -38,6 +38,8 @@ COMPILED_MODULES = (
     "pynatsd.server.outbound",
     "pynatsd.server.plans",
     "pynatsd.server.subscribe",
+    "pynatsd.jetstream.pullrun",
+    "pynatsd.jetstream.store.records",
 )
 """The modules setup.py compiles (it reads this tuple); each must also work as plain Python."""
 

@@ -24,8 +24,8 @@ from pynatsd.jetstream.advisories import TERM_UNACKED_DELETED
 from pynatsd.jetstream.consumer_state import B62, NS, pending_extra, status
 from pynatsd.jetstream.pending import AckTracker, Pending
 from pynatsd.jetstream.priority import PriorityGroups, pin_header
+from pynatsd.jetstream.pullrun import PullRun
 from pynatsd.jetstream.util import now_ns
-from pynatsd.protocol.frames import stored_msg_frame
 from pynatsd.protocol.headers import header_value
 from pynatsd.server.delivery import plain_stored_outbound, settle_stored
 
@@ -42,6 +42,10 @@ _FC_REQUEST = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
 _PUMP_BUDGET = 1000
 # Messages a pump round reads from the store at once (Delivery._next_from_stream).
 _READ_AHEAD = 128
+# At most this many messages in one run of Delivery._pull_run (one store read): the run's
+# own cost (its checks, the consumer's state once) is shared by more messages than a
+# read-ahead's; what the requests do not take waits in the read-ahead.
+_RUN_READ = 512
 # A run (Delivery._pull_run) is tried while at most this many pull requests wait.
 _RUN_REQUESTS = 16
 
@@ -192,7 +196,7 @@ class Delivery(PriorityGroups, AckTracker):
         due, its receiver to be looked up again); the rest of the run waits in the
         read-ahead for the general path. Returns how many were delivered."""
         waiting = self.waiting
-        want = min(sum(wr.n for wr in waiting), budget, _READ_AHEAD)
+        want = min(sum(wr.n for wr in waiting), budget, _RUN_READ)
         ack_none = self.ack_none
         pending = self.pending
         if not ack_none:
@@ -220,62 +224,55 @@ class Delivery(PriorityGroups, AckTracker):
         msgs = self.stream.store.load_next_msgs(filters[0] if filters else "", self.sseq, want)
         if not msgs:
             return 0
-        deliver_to = self.ajs.deliver_to
-        ack_prefix = self._ack_prefix
-        first_dseq = dseq = self.dseq
-        last_subject = ""
-        subject_bytes = b""
-        seq = 0
-        # One request (a fetch): its receiver is checked once for the run and the frames go
-        # straight into its queue, counted after the loop (deliver_stored, inlined).
-        single = waiting[0].target if len(waiting) == 1 else None
-        outbound = plain_stored_outbound(single) if single is not None else None
-        frames = outbound.frames if outbound is not None else []
-        headers = single is not None and single.client.headers
-        sid = single.sid if single is not None else b""
-        direct = direct_bytes = 0
-        # The consumer's sequences are set once after the loop: a receiver with an outbound
-        # (all of them here) is not called back during it.
-        for msg in msgs:
-            if not waiting:
-                # Every request is served: the rest waits for the next (read-ahead).
-                self._ahead.extend(msgs[dseq - first_dseq :])
-                break
-            wr = waiting[0]
-            # Go's waitQueue.pop: a request that wants more goes to the back of the queue.
-            wr.d += 1
-            wr.n -= 1
-            if wr.n <= 0:
-                waiting.popleft()
-            elif len(waiting) > 1:
-                waiting.rotate(-1)
-            seq = msg.seq
-            if npc:
-                npc -= 1
-            reply = b"%s1.%d.%d.%d.%d" % (ack_prefix, seq, dseq, msg.ts, npc)
-            if not ack_none:
-                p = pending.get(seq)
-                if p is not None:
-                    p.ts = now
-                else:
-                    pending[seq] = Pending(dseq, now)
-            dseq += 1
-            subject = msg.subject
-            if subject is not last_subject:
-                last_subject, subject_bytes = subject, subject.encode()
-            header = msg.header
-            if outbound is not None and (headers or not header):
-                data = msg.data
-                frames.append(stored_msg_frame(subject_bytes, sid, reply, header, data))
-                direct += 1
-                direct_bytes += len(header) + len(data)
-                continue
+        first_dseq = self.dseq
+        run = PullRun(
+            self._ack_prefix, first_dseq, npc, None if ack_none else pending, now, Pending
+        )
+        # Each request's receiver is checked once for the run: a plain one has its frames put
+        # straight into its queue (pullrun.py, compiled) and counted after the loop
+        # (deliver_stored, inlined); any other receiver goes through deliver_to.
+        requests = list(waiting)
+        outbounds = []
+        for wr in requests:
             target = wr.target
             assert target is not None
-            if not deliver_to(target, subject_bytes, reply, header, msg.data):
-                self.ajs.deliver(wr.reply, subject, reply, header, msg.data)
-        if single is not None and outbound is not None:
-            settle_stored(single, outbound, direct, direct_bytes)
+            outbound = plain_stored_outbound(target)
+            outbounds.append(outbound)
+            frames = outbound.frames if outbound is not None else None
+            run.add_request(wr.n, frames, target.sid, target.client.headers)
+        # The consumer's sequences are set once after the loop: a receiver with an outbound
+        # (all of them here) is not called back during it.
+        deliver_to = self.ajs.deliver_to
+        i = 0
+        count = len(msgs)
+        while True:
+            i = run.frame_msgs(msgs, i)
+            if i >= count or not run.queue:
+                break
+            # The request at the head needs the general delivery (see frame_msgs).
+            msg = msgs[i]
+            wr = requests[run.take()]
+            reply = run.next_reply(msg.seq, msg.ts)
+            target = wr.target
+            assert target is not None
+            subject, header, data = msg.subject, msg.header, msg.data
+            if not deliver_to(target, subject.encode(), reply, header, data):
+                self.ajs.deliver(wr.reply, subject, reply, header, data)
+            i += 1
+        if i < count:
+            # Every request is served: the rest waits for the next (read-ahead).
+            self._ahead.extend(msgs[i:])
+        for k, wr in enumerate(requests):
+            wr.n = run.left[k]
+            wr.d += run.given[k]
+            outbound = outbounds[k]
+            if outbound is not None:
+                target = wr.target
+                assert target is not None
+                settle_stored(target, outbound, run.sent[k], run.nbytes[k])
+        waiting.clear()
+        waiting.extend(requests[k] for k in run.order())
+        dseq, seq, npc = run.dseq, run.seq, run.npc
         sent = dseq - first_dseq
         self.dseq = dseq
         self.sseq = seq + 1

@@ -48,6 +48,7 @@ from .base import (
     StoreError,
     StreamLimits,
 )
+from .records import HDR, HDR_SIZE, KIND_MSG, MAGIC, decode, decode_run
 
 __all__ = [
     "DamageReport",
@@ -58,11 +59,8 @@ __all__ = [
 
 log = logging.getLogger("pynatsd.jetstream.store")
 
-MAGIC = 0x31534E50  # b"PNS1"
 MAGIC_BYTES = struct.pack("<I", MAGIC)
 _U32 = struct.Struct("<I")
-HDR = struct.Struct("<IIBQqQHII")
-HDR_SIZE = HDR.size  # 43
 # A message record's header after the magic and the CRC (what the CRC covers first).
 _MSG_HEAD = struct.Struct("<BQqQHII")
 # The magic and the CRC in front of a record.
@@ -70,7 +68,6 @@ _MAGIC_CRC = struct.Struct("<II")
 # A body larger than this is not copied into its record when a batch is written (see
 # _io_store_batch): it goes to the write's join as it is.
 _BODY_APART = 256
-KIND_MSG = 0
 KIND_TOMBS = 1
 KIND_FLOOR = 2
 KIND_ERASED = 3
@@ -79,8 +76,6 @@ _MAX_KIND = 3
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
 # Bytes read at once when a record is loaded: the records after it come from memory.
 _READ_WINDOW = 64 * 1024
-# StoredMsg built without NamedTuple's Python-level __new__ (one per message a consumer reads).
-_new_tuple: Any = tuple.__new__
 
 # Writes and syncs go through these names so that tests can make them fail (a full disk).
 _pwrite = os.pwrite
@@ -277,25 +272,6 @@ def scan_segment(seg_id: int, buf: bytes, intern: dict[str, str]) -> _Scan:
     if bad_start >= 0:
         damaged.append((bad_start, n))
     return _Scan(msgs, tombs, floor, max_seq, max_seq_ts, good_end, damaged, tail_seq_hint)
-
-
-def _decode(window: bytes, start: int, length: int, seq: int, subject: str) -> StoredMsg | None:
-    """The message record of `length` bytes at `start` in `window`, if it is intact: the
-    right magic, kind, sequence and sizes, and its checksum."""
-    magic, crc, kind, rseq, ts, _, slen, hlen, dlen = HDR.unpack_from(window, start)
-    end = start + length
-    if (
-        magic != MAGIC
-        or kind != KIND_MSG
-        or rseq != seq
-        or HDR_SIZE + slen + hlen + dlen != length
-        or zlib.crc32(window[start + 8 : end]) != crc
-    ):
-        return None
-    h = start + HDR_SIZE + slen
-    d = h + hlen
-    msg: StoredMsg = _new_tuple(StoredMsg, (seq, subject, window[h:d], window[d:end], ts))
-    return msg
 
 
 class FileStore(StoreCore):
@@ -917,35 +893,27 @@ class FileStore(StoreCore):
 
     def load_next_msgs(self, filter_subject: str, start_seq: int, limit: int) -> list[StoredMsg]:
         """StoreCore's run of messages, with the records in the current read-ahead window
-        decoded in place (the rest, and anything damaged, go through `_io_read`)."""
+        decoded in place (records.decode_run, compiled); the rest, and anything damaged, go
+        through `_io_read`, which reads the next window."""
         if not is_all(filter_subject):
             return super().load_next_msgs(filter_subject, start_seq, limit)
         self._check_open()
         out: list[StoredMsg] = []
         recs = self._recs
         segs = self._segs
-        win_seg, win_off, window = self._window
-        win_end = win_off + len(window)
         seq = self._live_at_or_after(max(start_seq, self._first, 1))
         while seq <= self._last:
+            win_seg, win_off, window = self._window
+            # The window serves only while its segment is still the store's.
+            win_id = win_seg.id if win_seg is not None and segs.get(win_seg.id) is win_seg else -1
+            seq = decode_run(window, win_off, win_id, recs, seq, self._last, limit, out)
+            if seq > self._last or len(out) >= limit:
+                break
             rec = recs.get(seq)
             if rec is None:
                 seq = self._live_at_or_after(seq)
                 continue
-            loc = rec[3]
-            off = loc & 0xFFFFFFFF
-            length = loc >> 64
-            msg = None
-            if (
-                win_off <= off
-                and off + length <= win_end
-                and segs.get((loc >> 32) & 0xFFFFFFFF) is win_seg
-            ):
-                msg = _decode(window, off - win_off, length, seq, rec[0])
-            if msg is None:
-                msg = self._io_read(seq, rec)
-                win_seg, win_off, window = self._window
-                win_end = win_off + len(window)
+            msg = self._io_read(seq, rec)
             seq += 1
             if msg is not None:
                 out.append(msg)
@@ -975,7 +943,7 @@ class FileStore(StoreCore):
             window, start = os.pread(seg.fd, _READ_WINDOW, off), 0
             self._window = (seg, off, window)
         if len(window) - start >= length:
-            msg = _decode(window, start, length, seq, rec[0])
+            msg = decode(window, start, length, seq, rec[0])
             if msg is not None:
                 return msg
         # The bytes changed under us since they were written or recovered (a bad disk): never
