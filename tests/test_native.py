@@ -68,6 +68,7 @@ def test_changed_source_never_runs_its_old_extension(tmp_path: Path) -> None:
 
 
 def test_this_process_runs_the_path_it_reports() -> None:
+    import pynatsd.jetstream.ack_subjects
     import pynatsd.protocol.frames
     import pynatsd.protocol.parser
     import pynatsd.protocol.runs
@@ -86,6 +87,7 @@ def test_this_process_runs_the_path_it_reports() -> None:
         pynatsd.server.outbound,
         pynatsd.server.plans,
         pynatsd.server.subscribe,
+        pynatsd.jetstream.ack_subjects,
     ]
     assert {m.__name__ for m in modules} == set(native.COMPILED_MODULES)
     compiled = native.select().compiled

@@ -38,6 +38,7 @@ COMPILED_MODULES = (
     "pynatsd.server.outbound",
     "pynatsd.server.plans",
     "pynatsd.server.subscribe",
+    "pynatsd.jetstream.ack_subjects",
 )
 """The modules setup.py compiles (it reads this tuple); each must also work as plain Python."""
 
