@@ -58,12 +58,13 @@ def _sequences(subject: bytes, k: i64) -> tuple[int, int, int]:
     dseq, k = _number(subject, k + 1)
     if k < 0:
         return NOT_PLAIN
-    n: i64 = len(subject)
-    i: i64 = k + 1
-    while i < n:  # then the timestamp's dot (no `find`: see _number)
+    # Then one more dot, after the timestamp: looked for from the end, since the pending
+    # count after it is short and the timestamp is 19 digits (no `find`: see _number).
+    i: i64 = len(subject) - 1
+    while i > k:
         if subject[i] == 46:
             return (int(sseq), int(dseq), int(dc))
-        i += 1
+        i -= 1
     return NOT_PLAIN
 
 
