@@ -278,13 +278,15 @@ class PlanCache:
 
     def ack_run(self, sublist: Any, events: list[Any], start: int) -> tuple[int, Any, int]:
         """The run of JetStream acks from `events[start]` on that `match_ack` sends to one
-        subscription and nowhere else: the index after it, that subscription and the run's
-        payload bytes; `(start, None, 0)` when `events[start]` starts no such run. An ack
-        here is a `Pub` without a PUB line (none is planned), without a header, on
-        `$JS.ACK.`, whose reply is not in a reserved space (the caller's slow path judges
-        those). Compiled, and without a match per ack: while the first ack's result is shared
-        by its prefix (`match_ack`), an ack with the same prefix and a tail `match_ack` would
-        share it for (one or more tokens, none empty or a wildcard) takes it as it is."""
+        subscription that takes runs (an internal one with a `run`) and nowhere else: the
+        index after it, that subscription and the run's payload bytes; `(start, None, 0)`
+        when `events[start]` starts no such run (found at the first event, so that a read of
+        acks to someone else costs no second look at each). An ack here is a `Pub` without a
+        PUB line (none is planned), without a header, on `$JS.ACK.`, whose reply is not in a
+        reserved space (the caller's slow path judges those). Compiled, and without a match
+        per ack: while the first ack's result is shared by its prefix (`match_ack`), an ack
+        with the same prefix and a tail `match_ack` would share it for (one or more tokens,
+        none empty, no `*` or `>` in them) takes it as it is."""
         ack_prefix = JS_ACK_PREFIX
         reserved = RESERVED_REPLY_PREFIXES
         n = len(events)
@@ -310,6 +312,8 @@ class PlanCache:
                     break
                 sub = result.psubs[0]
                 if target is None:
+                    if getattr(sub, "run", None) is None:
+                        break  # it takes no runs: the caller goes the usual way at once
                     target = sub
                     prefix = self._shared_prefix(sublist, subject, result)
                 elif sub is not target:
