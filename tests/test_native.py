@@ -68,6 +68,7 @@ def test_changed_source_never_runs_its_old_extension(tmp_path: Path) -> None:
 
 
 def test_this_process_runs_the_path_it_reports() -> None:
+    import pynatsd.jetstream.ack_subjects
     import pynatsd.jetstream.pullrun
     import pynatsd.jetstream.store.records
     import pynatsd.protocol.frames
@@ -88,6 +89,7 @@ def test_this_process_runs_the_path_it_reports() -> None:
         pynatsd.server.outbound,
         pynatsd.server.plans,
         pynatsd.server.subscribe,
+        pynatsd.jetstream.ack_subjects,
         pynatsd.jetstream.pullrun,
         pynatsd.jetstream.store.records,
     ]

@@ -40,6 +40,7 @@ COMPILED_MODULES = (
     "pynatsd.server.subscribe",
     "pynatsd.jetstream.pullrun",
     "pynatsd.jetstream.store.records",
+    "pynatsd.jetstream.ack_subjects",
 )
 """The modules setup.py compiles (it reads this tuple); each must also work as plain Python."""
 

@@ -14,6 +14,7 @@ from typing import Any
 import nats
 import pytest
 
+from pynatsd.protocol.events import Pub
 from pynatsd.server.plans import PlanCache
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 from pynatsd.sublist import SubList
@@ -62,26 +63,95 @@ def _receivers(result: Any) -> tuple[set[int], set[frozenset[int]]]:
     return {id(s) for s in result.psubs}, {frozenset(id(s) for s in g) for g in result.qsubs}
 
 
+def _subscriptions_change(
+    rng: random.Random, sublist: SubList[Any], present: list[InternalSubscription]
+) -> None:
+    """One random change: a present subscription goes, or a new one comes (plain or queue,
+    shareable or deep)."""
+    if present and rng.random() < 0.4:
+        sublist.remove(present.pop(rng.randrange(len(present))))
+        return
+    queue = "q" if rng.random() < 0.25 else ""
+    owner = InternalClient(None, "test")
+    sub = InternalSubscription(owner, rng.choice(PATTERNS), lambda *a: None, queue)
+    if rng.random() < 0.7:
+        sub.run = lambda *a: None  # it takes runs, as a consumer's ack subscription
+    sublist.insert(sub)
+    present.append(sub)
+
+
 def test_shared_results_are_what_a_match_per_ack_gives() -> None:
     """Differential: random subscriptions come and go (plain and queue, shareable and deep);
     after each change every subject gets from `match_ack` the receivers `match_bytes` gives."""
     rng = random.Random(16)
     sublist: SubList[Any] = SubList()
-    owner = InternalClient(None, "test")
     plans = PlanCache()
     present: list[InternalSubscription] = []
     for _ in range(400):
-        if present and rng.random() < 0.4:
-            sublist.remove(present.pop(rng.randrange(len(present))))
-        else:
-            queue = "q" if rng.random() < 0.25 else ""
-            sub = InternalSubscription(owner, rng.choice(PATTERNS), lambda *a: None, queue)
-            sublist.insert(sub)
-            present.append(sub)
+        _subscriptions_change(rng, sublist, present)
         for subject in rng.sample(SUBJECTS, len(SUBJECTS)):
             for _ in range(2):  # the second time from the shared entry, if any
                 expected = _receivers(sublist.match_bytes(subject))
                 assert _receivers(plans.match_ack(sublist, subject)) == expected, subject
+
+
+# Events a read may hold where acks are expected: acks with every subject above, and what
+# stops a run of them (a header, a planned PUB line, a reserved reply, another subject).
+EVENTS = [
+    *(Pub(subject, b"", b"") for subject in SUBJECTS),
+    Pub(b"$JS.ACK.S.C.1.4.4.5.0", b"", b"+ACK"),
+    Pub(b"$JS.ACK.S.C.1.5.5.5.0", b"inbox", b""),
+    Pub(b"$JS.ACK.S.C.1.6.6.5.", b"", b""),  # its tail ends in a dot: not shareable
+    Pub(b"$JS.ACK.S.C.1.6*.6.5.0", b"", b""),
+    Pub(b"$JS.ACK.S.C.1.7.7.5.0", b"$JS.ACK.S.C.1.1.1.1.0", b""),  # a reserved reply
+    Pub(b"$JS.ACK.S.C.1.8.8.5.0", b"_R_.x", b""),
+    Pub(b"$JS.ACK.S.C.1.9.9.5.0", b"", b"NATS/1.0\r\n\r\n", 12),  # with headers
+    Pub(b"$JS.ACK.S.C.1.9.9.5.0", b"", b"", -1, b"$JS.ACK.S.C.1.9.9.5.0 0"),  # a PUB line
+    Pub(b"s", b"", b"x"),
+]
+
+
+def _reference_run(sublist: SubList[Any], events: list[Any], start: int) -> tuple[int, Any, int]:
+    """What `PlanCache.ack_run` must give, with a match per ack (the loop it replaced)."""
+    j, target, nbytes = start, None, 0
+    while j < len(events):
+        ev = events[j]
+        if ev.line or ev.header_size > 0 or not ev.subject.startswith(b"$JS.ACK."):
+            break
+        if ev.reply.startswith((b"_R_.", b"$JS.ACK.", b"_GR_.")):
+            break
+        result = sublist.match_bytes(ev.subject)
+        if result.qsubs or len(result.psubs) != 1 or target not in (None, result.psubs[0]):
+            break
+        if result.psubs[0].run is None:
+            break  # the first ack's receiver takes no runs
+        target = result.psubs[0]
+        nbytes += len(ev.payload)
+        j += 1
+    return j, target, nbytes
+
+
+def test_runs_of_acks_are_what_a_match_per_ack_gives() -> None:
+    """Differential: as subscriptions come and go, `ack_run` ends each run of random events
+    where a match per ack would, with the same one receiver and byte count; runs of one
+    consumer's plain acks (the usual case, taken from the shared result) among them."""
+    rng = random.Random(17)
+    sublist: SubList[Any] = SubList()
+    plans = PlanCache()
+    present: list[InternalSubscription] = []
+    plain = [Pub(b"$JS.ACK.S.C.1.%d.%d.5.0" % (i, i), b"", b"") for i in range(1, 40)]
+    long_runs = 0
+    for _ in range(300):
+        _subscriptions_change(rng, sublist, present)
+        for _ in range(20):
+            events = [rng.choice(plain if rng.random() < 0.8 else EVENTS) for _ in range(12)]
+            start = rng.randrange(3)
+            expected = _reference_run(sublist, events, start)
+            if expected[1] is None:
+                expected = (start, None, 0)
+            assert plans.ack_run(sublist, events, start) == expected, events
+            long_runs += expected[0] - start >= 5
+    assert long_runs > 100
 
 
 def test_a_shared_result_belongs_to_its_sublist() -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pynatsd.jetstream import advisories
+from pynatsd.jetstream.ack_subjects import plain_ack_sequences
 from pynatsd.jetstream.consumer_state import MS, NS, ConsumerState
 from pynatsd.jetstream.util import now_ns, parse_go_duration
 
@@ -230,10 +231,10 @@ class AckTracker(ConsumerState):
     def _on_acks(self, sub: InternalSubscription, publisher: Client | None, evs: list[Pub]) -> None:
         """A client's run of acks from one read (ClientSession._process_acks), in order, with
         the effect of `_on_ack` on each. The usual one (`+ACK` or an empty body, explicit
-        policy, a limits stream) is `ack` inlined, and what `ack` schedules after each (the
-        state write, the signal to the pump, the inactivity countdown) is scheduled once at
-        the end: all three only schedule work for the event loop, so once is the same. Any
-        other goes through `_on_ack`."""
+        policy, a limits stream; its sequences read by the compiled `plain_ack_sequences`) is
+        `ack` inlined, and what `ack` schedules after each (the state write, the signal to the
+        pump, the inactivity countdown) is scheduled once at the end: all three only schedule
+        work for the event loop, so once is the same. Any other goes through `_on_ack`."""
         config = self.config
         if config.ack_policy != "explicit" or self.stream.config.retention != "limits":
             for ev in evs:
@@ -245,35 +246,28 @@ class AckTracker(ConsumerState):
         flow_control = config.flow_control
         acked = False
         wake = False
-        for ev in evs:
+        seqs = plain_ack_sequences(evs, self._ack_prefix)
+        for ev, (sseq, dseq, dc) in zip(evs, seqs, strict=True):
             if self.closed:
                 break
-            body: bytes = ev[2]
-            if ev[3] > 0 or not (not body or body == b"+ACK" or body == b"+OK"):
-                self._on_ack(sub, publisher, ev)
-                continue
-            tokens = ev[0].split(b".")
-            if len(tokens) < 9:
-                self._on_ack(sub, publisher, ev)  # not an ack subject: replied to only
-                continue
-            try:
-                dc, sseq, dseq = int(tokens[4]), int(tokens[5]), int(tokens[6])
-            except ValueError:
-                self._on_ack(sub, publisher, ev)
-                continue
             if not sseq:
-                self._on_ack(sub, publisher, ev)
+                self._on_ack(sub, publisher, ev)  # not a plain ack: read as nats-server does
                 continue
             # `ack`, inlined (its explicit branch).
             if sseq >= self.sseq and not flow_control:
                 continue  # beyond what was delivered: not answered
-            if 0 < maxp <= len(pending) or self.waiting:
+            if not wake and (0 < maxp <= len(pending) or self.waiting):
                 wake = True
             p = pending.pop(sseq, None)
             if p is not None:
                 if sample:
                     advisories.ack_metric(self, dseq, sseq, dc, p.ts)
-                self._acked_floor(p, sseq)
+                # `_acked_floor`, inlined: acks in delivery order, the next one pending.
+                nxt = pending.get(sseq + 1) if p.dseq == self.adflr + 1 else None
+                if nxt is not None and nxt.dseq > 0:
+                    self.adflr, self.asflr = nxt.dseq - 1, sseq
+                else:
+                    self._move_ack_floor(p.dseq, sseq)
             if self.rdc:
                 self.rdc.pop(sseq, None)
             if self.rdqi:

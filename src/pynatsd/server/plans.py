@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import i64
+
 from pynatsd.protocol.events import Pub
 from pynatsd.protocol.frames import msg_head
 from pynatsd.protocol.runs import PubRun
 from pynatsd.server.outbound import Outbound
+from pynatsd.server.reserved import JS_ACK_PREFIX, RESERVED_REPLY_PREFIXES
 
 if TYPE_CHECKING:
     from pynatsd.sublist import SubList
@@ -309,6 +312,67 @@ class PlanCache:
         results[prefix] = (genid, result if _shared_by_prefix(sublist, prefix) else None)
         return result
 
+    def ack_run(self, sublist: Any, events: list[Any], start: int) -> tuple[int, Any, int]:
+        """The run of JetStream acks from `events[start]` on that `match_ack` sends to one
+        subscription that takes runs (an internal one with a `run`) and nowhere else: the
+        index after it, that subscription and the run's payload bytes; `(start, None, 0)`
+        when `events[start]` starts no such run (found at the first event, so that a read of
+        acks to someone else costs no second look at each). An ack here is a `Pub` without a
+        PUB line (none is planned), without a header, on `$JS.ACK.`, whose reply is not in a
+        reserved space (the caller's slow path judges those). Compiled, and without a match
+        per ack: while the first ack's result is shared by its prefix (`match_ack`), an ack
+        with the same prefix and a tail `match_ack` would share it for (one or more tokens,
+        none empty, no `*` or `>` in them) takes it as it is."""
+        ack_prefix = JS_ACK_PREFIX
+        reserved = RESERVED_REPLY_PREFIXES
+        n = len(events)
+        j = start
+        target: Any = None
+        prefix = b""  # the ack subject prefix whose shared result routes to `target`
+        nbytes = 0
+        while j < n:
+            ev = events[j]
+            if type(ev) is not Pub:
+                break
+            if ev[4] or ev[3] > 0:
+                break
+            subject: bytes = ev[0]
+            reply: bytes = ev[1]
+            if not subject.startswith(ack_prefix):
+                break
+            if reply and reply.startswith(reserved):
+                break
+            if not (prefix and subject.startswith(prefix) and _plain_tail(subject, len(prefix))):
+                result = self.match_ack(sublist, subject)
+                if result.qsubs or len(result.psubs) != 1:
+                    break
+                sub = result.psubs[0]
+                if target is None:
+                    if getattr(sub, "run", None) is None:
+                        break  # it takes no runs: the caller goes the usual way at once
+                    target = sub
+                    prefix = self._shared_prefix(sublist, subject, result)
+                elif sub is not target:
+                    break
+            payload: bytes = ev[2]
+            nbytes += len(payload)
+            j += 1
+        return j, target, nbytes
+
+    def _shared_prefix(self, sublist: Any, subject: bytes, result: Any) -> bytes:
+        """The prefix of the ack `subject` when `match_ack` just gave `result` as the one it
+        shares by that prefix, else b\"\"."""
+        end = subject.find(b".", len(JS_ACK_PREFIX))  # after the stream's token
+        end = subject.find(b".", end + 1) if end > 0 else -1  # after the consumer's
+        results = self.ack_results
+        if end < 0 or results is None or sublist is not self.ack_sublist:
+            return b""
+        prefix = subject[: end + 1]
+        entry = results.get(prefix)
+        if entry is None or entry[0] != sublist.genid or entry[1] is not result:
+            return b""
+        return prefix
+
     def remember(
         self,
         publisher: Any,
@@ -377,6 +441,26 @@ class PlanCache:
         by_line[ev.line] = Plan(
             genid, tuple(receivers), tuple(groups), sublist, tuple(internal), ev.subject, ev.reply
         )
+
+
+def _plain_tail(subject: bytes, start: i64) -> bool:
+    """Whether `subject[start:]`, after an ack prefix (which ends in a dot), is one or more
+    tokens, none empty and none with a wildcard character: a tail `match_ack` would share
+    the prefix's result for. (It shares it for `a*b` too; such a tail is matched.) A loop over
+    the bytes: compiled, a `find` would cost more (a method call parsing its arguments)."""
+    n: i64 = len(subject)
+    token: i64 = start  # where the current token starts
+    i: i64 = start
+    while i < n:
+        c: i64 = subject[i]
+        if c == 46:  # "."
+            if i == token:
+                return False  # an empty token
+            token = i + 1
+        elif c == 42 or c == 62:  # "*" or ">"
+            return False
+        i += 1
+    return token < n  # and the last token is not empty
 
 
 def _shared_by_prefix(sublist: Any, prefix: bytes) -> bool:

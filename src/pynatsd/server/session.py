@@ -538,50 +538,19 @@ class ClientSession:
 
     def _process_acks(self, events: list[Parsed], i: int) -> int:
         """The JetStream acks from `events[i]` on that go to one consumer and nowhere else
-        (their shared `match_ack` result is its one subscription, which takes runs): handed to
-        it in one call, in order; returns the index after them, or `i` when there is no such
-        run. What `_process_pub_slow` and `deliver` would check per message holds for the
-        whole run or is checked per message here (no header, so no trace; no reserved reply;
-        a client without mappings or publish permissions to check and not `_careful_pub`),
-        and the statistics are counted as they count them. Anything else stops the run and
-        goes the usual way."""
+        (found by the compiled `PlanCache.ack_run`): handed to its subscription, which takes
+        runs, in one call, in order; returns the index after them, or `i` when there is no
+        such run. What `_process_pub_slow` and `deliver` would check per message holds for
+        the whole run or is checked here (no header, so no trace; no reserved reply; a client
+        without mappings or publish permissions to check and not `_careful_pub`), and the
+        statistics are counted as they count them. Anything else stops the run and goes the
+        usual way."""
         if self.account.mappings is not None or self.perms.publish_restricted:
             return i
-        plans = self.plans
-        sublist = self.sublist
-        n = len(events)
-        target: InternalSubscription | None = None
-        acks: list[Pub] = []
-        nbytes = 0
-        j = i
-        while j < n:
-            ev = events[j]
-            if type(ev) is not Pub or ev[4] or ev[3] > 0:
-                break
-            subject: bytes = ev[0]
-            reply: bytes = ev[1]
-            if subject[:8] != JS_ACK_PREFIX or (
-                reply and reply.startswith(RESERVED_REPLY_PREFIXES)
-            ):
-                break
-            result = plans.match_ack(sublist, subject)
-            psubs = result.psubs
-            if result.qsubs or len(psubs) != 1:
-                break
-            sub = psubs[0]
-            if target is None:
-                if type(sub) is not InternalSubscription:
-                    return i
-                if sub.run is None:
-                    return i
-                target = sub
-            elif sub is not target:
-                break
-            acks.append(ev)
-            nbytes += len(ev[2])
-            j += 1
-        if target is None:
+        j, target, nbytes = self.plans.ack_run(self.sublist, events, i)
+        if target is None or type(target) is not InternalSubscription or target.run is None:
             return i
+        acks = cast("list[Pub]", events[i:j])
         stats = self.stats
         stats.in_msgs += len(acks)
         stats.in_bytes += nbytes
@@ -597,9 +566,7 @@ class ClientSession:
         rstats = receiver.stats
         rstats.out_msgs += len(acks)
         rstats.out_bytes += nbytes
-        run = target.run
-        assert run is not None
-        run(target, self, acks)  # type: ignore[arg-type]
+        target.run(target, self, acks)  # type: ignore[arg-type]
         return j
 
     def _process_run(self, run: PubRun) -> None:

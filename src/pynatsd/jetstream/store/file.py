@@ -1256,9 +1256,15 @@ class FileConsumerStateStore:
         with self._lock:
             if self._deleted:
                 return
-            os.makedirs(self._dir, exist_ok=True)
             tmp = self._path + ".tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            try:
+                fd = os.open(tmp, flags, 0o644)
+            except FileNotFoundError:
+                # The first write (or one after a delete): the directory is made then, not
+                # looked up before each of the ~20 writes a second of an ack storm.
+                os.makedirs(self._dir, exist_ok=True)
+                fd = os.open(tmp, flags, 0o644)
             try:
                 view = memoryview(data)
                 while view:
