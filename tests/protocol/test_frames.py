@@ -27,6 +27,7 @@ from pynatsd.protocol.frames import (
     msg_frame,
     msg_head,
     no_responders_frame,
+    pulled_msg_frame,
     status_header,
     stored_msg_frame,
 )
@@ -187,6 +188,19 @@ def test_stored_msg_frame_is_the_msg_head_frame(
     assert stored_msg_frame(subject, sid, reply, header, data) == expected
 
 
+@given_message_parts
+def test_pulled_msg_frame_is_the_stored_frame_with_its_ack_reply(
+    subject: bytes, sid: bytes, reply: bytes, header: bytes, data: bytes
+) -> None:
+    # The pull consumer's builder writes the reply itself: the bytes stored_msg_frame writes
+    # when handed that reply.
+    prefix = b"$JS.ACK.S.C."
+    seq, dseq, ts, pending = len(reply) + 1, len(data) + 1, 1_700_000_000_123_456_789, len(sid)
+    ack = b"%s1.%d.%d.%d.%d" % (prefix, seq, dseq, ts, pending)
+    expected = stored_msg_frame(subject, sid, ack, header, data)
+    assert pulled_msg_frame(subject, sid, prefix, seq, dseq, ts, pending, header, data) == expected
+
+
 def test_msg_head_copies_sizes_as_written() -> None:
     # nats-server copies the publisher's size text: `PUB foo 05` is delivered as `MSG foo 1 05`.
     assert msg_head(b"foo", b"1", b"", b"05") == b"MSG foo 1 05\r\n"
@@ -209,6 +223,7 @@ def test_compiled_frames_are_the_pure_frames(
         ("msg_frame", (subject, sid, reply, data)),
         ("hmsg_frame", (subject, sid, reply, len(header), header + data)),
         ("stored_msg_frame", (subject, sid, reply, header, data)),
+        ("pulled_msg_frame", (subject, sid, reply, 1, 2, 3, 4, header, data)),
         ("no_responders_frame", (reply, sid, subject)),
     ]:
         assert getattr(frames_module, name)(*args) == getattr(_PURE, name)(*args), name

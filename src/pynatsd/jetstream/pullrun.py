@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.protocol.frames import pulled_msg_frame
+
 if TYPE_CHECKING:
     from pynatsd.jetstream.store.base import StoredMsg
 
@@ -138,8 +140,8 @@ class PullRun:
     def frame_msgs(self, msgs: list[StoredMsg], i: int) -> int:
         """Hand out `msgs[i:]` while the request at the head can be framed here; returns the
         index of the first message not handed out (the queue is empty, or its head needs the
-        caller). Each frame is frames.stored_msg_frame with the reply inside, made in one
-        formatting pass (tests/jetstream/test_pullrun.py holds them equal)."""
+        caller). Each frame is frames.pulled_msg_frame: stored_msg_frame with the reply made
+        in the same formatting pass."""
         n = len(msgs)
         queue = self.queue
         frames = self.frames
@@ -164,21 +166,12 @@ class PullRun:
             seq: int = msg[0]
             ts: int = msg[4]
             dseq, npc = self._advance(seq)
-            sid = self.sids[k]
-            if header:
-                hlen = len(header)
-                size = hlen + len(data)
-                out.append(
-                    b"HMSG %s %s %s1.%d.%d.%d.%d %d %d\r\n%s%s\r\n"
-                    % (subject_bytes, sid, prefix, seq, dseq, ts, npc, hlen, size, header, data)
+            out.append(
+                pulled_msg_frame(
+                    subject_bytes, self.sids[k], prefix, seq, dseq, ts, npc, header, data
                 )
-            else:
-                size = len(data)
-                out.append(
-                    b"MSG %s %s %s1.%d.%d.%d.%d %d\r\n%s\r\n"
-                    % (subject_bytes, sid, prefix, seq, dseq, ts, npc, size, data)
-                )
+            )
             self.sent[k] += 1
-            self.nbytes[k] += size
+            self.nbytes[k] += len(header) + len(data)
             i += 1
         return i

@@ -66,6 +66,48 @@ def stored_msg_frame(subject: bytes, sid: bytes, reply: bytes, header: bytes, da
     return b"MSG %s %s%s%s %d\r\n%s\r\n" % (subject, sid, sp, reply, len(data), data)
 
 
+def pulled_msg_frame(
+    subject: bytes,
+    sid: bytes,
+    ack_prefix: bytes,
+    seq: int,
+    dseq: int,
+    ts: int,
+    pending: int,
+    header: bytes,
+    data: bytes,
+) -> bytes:
+    """`stored_msg_frame` of a pull consumer's first delivery, its `$JS.ACK` reply
+    (`<ack_prefix>1.<seq>.<dseq>.<ts>.<pending>`) made in the same formatting pass: one
+    allocation per message fetched (jetstream/pullrun.py)."""
+    if header:
+        hlen = len(header)
+        return b"HMSG %s %s %s1.%d.%d.%d.%d %d %d\r\n%s%s\r\n" % (
+            subject,
+            sid,
+            ack_prefix,
+            seq,
+            dseq,
+            ts,
+            pending,
+            hlen,
+            hlen + len(data),
+            header,
+            data,
+        )
+    return b"MSG %s %s %s1.%d.%d.%d.%d %d\r\n%s\r\n" % (
+        subject,
+        sid,
+        ack_prefix,
+        seq,
+        dseq,
+        ts,
+        pending,
+        len(data),
+        data,
+    )
+
+
 def status_header(code: int, description: str = "", headers: dict[str, str] | None = None) -> bytes:
     """A header block carrying a status, e.g. `NATS/1.0 503`, with optional header lines."""
     line = f"NATS/1.0 {code}" + (f" {description}" if description else "")
