@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.jetstream import advisories, errors
 from pynatsd.jetstream.batching import InflightCounts
 from pynatsd.jetstream.batching import limits_from as batch_limits_from
+from pynatsd.jetstream.cluster.meta import MetaGroup
 from pynatsd.jetstream.consumer import Consumer
 from pynatsd.jetstream.consumer_config import ConsumerConfig
 from pynatsd.jetstream.standalone import JetStreamPeers
@@ -490,6 +491,11 @@ class JetStream:
         self.standing_down = ""
         self.conflict = ""
         self.peers = JetStreamPeers(self)
+        # Clustered JetStream (jetstream/cluster/): the meta group, when routes are configured.
+        self.meta: MetaGroup | None = None
+        cluster = opts.cluster
+        if cluster is not None and cluster.port != 0 and not opts.no_system_account:
+            self.meta = MetaGroup(server, os.path.join(self.store_dir, "jetstream"))
 
     async def start(self) -> None:
         os.makedirs(os.path.join(self.store_dir, "jetstream"), exist_ok=True)
@@ -505,6 +511,9 @@ class JetStream:
             # Operator-mode accounts come into being as their first client connects.
             self.server.account_added_hooks.append(self._account_added)
         self.server.peer_hooks.append(self.peers.peer_changed)
+        if self.meta is not None:
+            self.server.peer_hooks.append(self.meta.peer_changed)
+            self.meta.start()
         self.server.leaf_registered_hooks.append(self._leaf_registered)
 
     def _leaf_registered(self, account: Account) -> None:
@@ -584,6 +593,8 @@ class JetStream:
         return out
 
     async def stop(self) -> None:
+        if self.meta is not None:
+            self.meta.stop()
         if self._leaf_registered in self.server.leaf_registered_hooks:
             self.server.leaf_registered_hooks.remove(self._leaf_registered)
         for ajs in [*self.accounts.values(), *self.disabled.values()]:

@@ -537,6 +537,8 @@ def jsz(server: Server, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         out["disabled"] = True
     out["config"] = _js_config(server)
     out["limits"] = {"default_max_consumers": 1000}
+    if js.meta is not None:
+        out["meta_cluster"] = js.meta.cluster_info()
     out["streams"] = streams
     out["consumers"] = consumers
     out["messages"] = messages

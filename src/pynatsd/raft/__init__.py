@@ -7,7 +7,8 @@ store directory are nats-server's, so a pynatsd node can be a peer in the same g
   state and the term-and-vote record (sans-IO, no imports of the server).
 - `node`: the sans-IO state machine of one group member: messages and timer expiries in,
   messages, timer requests, commits and leader changes out.
-- `log`: the write-ahead log of one group (memory or file), and the group's `peers.idx` and
-  `tav.idx` files.
+- `log`: the write-ahead log of one group (memory or file).
+- `files`: the group directory's `peers.idx`, `tav.idx` and snapshots, in nats-server's layout.
+- `group`: a group opened from its directory (bootstrapped or recovered), as nats-server does.
 - `transport`: the thin asyncio layer that carries a node's messages on `$NRG.>` subjects.
 """

@@ -100,6 +100,9 @@ class Timings:
         return Timings(*(getattr(self, name) * factor for name in self.__dataclass_fields__))
 
 
+NATS_TIMINGS = Timings()  # nats-server's own
+
+
 class GroupFiles(Protocol):
     """The group directory's small durable records (`peers.idx`, `tav.idx`, snapshots)."""
 
@@ -236,7 +239,7 @@ class RaftNode:
         vote: str = NO_PEER,
         clock: Callable[[], float],
         rng: random.Random | None = None,
-        timings: Timings = Timings(),
+        timings: Timings = NATS_TIMINGS,
         observer: bool = False,
         managed: bool = False,
         recovering: bool = True,
@@ -908,6 +911,7 @@ class RaftNode:
                 self.term, self.vote = lterm, NO_PEER
                 self._write_term_vote()
             self._step_down(ae.leader)
+            self.outputs.append(LeaderChanged(False))
 
         catching_up = self.catchup is not None
         is_new = source == "new"
@@ -943,6 +947,7 @@ class RaftNode:
             self._update_leader(ae.leader)
             self._write_term_vote()
             self._reset_election_timeout()
+            self.outputs.append(LeaderChanged(False))  # the upper layer learns the new leader
         if is_new and ae.leader != NO_PEER and ae.leader == self.leader:
             progress = self.peers.get(ae.leader)
             if progress is not None:
