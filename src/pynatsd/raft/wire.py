@@ -106,8 +106,17 @@ class AppendEntry:
         return not self.entries
 
 
+def _id_bytes(peer: str) -> bytes:
+    """An id's bytes: ids are opaque bytes to nats-server, so one char is one byte (latin-1,
+    the inverse of `_peer_str`), never UTF-8."""
+    try:
+        return peer.encode("latin-1")
+    except UnicodeEncodeError:
+        raise WireError(f"raft: a peer id is {ID_LEN} bytes, not {peer!r}") from None
+
+
 def _peer_bytes(peer: str) -> bytes:
-    raw = peer.encode()
+    raw = _id_bytes(peer)
     if len(raw) not in (0, ID_LEN):
         raise WireError(f"raft: leader should be exactly {ID_LEN} bytes")
     return raw.ljust(ID_LEN, b"\0")
@@ -130,17 +139,18 @@ def put_uvarint(value: int) -> bytes:
 
 def read_uvarint(buf: bytes | memoryview, pos: int = 0) -> tuple[int, int]:
     """Go's binary.Uvarint from `pos`: (value, bytes read); bytes read <= 0 when there is none
-    (0: the buffer ended, negative: more than 64 bits), as Go reports it."""
+    (0: the buffer ended, negative: more than 64 bits), as Go reports it: -10 when a 10th byte
+    ends it above 1, -11 when there is an 11th byte to read (at most 11 bytes are looked at)."""
     value = shift = 0
-    for i in range(pos, min(len(buf), pos + 10)):
-        b = buf[i]
-        if i - pos == 9 and b > 1:
-            return 0, -(i - pos + 1)
-        value |= (b & 0x7F) << shift
+    for i in range(max(min(len(buf) - pos, 10), 0)):
+        b = buf[pos + i]
         if b < 0x80:
-            return value, i - pos + 1
+            if i == 9 and b > 1:
+                return 0, -10
+            return value | b << shift, i + 1
+        value |= (b & 0x7F) << shift
         shift += 7
-    return 0, 0
+    return (0, -11) if len(buf) - pos > 10 else (0, 0)
 
 
 def encode_append_entry(ae: AppendEntry) -> bytes:
@@ -290,7 +300,7 @@ def decode_peer_state(buf: bytes) -> PeerState:
 
 def encode_term_vote(term: int, vote: str) -> bytes:
     """The `tav.idx` record: the vote is left out when there is none."""
-    return _U64.pack(term) + vote.encode()
+    return _U64.pack(term) + _id_bytes(vote)
 
 
 def decode_term_vote(buf: bytes) -> tuple[int, str]:
