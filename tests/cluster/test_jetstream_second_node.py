@@ -1,10 +1,11 @@
-"""A second JetStream-enabled server in a cluster: detected through the route INFO's
-`jetstream`, reported (a log line at [ERR], `/healthz`, `/jsz`), and never answered twice: the
-first by server name serves, the other stops its JetStream (jetstream/standalone.py).
+"""A second JetStream-enabled server in a cluster: from then on JetStream is clustered
+(jetstream/cluster/): both servers are members of the meta group `_meta_`, both serve, and
+each API request is still answered exactly once (by the meta leader, or by the stream's
+leader). A stream created on a server while it was the only JetStream server stops when the
+cluster forms (its files stay), as it is in no assignment of the cluster.
 
-With a nats-server node as the other JetStream server, the same rule applies to pynatsd's own
-JetStream API; the pynatsd node is nonetheless a member of the cluster's meta group, so the
-nats-server node gets the quorum it needs for a meta leader.
+With a nats-server node as the other JetStream server the two form one meta group: nats-server
+gets the quorum it needs for a meta leader, and both report JetStream healthy.
 """
 
 from __future__ import annotations
@@ -34,12 +35,7 @@ from support.natsserver import require_nats_server
 from support.ports import LOOPBACK
 
 TIMEOUT = 5.0
-SERVES = "also has JetStream enabled and serves it (the first by server name)"
-STOPPED = (
-    'JetStream is served by server "n1" in cluster "C1": JetStream is enabled on more than one '
-    "server of the cluster"
-)
-SERVING = 'Server "n2" in cluster "C1" also has JetStream enabled; it does not serve it'
+STOPPED_ALONE = "was created on this server alone and is not in the cluster's assignments"
 
 
 def http(port: int, path: str) -> tuple[int, dict[str, Any]]:
@@ -87,40 +83,28 @@ async def clients(two_js: ProcessCluster) -> AsyncIterator[list[Client]]:
 
 
 def test_reported(two_js: ProcessCluster) -> None:
+    """Both JetStream servers name the same meta leader in a group of two; every /healthz is
+    fine; the server without JetStream says so."""
     n1, n2, n3 = two_js.nodes
-    wait_for(lambda: SERVES in n2.log_text(), "n2 logs that n1 serves JetStream")
-    line = next(ln for ln in n2.log_text().splitlines() if SERVES in ln)
-    assert "[ERR]" in line
-    assert 'Server "n1" in cluster "C1" also has JetStream enabled' in line
-    assert any("[ERR]" in ln and SERVING in ln for ln in n1.log_text().splitlines())
 
-    assert http(n2.http_port, "/healthz") == (
-        503,
-        {"status": "unavailable", "error": STOPPED},
-    )
-    assert http(n2.http_port, "/healthz?details=true") == (
-        503,
-        {"status": "error", "errors": [{"type": "JETSTREAM", "error": STOPPED}]},
-    )
-    assert http(n2.http_port, "/healthz?js-server-only=true") == (200, {"status": "ok"})
-    assert http(n1.http_port, "/healthz") == (200, {"status": "ok"})
-    assert http(n3.http_port, "/healthz") == (200, {"status": "ok"})
+    def leaders() -> set[str]:
+        return {str(http(n.http_port, "/jsz")[1]["meta_cluster"].get("leader")) for n in (n1, n2)}
 
-    _, jsz2 = http(n2.http_port, "/jsz")
-    assert (jsz2["disabled"], jsz2["error"], jsz2["streams"]) == (True, STOPPED, 0)
-    _, jsz1 = http(n1.http_port, "/jsz")
-    assert "disabled" not in jsz1
-    assert jsz1["error"] == (
-        'JetStream is also enabled on server "n2" in cluster "C1", which does not serve it: '
-        "this server does"
-    )
+    leader = wait_for(lambda: len(found := leaders()) == 1 and "None" not in found and found, "")
+    assert leader <= {"n1", "n2"}
+    for node in (n1, n2):
+        meta = http(node.http_port, "/jsz")[1]["meta_cluster"]
+        assert (meta["cluster_size"], meta["quorum_needed"]) == (2, 2)
+        assert "JetStream cluster mode" in node.log_text()
+    for node in (n1, n2, n3):
+        assert http(node.http_port, "/healthz") == (200, {"status": "ok"})
     _, jsz3 = http(n3.http_port, "/jsz")
     assert jsz3["disabled"] is True and "error" not in jsz3
 
 
-def test_only_the_first_has_api_interest(two_js: ProcessCluster) -> None:
-    """What the routes carry: `$JS.API` interest from n1 only (so a request reaches one
-    JetStream), as n3 sees it in /routez."""
+def test_both_have_api_interest(two_js: ProcessCluster) -> None:
+    """What the routes carry: `$JS.API` interest from both JetStream servers (each decides
+    whether it answers), as n3 sees it in /routez."""
 
     def api_interest() -> set[str]:
         routes = two_js.routez(2, "?subs=1")["routes"]
@@ -131,7 +115,7 @@ def test_only_the_first_has_api_interest(two_js: ProcessCluster) -> None:
             if sub.startswith("$JS.API.")
         }
 
-    assert wait_for(api_interest, "n3 sees JetStream API interest") == {"n1"}
+    wait_for(lambda: api_interest() == {"n1", "n2"}, "n3 sees JetStream API interest of both")
 
 
 async def answers(nc: Client, subject: str, payload: bytes, quiet: float = 0.5) -> list[bytes]:
@@ -165,16 +149,13 @@ async def test_answered_once(two_js: ProcessCluster, clients: list[Client]) -> N
 
 
 def test_nats_server_peer(tmp_path: Path) -> None:
-    """A nats-server node with JetStream (n1, first by name) and a pynatsd node with JetStream
-    (n2): the pynatsd node is a member of the meta group (jetstream/cluster/meta.py), so the
-    two elect a meta leader and nats-server's JetStream is available; pynatsd, which does not
-    serve replicated streams yet, keeps its own JetStream API stopped and says so."""
+    """A nats-server node with JetStream (n1) and a pynatsd node with JetStream (n2): one meta
+    group of two, and both servers report JetStream healthy."""
     require_nats_server()
     config = {0: js_config(tmp_path, "n1"), 1: js_config(tmp_path, "n2")}
     with ProcessCluster((GO, PY), tmp_path, node_config=config) as cluster:
         cluster.start()
         go, py = cluster.nodes
-        wait_for(lambda: SERVES in py.log_text(), "pynatsd logs that n1 serves JetStream")
         wait_for(
             lambda: http(go.http_port, "/healthz") == (200, {"status": "ok"}),
             "nats-server's JetStream available (a meta leader with pynatsd's vote)",
@@ -182,16 +163,17 @@ def test_nats_server_peer(tmp_path: Path) -> None:
         _, jsz = http(go.http_port, "/jsz")
         assert jsz["meta_cluster"]["cluster_size"] == 2
         assert [r["name"] for r in jsz["meta_cluster"]["replicas"]] == ["n2"]
-        assert http(py.http_port, "/healthz") == (503, {"status": "unavailable", "error": STOPPED})
-        assert f"[WRN] Healthcheck failed: {json.dumps(STOPPED)}" in py.log_text()
+        assert http(py.http_port, "/healthz") == (200, {"status": "ok"})
+        _, pyjsz = http(py.http_port, "/jsz")
+        assert pyjsz["meta_cluster"]["leader"] == jsz["meta_cluster"]["leader"]
 
 
-async def test_the_first_by_name_serves_even_if_it_comes_second(
+async def test_a_stream_made_alone_stops_when_the_cluster_forms(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """n2 serves JetStream alone (a stream and a message); n1 joins with JetStream of its own:
-    n2 stops (the rule is the name, not who came first), its stream is neither answered nor
-    captured any more, and its store is left as it was."""
+    the cluster forms, n2's stream is in no assignment of it, so it stops: neither answered
+    nor captured any more, and its store is left as it was."""
     caplog.set_level(logging.ERROR, logger="pynatsd")
     n2 = pynatsd.Server(
         server_name="n2",
@@ -217,12 +199,11 @@ async def test_the_first_by_name_serves_even_if_it_comes_second(
             ),
         )
         await n1.start()
-        stopped = jetstream_of(n2)
-        assert stopped is not None
-        await eventually(lambda: bool(stopped.standing_down))
-        assert stopped.standing_down == STOPPED
-        assert any(SERVES in r.getMessage() for r in caplog.records)
-        # n1 answers for the cluster now: it has no such stream, and nobody captures it.
+        clustered = jetstream_of(n2)
+        assert clustered is not None and clustered.clustered is not None
+        await eventually(lambda: clustered.clustered is not None and clustered.clustered.active)
+        assert any(STOPPED_ALONE in r.getMessage() for r in caplog.records)
+        # The meta leader answers for the cluster now: no such stream, and nobody captures it.
         await wait_routed_api(nc)
         with pytest.raises(nats.js.errors.NotFoundError):
             await js.stream_info("EARLY")

@@ -49,6 +49,7 @@ from pynatsd.jetstream.stream_config import (
     stream_configs_equal,
 )
 from pynatsd.jetstream.util import (
+    API_TYPE_PREFIX,
     format_go_time,
     go_json,
     go_json_syntax_error,
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.server.client import Client
 
-_PREFIX = "io.nats.jetstream.api.v1."
+_PREFIX = API_TYPE_PREFIX
 _NAMES_LIMIT = 1024
 _LIST_LIMIT = 256
 
@@ -253,6 +254,13 @@ class JetStreamApi:
         if not reply:
             return
         rtype, handler = route
+        cluster = self.ajs.js.clustered
+        if cluster is not None and cluster.active:
+            # Clustered: one server of the cluster answers each request (cluster/clustered.py).
+            chosen = cluster.handler(self, key, rest, handler)
+            if chosen is None:
+                return
+            handler = chosen
         failed = False
         self.requester = publisher  # for the handlers whose advisories name the client
         self.request_header = ev.payload[:hs] if hs > 0 else b""
@@ -320,7 +328,7 @@ class JetStreamApi:
             raise errors.bad_request()
         return rest[0]
 
-    def _decode_stream_config(self, rest: list[str], body: bytes) -> tuple[StreamConfig, bool]:
+    def decode_stream_config(self, rest: list[str], body: bytes) -> tuple[StreamConfig, bool]:
         name = self._stream_name(rest)
         raw = _decode_body(body, "StreamConfigRequest")
         config, pedantic = decode_stream_request(raw)
@@ -332,7 +340,7 @@ class JetStreamApi:
         return config, pedantic
 
     def stream_create(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
-        config, pedantic = self._decode_stream_config(rest, body)
+        config, pedantic = self.decode_stream_config(rest, body)
         if config.sealed:
             raise errors.stream_invalid_config("stream configuration for create can not be sealed")
         if config.mirror_direct and config.mirror is None:
@@ -357,7 +365,7 @@ class JetStreamApi:
         return out
 
     def stream_update(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
-        config, pedantic = self._decode_stream_config(rest, body)
+        config, pedantic = self.decode_stream_config(rest, body)
         stream = self._stream(config.name)
         config = check_stream_config(config, pedantic, self.ajs.stream_configs())
         self.ajs.check_max_bytes(config)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pynatsd.jetstream import advisories, errors
 from pynatsd.jetstream.batching import InflightCounts
 from pynatsd.jetstream.batching import limits_from as batch_limits_from
+from pynatsd.jetstream.cluster.clustered import ClusteredJetStream
 from pynatsd.jetstream.cluster.meta import MetaGroup
 from pynatsd.jetstream.consumer import Consumer
 from pynatsd.jetstream.consumer_config import ConsumerConfig
@@ -25,7 +26,7 @@ from pynatsd.jetstream.store import open_file_store, open_memory_store
 from pynatsd.jetstream.store.base import StreamStore
 from pynatsd.jetstream.stream import Stream, limits_of
 from pynatsd.jetstream.stream_config import StreamConfig
-from pynatsd.jetstream.util import now_ns
+from pynatsd.jetstream.util import API_TYPE_PREFIX, go_json, now_ns
 from pynatsd.logger import log
 from pynatsd.options import JETSTREAM_SYNC_INTERVAL, JetStreamAccountLimits
 from pynatsd.protocol.events import Pub
@@ -246,6 +247,20 @@ class AccountJetStream:
                     other.origin_created(stream.name)
         advisories.stream_action(stream, advisories.CREATE)
         return stream
+
+    def open_replica(self, config: StreamConfig, created: int) -> Stream:
+        """A clustered stream's replica here (jetstream/cluster/clustered.py): its store as a
+        stream of its own would have it, kept across restarts; the caller starts it."""
+        if config.storage == "file":
+            self._write_meta(config, created)
+        stream = Stream(self, config, self.open_store(config), created)
+        stream.rebuild_msg_ids()
+        self.streams[stream.name] = stream
+        return stream
+
+    def api_answer(self, reply: str, rtype: str, result: dict[str, Any]) -> None:
+        """An API response sent later than its request (a clustered create or delete)."""
+        self.reply(reply, go_json({"type": API_TYPE_PREFIX + rtype, **result}))
 
     def stream_configs(self) -> dict[str, StreamConfig]:
         return {name: s.config for name, s in self.streams.items()}
@@ -493,9 +508,11 @@ class JetStream:
         self.peers = JetStreamPeers(self)
         # Clustered JetStream (jetstream/cluster/): the meta group, when routes are configured.
         self.meta: MetaGroup | None = None
+        self.clustered: ClusteredJetStream | None = None
         cluster = opts.cluster
         if cluster is not None and cluster.port != 0 and not opts.no_system_account:
             self.meta = MetaGroup(server, os.path.join(self.store_dir, "jetstream"))
+            self.clustered = ClusteredJetStream(self, self.meta)
 
     async def start(self) -> None:
         os.makedirs(os.path.join(self.store_dir, "jetstream"), exist_ok=True)
@@ -511,9 +528,11 @@ class JetStream:
             # Operator-mode accounts come into being as their first client connects.
             self.server.account_added_hooks.append(self._account_added)
         self.server.peer_hooks.append(self.peers.peer_changed)
-        if self.meta is not None:
+        if self.meta is not None and self.clustered is not None:
             self.server.peer_hooks.append(self.meta.peer_changed)
             self.meta.start()
+            if self.meta.was_clustered():
+                self.clustered.activate("this server was in a JetStream cluster")
         self.server.leaf_registered_hooks.append(self._leaf_registered)
 
     def _leaf_registered(self, account: Account) -> None:
@@ -593,6 +612,8 @@ class JetStream:
         return out
 
     async def stop(self) -> None:
+        if self.clustered is not None:
+            self.clustered.stop()
         if self.meta is not None:
             self.meta.stop()
         if self._leaf_registered in self.server.leaf_registered_hooks:

@@ -1,20 +1,17 @@
-"""JetStream on one server of a cluster: which JetStream-enabled server serves it.
+"""JetStream on one server of a cluster, and the moment a second one shows up.
 
-nats-server runs JetStream in a cluster as clustered JetStream (`jetstream_cluster.go`: a RAFT
-meta group elects the leader that answers the API, and each stream has its own group). pynatsd
-has no RAFT yet, so JetStream may be enabled on one server of a cluster: its API, streams and
-consumers are reached from every other server through the routes, as any service is, because
-its internal subscriptions are announced to the routes as interest.
+The servers learn of each other's JetStream through the route INFO's `jetstream` flag
+(nats-server's `Info.JetStream`, which every Go server sends too). While this server is the
+only JetStream server of its cluster it serves every stream itself, and the other servers
+reach its API, streams and consumers through the routes as any service. When a second
+JetStream server appears, JetStream becomes clustered (jetstream/cluster/clustered.py): both
+are members of the meta group and serve together.
 
-A second JetStream-enabled server would answer the same requests and capture the same subjects
-(two PubAcks, two streams diverging), so the servers learn of each other through the route
-INFO's `jetstream` flag (nats-server's `Info.JetStream`, which every Go server sends too) and
-exactly one keeps serving: the first by server name, then by server id. Both sides of a route
-see both INFOs, so both come to the same answer without talking. The other stops its JetStream
-(the API, the streams' subscriptions, the consumers; the store stays on disk) until it restarts,
-logs why at [ERR], and its `/healthz` and `/jsz` say so. It does not take over when the serving
-server leaves: its store is not a replica, and a cluster whose streams change with its members
-would be worse than one without JetStream for a while.
+Without a system account there is no meta group (its traffic lives there), and the old rule
+applies: exactly one server keeps serving, the first by server name, then by server id. Both
+sides of a route see both INFOs, so both come to the same answer without talking; the other
+stops its JetStream (the store stays on disk) until it restarts and says so at [ERR], in
+`/healthz` and in `/jsz`.
 """
 
 from __future__ import annotations
@@ -53,6 +50,10 @@ class JetStreamPeers:
         name = str(info.get("server_name") or server_id)
         self.others[server_id] = name
         js = self.js
+        if js.clustered is not None:
+            # Clustered JetStream: every JetStream server serves, through the meta group.
+            js.clustered.activate(f'JetStream is also enabled on server "{name}"')
+            return
         server = js.server
         cluster = server.cluster_name
         if js.standing_down:

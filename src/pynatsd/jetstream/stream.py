@@ -16,7 +16,7 @@ import heapq
 import json
 from collections import deque
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.batching import FAST_SUFFIX, Batching, recover_partial_batch
@@ -62,6 +62,12 @@ _MAX_HEADER = 65535
 _PENDING_MAX = 4096
 # The queue group of direct get subscriptions (nats-server's dgetGroup, its sysGroup).
 _DIRECT_GET_GROUP = "_sys_"
+
+
+class Replicator(Protocol):
+    """Where a clustered stream's captured publishes go (jetstream/cluster/replica.py)."""
+
+    def propose_message(self, subject: bytes, reply: bytes, header: bytes, data: bytes) -> None: ...
 
 
 def limits_of(config: StreamConfig) -> StreamLimits:
@@ -130,6 +136,9 @@ class Stream:
         self._batching: Batching | None = None  # open batch publishes, once there is one
         # A counter stream's total after the last increment (the PubAck's `val`).
         self.counter_total = ""
+        # A clustered stream's replica (jetstream/cluster/replica.py): publishes go to it, to
+        # be proposed to the stream's group and stored when they commit; None on one server.
+        self.replicator: Replicator | None = None
 
     @property
     def store(self) -> StreamStore:
@@ -151,7 +160,8 @@ class Stream:
         self._setup_transforms()
         if self.config.allow_atomic:
             recover_partial_batch(self)
-        self.subscribe()
+        if self.replicator is None:
+            self.subscribe()  # a replica captures only while it leads
         self._setup_sourcing()
         if self.config.allow_msg_ttl:
             self._rebuild_ttls()
@@ -224,7 +234,8 @@ class Stream:
         for subject in self.config.subjects:
             sub = InternalSubscription(self._owner, subject, self._on_message)
             sub.traced = self._on_traced_message
-            sub.take_line = self._on_line
+            if self.replicator is None:
+                sub.take_line = self._on_line
             sublist.insert(sub)
             self._subs.append(sub)
         # As nats-server: the stream itself answers its direct gets, so a get for a stream
@@ -427,6 +438,12 @@ class Stream:
         hs = ev.header_size
         payload = ev.payload
         reply = ev.reply  # answered as it came, never decoded
+        if self.replicator is not None:
+            header = payload[:hs] if hs > 0 else b""
+            self.replicator.propose_message(
+                ev.subject, reply, header, payload[hs:] if hs > 0 else payload
+            )
+            return
         if (
             self._batchable
             and trace is None

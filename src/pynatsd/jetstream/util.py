@@ -47,6 +47,10 @@ def parse_go_duration(text: str) -> int | None:
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
+# The `type` of every JetStream API response starts with this.
+API_TYPE_PREFIX = "io.nats.jetstream.api.v1."
+
+
 def go_hash(name: str, size: int = 8) -> str:
     """nats-server's getHash: the first `size` bytes of SHA-256, each as a base-62 digit."""
     digest = hashlib.sha256(name.encode()).digest()

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pynatsd.jetstream.cluster.assignments import MetaEntryError, MetaState, decode_entry
+from pynatsd.jetstream.cluster.assignments import MetaEntryError, MetaOp, MetaState, decode_entry
 from pynatsd.jetstream.util import go_hash
 from pynatsd.logger import log
 from pynatsd.raft.group import open_group
@@ -50,8 +51,29 @@ class MetaGroup:
         self.is_leader = False  # the upper layer's view: set once the leader has applied all
         self.leader_since = 0.0
         self.node: RaftNode | None = None
+        self.started = 0.0
         self.transport: NrgTransport | None = None
         self.known_jetstream: set[str] = set()  # node ids of JetStream servers seen on routes
+        # Told of every assignment applied (jetstream/cluster/clustered.py places replicas).
+        self.on_assignment: Callable[[MetaOp, dict[str, Any]], None] | None = None
+        # While the log replays at start-up: what it holds was answered long ago.
+        self.replaying = False
+
+    def clock(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def leaderless(self) -> bool:
+        """isLeaderless: no leader known, and running long enough to know (nats-server waits
+        its lost-quorum interval, 10 s, after start-up before it says so)."""
+        node = self.node
+        if node is None or node.leader:
+            return False
+        return self.clock() - self.started > node.timings.lost_quorum
+
+    def was_clustered(self) -> bool:
+        """The group's files name other peers: this server was in a JetStream cluster."""
+        node = self.node
+        return node is not None and len(node.peers) > 1
 
     @property
     def directory(self) -> Path:
@@ -60,7 +82,6 @@ class MetaGroup:
 
     def start(self) -> None:
         server = self.server
-        loop = asyncio.get_running_loop()
         known = [self.node_id, *sorted(self.known_jetstream - {self.node_id})]
         routes = server.options.cluster.routes if server.options.cluster else []
         expected = max(2, len(known), len(routes))
@@ -68,20 +89,23 @@ class MetaGroup:
             log.info("JetStream cluster bootstrapping")
         else:
             log.info("JetStream cluster recovering state")
+        self.replaying = True
         node, bootstrapped = open_group(
             self.directory,
             self.node_id,
             META_GROUP,
             known_peers=known,
             cluster_size=expected,
-            clock=loop.time,
+            clock=self.clock,
             timings=self.timings,
         )
         self.node = node
+        self.started = self.clock()
         self.transport = NrgTransport(
             node, server.system_account, server.publish_internal, self._on_commit, self._on_leader
         )
-        self.transport.start()
+        self.transport.start()  # applies what the log replayed
+        self.replaying = False
         if bootstrapped:
             # A new group campaigns soon (nats-server's Campaign after a bootstrap).
             node.campaign()
@@ -120,6 +144,8 @@ class MetaGroup:
                     log.error("JetStream cluster could not decode meta entry: %s", e)
                     continue
                 self.state.apply(op, assignment)
+                if self.on_assignment is not None:
+                    self.on_assignment(op, assignment)
         assert self.node is not None
         self.node.on_applied(committed.index)
 

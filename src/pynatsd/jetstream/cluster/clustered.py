@@ -1,0 +1,383 @@
+"""Clustered JetStream on this server: who answers which API request, and the replicas this
+server holds (nats-server's `jetstream_cluster.go`: `jsClusteredStreamRequest`,
+`processStreamAssignment`, `processStreamRemoval`; `jetstream_api.go` for who answers).
+
+Every JetStream server of the cluster receives every `$JS.API` request (each subscribes in the
+account, and the routes carry the interest); exactly one answers, as in nats-server:
+- the meta leader answers what changes or lists the assignments: account info, stream
+  create, delete, names and list. A create becomes an assignment proposed to the meta group;
+  the new stream's first leader answers it (an R1 stream's one member, at once);
+- the stream's leader answers what reads or changes one stream's data (info, get, and the
+  consumer requests, whose consumers live on the stream leader for now);
+- with no meta leader, every server answers 503 "JetStream system temporarily unavailable".
+
+Clustered mode starts when a second JetStream server shows up on the routes, or at start-up
+when the meta group's files say this server was in one (a single JetStream server in a cluster
+keeps serving every stream itself, which nats-server cannot). Streams this server held alone
+before then stop (their files stay), as they would on a nats-server that joins a cluster.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from pynatsd.jetstream import errors
+from pynatsd.jetstream.cluster.assignments import MetaOp, StreamAssignment, encode_entry
+from pynatsd.jetstream.cluster.replica import StreamReplica
+from pynatsd.jetstream.stream_config import StreamConfig, decode_stream_request
+from pynatsd.jetstream.util import now_ns, rfc3339_ns
+from pynatsd.logger import log
+from pynatsd.raft.group import open_group
+from pynatsd.raft.transport import NrgTransport
+from pynatsd.raft.wire import Entry, EntryType
+
+if TYPE_CHECKING:
+    from pynatsd.jetstream.api import Handler, JetStreamApi
+    from pynatsd.jetstream.cluster.meta import MetaGroup
+    from pynatsd.jetstream.manager import AccountJetStream, JetStream
+
+# What only the meta leader answers, and what only a stream's leader answers (by API key).
+META_REQUESTS = frozenset(
+    {
+        ("INFO",),
+        ("STREAM", "CREATE"),
+        ("STREAM", "DELETE"),
+        ("STREAM", "NAMES"),
+        ("STREAM", "LIST"),
+    }
+)
+_EMPTY_STATE = {
+    "messages": 0,
+    "bytes": 0,
+    "first_seq": 0,
+    "first_ts": "0001-01-01T00:00:00Z",
+    "last_seq": 0,
+    "last_ts": "0001-01-01T00:00:00Z",
+    "consumer_count": 0,
+}
+NAME_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _random_name(rng: random.Random, size: int = 8) -> str:
+    return "".join(rng.choice(NAME_DIGITS) for _ in range(size))
+
+
+class ClusteredJetStream:
+    """The clustered side of this server's JetStream."""
+
+    def __init__(self, js: JetStream, meta: MetaGroup) -> None:
+        self.js = js
+        self.meta = meta
+        self.active = False
+        self.replicas: dict[tuple[str, str], StreamReplica] = {}
+        self.rng = random.Random()
+        meta.on_assignment = self._on_assignment
+
+    # ----- mode
+    def activate(self, why: str) -> None:
+        """Serve JetStream the clustered way from now on."""
+        if self.active:
+            return
+        self.active = True
+        log.info("JetStream cluster mode: %s", why)
+        for ajs in self.js.accounts.values():
+            for name, stream in list(ajs.streams.items()):
+                if stream.replicator is None:
+                    log.error(
+                        "JetStream stream '%s > %s' was created on this server alone and is "
+                        "not in the cluster's assignments: it stops (its files stay)",
+                        ajs.account.name,
+                        name,
+                    )
+                    stream.stop()
+                    del ajs.streams[name]
+        # Assignments applied before the mode started (a replay of the meta log).
+        for account_streams in self.meta.state.streams.values():
+            for sa in list(account_streams.values()):
+                self._place(sa, answer=False)
+
+    # ----- who answers
+    def handler(
+        self, api: JetStreamApi, key: tuple[str, ...], rest: list[str], local: Handler
+    ) -> Handler | None:
+        """The handler this server runs for a request, or None to stay silent."""
+        meta = self.meta
+        leaderless = meta.leaderless()
+        if key in META_REQUESTS:
+            if meta.is_leader:
+                return self._meta_handlers(api).get(key, local)
+            return _unavailable if leaderless else None
+        if key[0] not in ("STREAM", "CONSUMER") or not rest:
+            return local
+        account = api.ajs.account.name
+        if meta.state.stream(account, rest[0]) is None:
+            if meta.is_leader:
+                return _not_found
+            return _unavailable if leaderless else None
+        replica = self.replica(account, rest[0])
+        if replica is None or not replica.is_leader:
+            return None
+        if key in (("STREAM", "PURGE"), ("STREAM", "MSG", "DELETE"), ("STREAM", "UPDATE")):
+            return _not_replicated_yet
+        if key == ("STREAM", "INFO"):
+            return _with_cluster_info(local, replica)
+        return local
+
+    def _meta_handlers(self, api: JetStreamApi) -> dict[tuple[str, ...], Handler]:
+        ajs = api.ajs
+        return {
+            ("INFO",): lambda rest, body, reply: self._account_info(api, rest, body, reply),
+            ("STREAM", "CREATE"): lambda rest, body, reply: self._create(api, rest, body, reply),
+            ("STREAM", "DELETE"): lambda rest, body, reply: self._delete(ajs, rest, reply),
+            ("STREAM", "NAMES"): lambda rest, body, reply: self._names(ajs),
+            ("STREAM", "LIST"): lambda rest, body, reply: self._list(ajs),
+        }
+
+    def replica(self, account: str, name: str) -> StreamReplica | None:
+        return self.replicas.get((account, name))
+
+    # ----- meta leader: requests
+    def _account_info(
+        self, api: JetStreamApi, rest: list[str], body: bytes, reply: str
+    ) -> dict[str, Any] | None:
+        out = api.account_info(rest, body, reply)
+        streams = self.meta.state.streams.get(api.ajs.account.name, {})
+        out["streams"] = len(streams)
+        out["consumers"] = sum(len(sa.consumers) for sa in streams.values())
+        return out
+
+    def _create(
+        self, api: JetStreamApi, rest: list[str], body: bytes, reply: str
+    ) -> dict[str, Any] | None:
+        """jsClusteredStreamRequest: checks, placement, then an assignment for the group."""
+        from pynatsd.jetstream.stream_checks import check_stream_config
+        from pynatsd.jetstream.stream_config import stream_configs_equal
+
+        ajs = api.ajs
+        config, pedantic = api.decode_stream_config(rest, body)
+        if config.sealed:
+            raise errors.stream_invalid_config("stream configuration for create can not be sealed")
+        ajs.check_stream_limits(config)
+        others = {
+            sa.name: _config_of(sa)
+            for sa in self.meta.state.streams.get(ajs.account.name, {}).values()
+        }
+        existing = others.pop(config.name, None)
+        config = check_stream_config(config, pedantic, others)
+        ajs.check_max_bytes(config)
+        if existing is not None:
+            if not stream_configs_equal(existing, config):
+                raise errors.stream_name_exist()
+            replica = self.replica(ajs.account.name, config.name)
+            if replica is not None and replica.is_leader:
+                replica.answer_create(reply)
+            return None
+        peers = self._select_peers(config.num_replicas)
+        storage = "F" if config.storage == "file" else "M"
+        group = {
+            "name": f"S-R{len(peers)}{storage}-{_random_name(self.rng)}",
+            "peers": peers,
+            "store": config.storage,
+            "cluster": ajs.server.cluster_name,
+        }
+        assignment: dict[str, Any] = {
+            "client": {"acc": ajs.account.name},
+            "created": rfc3339_ns(now_ns()),
+            "stream": config.to_reply(full_metadata=False),
+            "group": group,
+            "sync": f"$JSC.SYNC.{_random_name(self.rng)}",
+            "subject": f"$JS.API.STREAM.CREATE.{config.name}",
+            "reply": reply,
+        }
+        if not self._propose(MetaOp.ASSIGN_STREAM, assignment):
+            raise errors.js_error("ClusterNotLeader")
+        return None
+
+    def _select_peers(self, replicas: int) -> list[str]:
+        """The peers of a new group: online meta peers, this one among the candidates."""
+        node = self.meta.node
+        assert node is not None
+        now = node.clock()
+        online = [
+            peer
+            for peer, progress in node.peers.items()
+            if peer == self.meta.node_id or (progress.heard and now - progress.heard < 10.0)
+        ]
+        wanted = max(1, replicas)
+        if wanted > len(online):
+            raise errors.js_error("InsufficientResources")
+        return self.rng.sample(online, wanted)
+
+    def _delete(self, ajs: AccountJetStream, rest: list[str], reply: str) -> dict[str, Any] | None:
+        if len(rest) != 1:
+            raise errors.bad_request()
+        sa = self.meta.state.stream(ajs.account.name, rest[0])
+        if sa is None:
+            raise errors.stream_not_found()
+        removal = dict(sa.raw)
+        removal.update(sync="", subject=f"$JS.API.STREAM.DELETE.{sa.name}", reply=reply)
+        if not self._propose(MetaOp.REMOVE_STREAM, removal):
+            raise errors.js_error("ClusterNotLeader")
+        return None
+
+    def _names(self, ajs: AccountJetStream) -> dict[str, Any]:
+        names = sorted(self.meta.state.streams.get(ajs.account.name, {}))
+        return {"total": len(names), "offset": 0, "limit": 1024, "streams": names}
+
+    def _list(self, ajs: AccountJetStream) -> dict[str, Any]:
+        """Every stream's info: a replica here gives its own, another stream its config (the
+        meta leader of nats-server asks each stream's leader; not yet done here)."""
+        streams = self.meta.state.streams.get(ajs.account.name, {})
+        items = []
+        for name in sorted(streams):
+            replica = self.replica(ajs.account.name, name)
+            if replica is not None:
+                info = replica.stream.info()
+                info["cluster"] = replica.cluster_info()
+            else:
+                sa = streams[name]
+                info = {
+                    "config": _config_of(sa).to_reply(),
+                    "created": sa.raw.get("created", ""),
+                    "state": _EMPTY_STATE,
+                    "cluster": {"name": ajs.server.cluster_name},
+                }
+            items.append(info)
+        return {"total": len(items), "offset": 0, "limit": 256, "streams": items}
+
+    def _propose(self, op: MetaOp, assignment: dict[str, Any]) -> bool:
+        node, transport = self.meta.node, self.meta.transport
+        if node is None or transport is None:
+            return False
+        accepted = node.propose((Entry(EntryType.NORMAL, encode_entry(op, assignment)),))
+        transport.pump()
+        return accepted
+
+    # ----- every member: assignments
+    def _on_assignment(self, op: MetaOp, assignment: dict[str, Any]) -> None:
+        if not self.active:
+            return
+        account = str((assignment.get("client") or {}).get("acc", ""))
+        name = str((assignment.get("stream") or {}).get("name", ""))
+        if op is MetaOp.ASSIGN_STREAM:
+            sa = self.meta.state.stream(account, name)
+            if sa is not None:
+                self._place(sa, answer=not self.meta.replaying)
+        elif op is MetaOp.REMOVE_STREAM:
+            # processClusterDeleteStream: the stream's leader answers once its replica is gone
+            # (every member does when the group had no leader).
+            replica = self.replicas.pop((account, name), None)
+            if replica is None:
+                return
+            node = replica.node
+            answers = replica.is_leader or (node is not None and not node.leader)
+            self._remove(replica)
+            reply = str(assignment.get("reply") or "")
+            if answers and reply and not self.meta.replaying:
+                replica.stream.ajs.api_answer(reply, "stream_delete_response", {"success": True})
+
+    def _place(self, sa: StreamAssignment, answer: bool) -> None:
+        """processStreamAssignment: a replica here if this server is one of the peers."""
+        key = (sa.account, sa.name)
+        if key in self.replicas or self.meta.node_id not in (sa.group.get("peers") or []):
+            return
+        ajs = self.js.accounts.get(sa.account)
+        if ajs is None:
+            log.error("JetStream cluster: stream '%s > %s' for an account without JetStream", *key)
+            return
+        config = _config_of(sa)
+        created = _created_ns(sa.raw.get("created"))
+        stream = ajs.open_replica(config, created)
+        replica = StreamReplica(sa, stream, self.meta.node_id, lambda: self.meta.names)
+        stream.replicator = replica
+        self.replicas[key] = replica
+        stream.start()
+        replica.create_reply = str(sa.raw.get("reply") or "") if answer else ""
+        peers = list(sa.group.get("peers") or [])
+        if len(peers) == 1:
+            replica.leader_changed(True)
+            return
+        self._start_group(replica, ajs, peers)
+
+    def _start_group(self, replica: StreamReplica, ajs: AccountJetStream, peers: list[str]) -> None:
+        meta = self.meta
+        directory = None
+        if replica.stream.config.storage == "file":
+            directory = meta.directory.parent / replica.group_name
+        node, bootstrapped = open_group(
+            directory,
+            meta.node_id,
+            replica.group_name,
+            known_peers=peers,
+            cluster_size=len(peers),
+            clock=meta.clock,
+            timings=meta.timings,
+            managed=True,
+        )
+        replica.node = node
+        transport = NrgTransport(
+            node,
+            ajs.server.system_account,
+            ajs.server.publish_internal,
+            replica.apply_entries,
+            replica.leader_changed,
+        )
+        replica.transport = transport
+        transport.start()
+        if bootstrapped and sorted(peers)[0] == meta.node_id:
+            node.campaign()  # one preferred peer campaigns first: a quick first leader
+            transport.pump()
+
+    def _remove(self, replica: StreamReplica) -> None:
+        if replica.transport is not None:
+            replica.transport.close()
+        stream = replica.stream
+        ajs = stream.ajs
+        ajs.streams.pop(stream.name, None)
+        ajs.delete_stream(stream)
+
+    def stop(self) -> None:
+        for replica in self.replicas.values():
+            if replica.transport is not None:
+                replica.transport.close()
+            if replica.node is not None:
+                replica.node.log.close()
+
+
+def _with_cluster_info(local: Handler, replica: StreamReplica) -> Handler:
+    def info(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+        out = local(rest, body, reply)
+        if out is not None:
+            out["cluster"] = replica.cluster_info()
+        return out
+
+    return info
+
+
+def _not_found(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+    raise errors.stream_not_found()
+
+
+def _not_replicated_yet(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+    # Purges, message deletes and updates of replicated streams are not replicated yet: the
+    # leader refuses them rather than let the replicas differ.
+    raise errors.js_error("ClusterNotLeader")
+
+
+def _unavailable(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+    raise errors.js_error("ClusterNotAvail")
+
+
+def _config_of(sa: StreamAssignment) -> StreamConfig:
+    config, _ = decode_stream_request(dict(sa.raw.get("stream") or {}))
+    return config
+
+
+def _created_ns(text: Any) -> int:
+    from pynatsd.jetstream.util import parse_go_time
+
+    try:
+        return parse_go_time(str(text))[0] if text else now_ns()
+    except ValueError:
+        return now_ns()

@@ -1,0 +1,198 @@
+"""One replica of a clustered stream on this server (nats-server's `monitorStream`,
+`processClusteredInboundMsg`, `applyStreamEntries`).
+
+The local `Stream` is the state machine. While this server leads the stream's group it
+captures the stream's subjects; every publish becomes a `streamMsgOp` entry (nats-server's
+encoding, `entries.encode_stream_msg`) proposed to the group, and is stored when the entry
+commits, on every replica in the same order, by the same `Stream.process_message` a single
+server uses. Only the leader answers: the PubAck (or the error) goes out after the commit, so
+an acknowledged message is on a quorum. An R1 stream has no group (as in nats-server): its
+entries apply at once.
+
+`lseq` and `clfs` are nats-server's: each entry carries the stream's clustered last sequence
+when it was proposed, and a replica counts the entries that stored nothing (a duplicate, a
+failed check). An entry whose `lseq - clfs` is below the store's last sequence was applied
+before (a replay of the group's log after a restart) and is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pynatsd.jetstream.cluster.assignments import StreamAssignment
+from pynatsd.jetstream.cluster.entries import EntryError, decode_stream_msg, encode_stream_msg
+from pynatsd.jetstream.errors import ApiError
+from pynatsd.jetstream.util import now_ns, rfc3339_ns
+from pynatsd.logger import log
+from pynatsd.raft.node import Committed, RaftNode
+from pynatsd.raft.transport import NrgTransport
+from pynatsd.raft.wire import Entry, EntryType
+
+if TYPE_CHECKING:
+    from pynatsd.jetstream.stream import Stream
+
+STREAM_MSG_OP = 4
+COMPRESSED_STREAM_MSG_OP = 14
+
+
+class StreamReplica:
+    """The replica: its assignment, its local stream, its group's node (None for R1), and
+    whether this server leads it."""
+
+    def __init__(
+        self,
+        assignment: StreamAssignment,
+        stream: Stream,
+        node_id: str,
+        names: Callable[[], dict[str, str]],
+    ) -> None:
+        self.assignment = assignment
+        self.names = names  # node id -> server name, as the meta group knows them
+        self.stream = stream
+        self.node_id = node_id
+        self.node: RaftNode | None = None
+        self.transport: NrgTransport | None = None
+        self.is_leader = False
+        self.clfs = 0  # entries applied that stored nothing
+        self.clseq = 0  # the leader's clustered last sequence, proposals included
+        # The create request to answer once this replica first leads (nats-server: the
+        # stream's first leader answers the create).
+        self.create_reply = ""
+
+    @property
+    def peers(self) -> list[str]:
+        return list(self.assignment.group.get("peers") or [])
+
+    @property
+    def group_name(self) -> str:
+        return str(self.assignment.group.get("name", ""))
+
+    # ----- leadership
+    def leader_changed(self, is_leader: bool) -> None:
+        stream = self.stream
+        was = self.is_leader
+        self.is_leader = is_leader
+        if is_leader and not was:
+            self.clseq = stream.store.state().last_seq + self.clfs
+            stream.subscribe()
+            if self.create_reply:
+                reply, self.create_reply = self.create_reply, ""
+                self.answer_create(reply)
+            log.info(
+                "JetStream cluster new stream leader for '%s > %s'",
+                stream.ajs.account.name,
+                stream.name,
+            )
+        elif was and not is_leader:
+            stream.unsubscribe()
+
+    def answer_create(self, reply: str) -> None:
+        out = self.stream.info()
+        out["cluster"] = self.cluster_info()
+        out["ts"] = rfc3339_ns(now_ns())
+        out["did_create"] = True
+        self.stream.ajs.api_answer(reply, "stream_create_response", out)
+
+    # ----- publishing (leader)
+    def propose_message(self, subject: bytes, reply: bytes, header: bytes, data: bytes) -> None:
+        """processClusteredInboundMsg: a publish the leader captured."""
+        entry = encode_stream_msg(
+            subject.decode("utf-8", "surrogateescape"),
+            reply.decode("utf-8", "surrogateescape"),
+            header,
+            data,
+            self.clseq,
+            now_ns(),
+        )
+        self.clseq += 1
+        if self.node is None:
+            self.apply_entries(Committed(0, (Entry(EntryType.NORMAL, entry),)))
+        elif not self.node.propose((Entry(EntryType.NORMAL, entry),)):
+            self.clseq -= 1  # no longer the leader: the publisher gets no answer, as in Go
+
+    # ----- applying
+    def apply_entries(self, committed: Committed) -> None:
+        for entry in committed.entries:
+            if entry.type != EntryType.NORMAL or not entry.data:
+                continue
+            op = entry.data[0]
+            if op in (STREAM_MSG_OP, COMPRESSED_STREAM_MSG_OP):
+                self._apply_message(entry.data)
+        if self.node is not None and committed.index:
+            self.node.on_applied(committed.index)
+
+    def _apply_message(self, data: bytes) -> None:
+        try:
+            msg = decode_stream_msg(data)
+        except EntryError as e:
+            log.error(
+                "JetStream cluster could not decode stream entry for %s: %s", self.stream.name, e
+            )
+            return
+        stream = self.stream
+        last = stream.store.state().last_seq
+        if msg.lseq - self.clfs < last:
+            return  # applied before (a replay)
+        reply = msg.reply.encode("utf-8", "surrogateescape")
+        answer = self.is_leader and bool(reply) and not stream.config.no_ack
+        try:
+            seq, duplicate = stream.process_message(msg.subject, msg.header, msg.payload)
+        except ApiError as e:
+            self.clfs += 1
+            if answer:
+                stream.reply_error(reply, e)
+            return
+        if duplicate or seq == 0:
+            self.clfs += 1
+        if not answer or seq == 0:
+            return
+        ack = stream.ack_prefix() + b"%d" % seq
+        if duplicate:
+            stream.ajs.reply(reply, ack + b',"duplicate": true}')
+        else:
+            stream.queue_ack(reply, ack + b"}", seq)
+
+    # ----- monitoring
+    def cluster_info(self) -> dict[str, Any]:
+        """The `cluster` block of stream info (clusterInfo)."""
+        stream = self.stream
+        server = stream.ajs.server
+        out: dict[str, Any] = {"name": server.cluster_name}
+        node = self.node
+        if node is None:
+            out["leader"] = server.server_name
+            return out
+        out["raft_group"] = self.group_name
+        names = self.names()
+        if node.leader:
+            out["leader"] = names.get(node.leader, node.leader)
+        out["system_account"] = True
+        out["traffic_account"] = "$SYS"
+        now = node.clock()
+        replicas = []
+        for peer in self.peers:
+            if peer == self.node_id:
+                continue
+            progress = node.peers.get(peer)
+            heard = now - progress.heard if progress is not None and progress.heard else None
+            info: dict[str, Any] = {
+                "name": names.get(peer, f"Server name unknown at this time (peerID: {peer})"),
+                "current": False,
+                "active": int((heard or 0) * 1e9),
+                "peer": peer,
+            }
+            if node.is_leader and progress is not None:
+                lag = max(0, node.commit - progress.last_index)
+                info["current"] = (
+                    heard is not None and heard < node.timings.lost_quorum and lag == 0
+                )
+                if lag:
+                    info["lag"] = lag
+            elif peer == node.leader:
+                info["current"] = heard is not None and heard < 2.0
+            replicas.append(info)
+        replicas.sort(key=lambda r: r["name"])
+        if replicas:
+            out["replicas"] = replicas
+        return out

@@ -1,0 +1,143 @@
+"""Replicated streams across real server processes, the same scenario on a 3-node nats-server
+cluster and on a 3-node pynatsd cluster: what nats-py clients on every node observe must be the
+same. Creating R1 and R3 streams from any node, publishing with acks from every node, reading
+from every node, and the stream leader killed (SIGKILL) in the middle: nothing acknowledged is
+lost, duplicated or reordered, a new leader takes over, and the restarted node has it all."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import nats
+import nats.errors
+import nats.js.errors
+import pytest
+from nats.aio.client import Client
+from nats.js.api import StreamConfig
+
+from support.cluster import GO, PY, ProcessCluster
+from support.eventually import eventually_async
+
+KINDS = [pytest.param([GO, GO, GO], id="nats-server"), pytest.param([PY, PY, PY], id="pynatsd")]
+# A kill, nats-server's election timeout (4-9 s) and the news reaching a client.
+FAILOVER = 40.0
+
+
+@asynccontextmanager
+async def cluster_of(kinds: list[str], tmp_path: Path) -> AsyncIterator[ProcessCluster]:
+    stores = {i: f'jetstream {{ store_dir: "{tmp_path}/js{i}" }}\n' for i in range(3)}
+    cluster = ProcessCluster(kinds, tmp_path, node_config=stores)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def connect(cluster: ProcessCluster, index: int) -> Client:
+    return await nats.connect(cluster.nodes[index].url, allow_reconnect=False)
+
+
+async def meta_ready(nc: Client) -> bool:
+    await nc.jetstream(timeout=2).account_info()
+    return True
+
+
+async def add_stream(nc: Client, config: StreamConfig) -> object:
+    """As an application does it: retried while the cluster is not ready (no meta leader yet,
+    a peer still starting: nats-server answers 503 or 10005 then)."""
+
+    async def attempt() -> object:
+        try:
+            return await nc.jetstream(timeout=5).add_stream(config)
+        except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):
+            return None
+
+    return await eventually_async(attempt, 30, "stream created", interval=0.5)
+
+
+async def info_from(nc: Client, name: str) -> nats.js.api.StreamInfo | None:
+    try:
+        return await nc.jetstream(timeout=2).stream_info(name)
+    except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+        return None
+
+
+@pytest.mark.parametrize("kinds", KINDS)
+async def test_r3_stream_survives_its_leader(tmp_path: Path, kinds: list[str]) -> None:
+    async with cluster_of(kinds, tmp_path) as cluster:
+        clients = [await connect(cluster, i) for i in range(3)]
+        try:
+            await eventually_async(lambda: meta_ready(clients[1]), 30, "a meta leader")
+            created = await add_stream(
+                clients[1], StreamConfig(name="ORDERS", subjects=["orders.>"], num_replicas=3)
+            )
+            assert created is not None
+            info = await eventually_async(lambda: info_from(clients[0], "ORDERS"), 20)
+            assert info.cluster is not None and info.cluster.leader
+            assert len(info.cluster.replicas or []) == 2
+
+            acked = []
+            for i in range(60):
+                js = clients[i % 3].jetstream(timeout=5)
+                ack = await js.publish(f"orders.{i % 7}", b"order-%d" % i)
+                acked.append(ack.seq)
+            assert acked == list(range(1, 61))
+            for nc in clients:
+                seen = await info_from(nc, "ORDERS")
+                assert seen is not None and seen.state.messages == 60
+
+            leader = info.cluster.leader
+            dead = next(n.index for n in cluster.nodes if n.name == leader)
+            cluster.kill(dead)
+            alive = [nc for i, nc in enumerate(clients) if i != dead]
+
+            async def new_leader() -> str:
+                seen = await info_from(alive[0], "ORDERS")
+                if seen is None or seen.cluster is None or seen.cluster.leader in (None, leader):
+                    return ""
+                return seen.cluster.leader
+
+            await eventually_async(new_leader, FAILOVER, "a new stream leader")
+            for i in range(60, 90):
+                ack = await alive[i % 2].jetstream(timeout=10).publish("orders.x", b"order-%d" % i)
+                assert ack.seq == i + 1
+            cluster.restart(dead)
+            clients[dead] = await connect(cluster, dead)
+            # Every acknowledged message, once, in order, read through any node.
+            js = clients[dead].jetstream(timeout=10)
+            for seq in (1, 30, 60, 61, 90):
+                msg = await js.get_msg("ORDERS", seq)
+                assert msg.data == b"order-%d" % (seq - 1)
+            final = await info_from(clients[dead], "ORDERS")
+            assert final is not None and (final.state.messages, final.state.last_seq) == (90, 90)
+        finally:
+            for nc in clients:
+                if nc.is_connected:
+                    await nc.close()
+
+
+@pytest.mark.parametrize("kinds", KINDS)
+async def test_r1_streams_names_and_delete_from_any_node(tmp_path: Path, kinds: list[str]) -> None:
+    async with cluster_of(kinds, tmp_path) as cluster:
+        clients = [await connect(cluster, i) for i in range(3)]
+        try:
+            await eventually_async(lambda: meta_ready(clients[0]), 30, "a meta leader")
+            for i in range(3):
+                created = await add_stream(
+                    clients[i], StreamConfig(name=f"S{i}", subjects=[f"s{i}.>"], num_replicas=1)
+                )
+                assert created is not None
+            for i, nc in enumerate(clients):
+                ack = await nc.jetstream(timeout=5).publish(f"s{(i + 1) % 3}.a", b"x")
+                assert ack.stream == f"S{(i + 1) % 3}" and ack.seq == 1
+            names = await clients[2].jetstream(timeout=5).streams_info()
+            assert sorted(s.config.name for s in names) == ["S0", "S1", "S2"]
+            assert await clients[1].jetstream(timeout=5).delete_stream("S0")
+            with pytest.raises(nats.js.errors.NotFoundError):
+                await clients[0].jetstream(timeout=5).stream_info("S0")
+        finally:
+            for nc in clients:
+                await nc.close()
