@@ -196,6 +196,21 @@ def _check_fields(req: dict[str, Any], allowed: tuple[str, ...]) -> None:
             raise errors.invalid_json(f'json: unknown field "{key}"')
 
 
+def purge_stream(stream: Stream, subject: str, seq: int, keep: int) -> dict[str, Any]:
+    """The purge itself and its response."""
+    purged = stream.purge(subject=subject, seq=seq, keep=keep)
+    return {"success": True, "purged": purged}
+
+
+def delete_message(stream: Stream, seq: int, erase: bool) -> dict[str, Any]:
+    """The message delete itself and its response; ApiError when there is no such message."""
+    if not stream.remove_msg(seq, erase=erase):
+        if seq > stream.store.state().last_seq:
+            raise errors.stream_msg_delete_failed("stream store EOF")
+        raise errors.sequence_not_found(seq)
+    return {"success": True}
+
+
 class JetStreamApi:
     def __init__(self, ajs: AccountJetStream) -> None:
         self.ajs = ajs
@@ -483,6 +498,12 @@ class JetStreamApi:
         return {"success": True}
 
     def stream_purge(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        stream, subject, seq, keep = self.purge_request(rest, body)
+        return purge_stream(stream, subject, seq, keep)
+
+    def purge_request(self, rest: list[str], body: bytes) -> tuple[Stream, str, int, int]:
+        """A purge request checked: (stream, filter, seq, keep). A clustered stream's leader
+        proposes what it finds here and every replica runs `purge_stream`."""
         stream = self._stream(self._stream_name(rest))
         req = _paged_body(body, "JSApiStreamPurgeRequest")
         _check_fields(req, ("filter", "seq", "keep"))
@@ -495,8 +516,7 @@ class JetStreamApi:
             raise errors.stream_purge_failed("stream purge not permitted")
         if seq and keep:
             raise errors.bad_request()
-        purged = stream.purge(subject=subject, seq=seq, keep=keep)
-        return {"success": True, "purged": purged}
+        return stream, subject, seq, keep
 
     def _filtered_streams(self, req: dict[str, Any], struct: str) -> list[Stream]:
         subject = _str_field(req, "subject", struct)
@@ -610,6 +630,11 @@ class JetStreamApi:
         return store.load_msg(seq)
 
     def stream_msg_delete(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+        stream, seq, erase = self.msg_delete_request(rest, body)
+        return delete_message(stream, seq, erase)
+
+    def msg_delete_request(self, rest: list[str], body: bytes) -> tuple[Stream, int, bool]:
+        """A message delete checked: (stream, seq, erase); see `purge_request`."""
         name = self._stream_name(rest)
         if _is_empty_request(body):
             raise errors.bad_request()
@@ -623,11 +648,7 @@ class JetStreamApi:
             raise errors.stream_msg_delete_failed("message delete not permitted")
         if seq <= 0:
             raise errors.stream_msg_delete_failed("no message found")
-        if not stream.remove_msg(seq, erase=not req.get("no_erase")):
-            if seq > stream.store.state().last_seq:
-                raise errors.stream_msg_delete_failed("stream store EOF")
-            raise errors.sequence_not_found(seq)
-        return {"success": True}
+        return stream, seq, not req.get("no_erase")
 
     # -- direct get ------------------------------------------------------------------------------
 

@@ -141,3 +141,46 @@ async def test_r1_streams_names_and_delete_from_any_node(tmp_path: Path, kinds: 
         finally:
             for nc in clients:
                 await nc.close()
+
+
+@pytest.mark.parametrize("kinds", KINDS)
+async def test_purge_and_delete_reach_every_replica(tmp_path: Path, kinds: list[str]) -> None:
+    """A purge and a message delete answered by the leader are on every replica: after the
+    leader dies, the new one reports the same messages and has not the deleted one."""
+    async with cluster_of(kinds, tmp_path) as cluster:
+        clients = [await connect(cluster, i) for i in range(3)]
+        try:
+            await eventually_async(lambda: meta_ready(clients[0]), 30, "a meta leader")
+            config = StreamConfig(name="EVENTS", subjects=["ev.>"], num_replicas=3)
+            assert await add_stream(clients[0], config) is not None
+            js = clients[0].jetstream(timeout=10)
+            for i in range(20):
+                await js.publish(f"ev.{i % 4}", b"e%d" % i)
+            assert await js.delete_msg("EVENTS", 6)
+            assert await js.purge_stream("EVENTS", subject="ev.1") is True
+            before = await info_from(clients[0], "EVENTS")
+            assert before is not None and before.cluster is not None
+            # Seq 6 is one of the five ev.1 messages: 20 - 5 remain.
+            expected = before.state.messages
+            assert expected == 15
+            leader = before.cluster.leader
+            dead = next(n.index for n in cluster.nodes if n.name == leader)
+            cluster.kill(dead)
+            alive = next(nc for i, nc in enumerate(clients) if i != dead)
+
+            async def new_leader_info() -> nats.js.api.StreamInfo | None:
+                seen = await info_from(alive, "EVENTS")
+                if seen is None or seen.cluster is None or seen.cluster.leader in (None, leader):
+                    return None
+                return seen
+
+            after = await eventually_async(new_leader_info, FAILOVER, "a new stream leader")
+            assert after.state.messages == expected
+            with pytest.raises(nats.js.errors.NotFoundError):
+                await alive.jetstream(timeout=10).get_msg("EVENTS", 2)  # ev.1, purged
+            msg = await alive.jetstream(timeout=10).get_msg("EVENTS", 3)
+            assert msg.data == b"e2"
+        finally:
+            for nc in clients:
+                if nc.is_connected:
+                    await nc.close()

@@ -24,9 +24,19 @@ from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.cluster.assignments import MetaOp, StreamAssignment, encode_entry
+from pynatsd.jetstream.cluster.placement import (
+    PeerCandidate,
+    PeerLoad,
+    PlacementSpec,
+    SelectPeerError,
+    create_group_for_stream,
+    stream_assignment,
+    stream_placement_error,
+    sync_subject_for_stream,
+)
 from pynatsd.jetstream.cluster.replica import StreamReplica
 from pynatsd.jetstream.stream_config import StreamConfig, decode_stream_request
-from pynatsd.jetstream.util import now_ns, rfc3339_ns
+from pynatsd.jetstream.util import now_ns
 from pynatsd.logger import log
 from pynatsd.raft.group import open_group
 from pynatsd.raft.transport import NrgTransport
@@ -56,11 +66,9 @@ _EMPTY_STATE = {
     "last_ts": "0001-01-01T00:00:00Z",
     "consumer_count": 0,
 }
-NAME_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def _random_name(rng: random.Random, size: int = 8) -> str:
-    return "".join(rng.choice(NAME_DIGITS) for _ in range(size))
+# A peer not heard from for this long is placed last (nats-server marks a server offline
+# after 150 s without its STATSZ; the meta group's heartbeats tell sooner).
+OFFLINE_AFTER = 10.0
 
 
 class ClusteredJetStream:
@@ -118,7 +126,23 @@ class ClusteredJetStream:
         replica = self.replica(account, rest[0])
         if replica is None or not replica.is_leader:
             return None
-        if key in (("STREAM", "PURGE"), ("STREAM", "MSG", "DELETE"), ("STREAM", "UPDATE")):
+        if key == ("STREAM", "PURGE"):
+
+            def purge(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+                _, subject, seq, keep = api.purge_request(rest, body)
+                replica.propose_purge(subject, seq, keep, reply)
+                return None
+
+            return purge
+        if key == ("STREAM", "MSG", "DELETE"):
+
+            def delete(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+                _, seq, erase = api.msg_delete_request(rest, body)
+                replica.propose_delete(seq, erase, reply)
+                return None
+
+            return delete
+        if key == ("STREAM", "UPDATE"):
             return _not_replicated_yet
         if key == ("STREAM", "INFO"):
             return _with_cluster_info(local, replica)
@@ -173,41 +197,62 @@ class ClusteredJetStream:
             if replica is not None and replica.is_leader:
                 replica.answer_create(reply)
             return None
-        peers = self._select_peers(config.num_replicas)
-        storage = "F" if config.storage == "file" else "M"
-        group = {
-            "name": f"S-R{len(peers)}{storage}-{_random_name(self.rng)}",
-            "peers": peers,
-            "store": config.storage,
-            "cluster": ajs.server.cluster_name,
-        }
-        assignment: dict[str, Any] = {
-            "client": {"acc": ajs.account.name},
-            "created": rfc3339_ns(now_ns()),
-            "stream": config.to_reply(full_metadata=False),
-            "group": group,
-            "sync": f"$JSC.SYNC.{_random_name(self.rng)}",
-            "subject": f"$JS.API.STREAM.CREATE.{config.name}",
-            "reply": reply,
-        }
+        config_json = config.to_reply(full_metadata=False)
+        client = {"acc": ajs.account.name, "cluster": ajs.server.cluster_name}
+        assignments = [
+            sa.raw for account in self.meta.state.streams.values() for sa in account.values()
+        ]
+        try:
+            group = create_group_for_stream(
+                client,
+                PlacementSpec.from_config(config_json),
+                self._candidates(),
+                load=PeerLoad.of_assignments(assignments),
+                rng=self.rng,
+            )
+        except SelectPeerError as e:
+            raise stream_placement_error(e) from None
+        assignment = stream_assignment(
+            client,
+            now_ns(),
+            config_json,
+            group,
+            sync_subject_for_stream(self.rng),
+            f"$JS.API.STREAM.CREATE.{config.name}",
+            reply,
+        )
         if not self._propose(MetaOp.ASSIGN_STREAM, assignment):
             raise errors.js_error("ClusterNotLeader")
         return None
 
-    def _select_peers(self, replicas: int) -> list[str]:
-        """The peers of a new group: online meta peers, this one among the candidates."""
+    def _candidates(self) -> list[PeerCandidate]:
+        """The meta group's peers as placement sees them. nats-server fills these from each
+        server's STATSZ; a peer is online here when the meta group heard from it lately, and
+        its room is this server's own JetStream limits (pynatsd peers send no STATSZ yet)."""
         node = self.meta.node
         assert node is not None
+        js = self.js
+        room = 1 << 50
+        max_memory = js.max_memory if js.max_memory >= 0 else room
+        max_storage = js.max_store if js.max_store >= 0 else room
         now = node.clock()
-        online = [
-            peer
-            for peer, progress in node.peers.items()
-            if peer == self.meta.node_id or (progress.heard and now - progress.heard < 10.0)
-        ]
-        wanted = max(1, replicas)
-        if wanted > len(online):
-            raise errors.js_error("InsufficientResources")
-        return self.rng.sample(online, wanted)
+        out = []
+        for peer, progress in node.peers.items():
+            heard = peer == self.meta.node_id or (
+                progress.heard and now - progress.heard < OFFLINE_AFTER
+            )
+            out.append(
+                PeerCandidate(
+                    id=peer,
+                    name=self.meta.names.get(peer, ""),
+                    cluster=js.server.cluster_name,
+                    offline=not heard,
+                    known=peer in self.meta.names,
+                    max_memory=max_memory,
+                    max_storage=max_storage,
+                )
+            )
+        return out
 
     def _delete(self, ajs: AccountJetStream, rest: list[str], reply: str) -> dict[str, Any] | None:
         if len(rest) != 1:
@@ -324,9 +369,12 @@ class ClusteredJetStream:
             replica.leader_changed,
         )
         replica.transport = transport
-        transport.start()
-        if bootstrapped and sorted(peers)[0] == meta.node_id:
-            node.campaign()  # one preferred peer campaigns first: a quick first leader
+        replica.recovering = True
+        transport.start()  # applies what the group's log replays
+        replica.recovering = False
+        preferred = str(replica.assignment.group.get("preferred") or "")
+        if bootstrapped and preferred == meta.node_id:
+            node.campaign()  # the preferred peer stands first: a quick first leader
             transport.pump()
 
     def _remove(self, replica: StreamReplica) -> None:
@@ -360,8 +408,8 @@ def _not_found(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | Non
 
 
 def _not_replicated_yet(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
-    # Purges, message deletes and updates of replicated streams are not replicated yet: the
-    # leader refuses them rather than let the replicas differ.
+    # Updates of replicated streams are not replicated yet: the leader refuses them rather
+    # than let the replicas differ.
     raise errors.js_error("ClusterNotLeader")
 
 

@@ -20,8 +20,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.jetstream.api import delete_message, purge_stream
 from pynatsd.jetstream.cluster.assignments import StreamAssignment
-from pynatsd.jetstream.cluster.entries import EntryError, decode_stream_msg, encode_stream_msg
+from pynatsd.jetstream.cluster.entries import (
+    EntryError,
+    MsgDelete,
+    PurgeRequest,
+    StreamOp,
+    StreamPurge,
+    decode_msg_delete,
+    decode_stream_msg,
+    decode_stream_purge,
+    encode_msg_delete,
+    encode_stream_msg,
+    encode_stream_purge,
+)
 from pynatsd.jetstream.errors import ApiError
 from pynatsd.jetstream.util import now_ns, rfc3339_ns
 from pynatsd.logger import log
@@ -31,9 +44,6 @@ from pynatsd.raft.wire import Entry, EntryType
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.stream import Stream
-
-STREAM_MSG_OP = 4
-COMPRESSED_STREAM_MSG_OP = 14
 
 
 class StreamReplica:
@@ -59,6 +69,7 @@ class StreamReplica:
         # The create request to answer once this replica first leads (nats-server: the
         # stream's first leader answers the create).
         self.create_reply = ""
+        self.recovering = False  # while the group's log replays at start-up: nobody to answer
 
     @property
     def peers(self) -> list[str]:
@@ -106,10 +117,43 @@ class StreamReplica:
             now_ns(),
         )
         self.clseq += 1
+        if not self._propose(entry):
+            self.clseq -= 1  # no longer the leader: the publisher gets no answer, as in Go
+
+    def propose_purge(self, subject: str, seq: int, keep: int, reply: str) -> None:
+        """jsClusteredStreamPurgeRequest: every replica purges when it commits."""
+        stream = self.stream
+        purge = StreamPurge(
+            stream=stream.name,
+            last_seq=stream.store.state().last_seq,
+            subject=f"$JS.API.STREAM.PURGE.{stream.name}",
+            reply=reply,
+            request=PurgeRequest(seq=seq, filter=subject, keep=keep),
+            client={"acc": stream.ajs.account.name},
+        )
+        self._propose(encode_stream_purge(purge))
+
+    def propose_delete(self, seq: int, erase: bool, reply: str) -> None:
+        """jsClusteredMsgDeleteRequest."""
+        stream = self.stream
+        delete = MsgDelete(
+            stream=stream.name,
+            seq=seq,
+            no_erase=not erase,
+            subject=f"$JS.API.STREAM.MSG.DELETE.{stream.name}",
+            reply=reply,
+            client={"acc": stream.ajs.account.name},
+        )
+        self._propose(encode_msg_delete(delete))
+
+    def _propose(self, entry: bytes) -> bool:
         if self.node is None:
             self.apply_entries(Committed(0, (Entry(EntryType.NORMAL, entry),)))
-        elif not self.node.propose((Entry(EntryType.NORMAL, entry),)):
-            self.clseq -= 1  # no longer the leader: the publisher gets no answer, as in Go
+            return True
+        accepted = self.node.propose((Entry(EntryType.NORMAL, entry),))
+        if self.transport is not None:
+            self.transport.pump()
+        return accepted
 
     # ----- applying
     def apply_entries(self, committed: Committed) -> None:
@@ -117,8 +161,12 @@ class StreamReplica:
             if entry.type != EntryType.NORMAL or not entry.data:
                 continue
             op = entry.data[0]
-            if op in (STREAM_MSG_OP, COMPRESSED_STREAM_MSG_OP):
+            if op in (StreamOp.MSG, StreamOp.COMPRESSED_MSG):
                 self._apply_message(entry.data)
+            elif op == StreamOp.PURGE:
+                self._apply_purge(entry.data)
+            elif op == StreamOp.DELETE_MSG:
+                self._apply_delete(entry.data)
         if self.node is not None and committed.index:
             self.node.on_applied(committed.index)
 
@@ -152,6 +200,46 @@ class StreamReplica:
             stream.ajs.reply(reply, ack + b',"duplicate": true}')
         else:
             stream.queue_ack(reply, ack + b"}", seq)
+
+    def _apply_purge(self, data: bytes) -> None:
+        try:
+            purge = decode_stream_purge(data)
+        except EntryError as e:
+            log.error(
+                "JetStream cluster could not decode purge msg for %s: %s", self.stream.name, e
+            )
+            return
+        request = purge.request or PurgeRequest()
+        seq, keep = request.seq, request.keep
+        if not seq:
+            # Without a sequence, up to what the leader had: a replay purges no more.
+            if keep and self.recovering:
+                return
+            if not keep:
+                seq = purge.last_seq + 1
+        try:
+            result = purge_stream(self.stream, request.filter, seq, keep)
+        except ApiError as e:
+            result = {"error": e.to_json()}
+        self._answer(purge.reply, "stream_purge_response", result)
+
+    def _apply_delete(self, data: bytes) -> None:
+        try:
+            delete = decode_msg_delete(data)
+        except EntryError as e:
+            log.error(
+                "JetStream cluster could not decode delete msg for %s: %s", self.stream.name, e
+            )
+            return
+        try:
+            result = delete_message(self.stream, delete.seq, not delete.no_erase)
+        except ApiError as e:
+            result = {"error": e.to_json()}
+        self._answer(delete.reply, "stream_msg_delete_response", result)
+
+    def _answer(self, reply: str, rtype: str, result: dict[str, Any]) -> None:
+        if reply and self.is_leader and not self.recovering:
+            self.stream.ajs.api_answer(reply, rtype, result)
 
     # ----- monitoring
     def cluster_info(self) -> dict[str, Any]:
