@@ -135,6 +135,7 @@ async def answers(nc: Client, subject: str, payload: bytes, quiet: float = 0.5) 
 
 
 async def test_answered_once(two_js: ProcessCluster, clients: list[Client]) -> None:
+    await wait_routed_api(clients[0])  # a meta leader elected: it answers
     for nc in clients:
         got = await answers(nc, "$JS.API.INFO", b"")
         assert len(got) == 1

@@ -216,6 +216,7 @@ class JetStreamApi:
         self.ajs = ajs
         self.requester: Client | None = None  # who made the request being handled
         self.request_header = b""  # the header block of the request being handled
+        self.current_reply = ""  # and its reply subject
         self.reply_header = b""  # a header block for its reply, set by the handler
         self.routes: dict[tuple[str, ...], tuple[str, Handler]] = {
             ("INFO",): ("account_info_response", self.account_info),
@@ -279,6 +280,7 @@ class JetStreamApi:
         failed = False
         self.requester = publisher  # for the handlers whose advisories name the client
         self.request_header = ev.payload[:hs] if hs > 0 else b""
+        self.current_reply = reply
         self.reply_header = b""
         try:
             if hs > 0 and api_level_unmet(ev.payload[:hs]):
@@ -286,6 +288,8 @@ class JetStreamApi:
             if not self.ajs.enabled:
                 raise errors.not_enabled_for_account()
             result = handler(rest, body, reply)
+        except errors.ResponseLater:
+            result = None
         except ApiError as e:
             failed = True
             result = {"error": e.to_json(), **_ERROR_EXTRAS.get(rtype, {})}
@@ -726,9 +730,9 @@ class JetStreamApi:
             raise js_error("ConsumerMultipleFiltersNotAllowed")
         if filtered and config.filter_subject != filtered:
             raise errors.consumer_filter_mismatch()
-        if config.num_replicas > 1:
-            raise errors.replicas_not_supported()
         stream = self._stream(stream_name)
+        if config.num_replicas > 1 and stream.replicator is None:
+            raise errors.replicas_not_supported()
         if config.direct and config.sourcing and config.name:
             sourcing_consumer(stream, config)
         identity = ""

@@ -31,6 +31,10 @@ _SAVE_DELAY = 0.05
 class Consumer(ConsumerReset):
     """One consumer of a stream (Go's `consumer`)."""
 
+    # How long a change waits before the state is saved; a clustered consumer's leader saves
+    # (and so replicates, jetstream/cluster/consumer_replica.py) at the end of the turn.
+    save_delay = _SAVE_DELAY
+
     def start(self, restored: dict[str, Any] | None = None) -> None:
         if restored is not None:
             self._restore(restored)
@@ -173,7 +177,7 @@ class Consumer(ConsumerReset):
         that interval, and the consumer redelivers, which at-least-once delivery allows."""
         if self._state_store is None or self._save_handle is not None or self.closed:
             return
-        self._save_handle = self.ajs.loop.call_later(_SAVE_DELAY, self._save_now)
+        self._save_handle = self.ajs.loop.call_later(self.save_delay, self._save_now)
 
     def save_at_once(self) -> None:
         """Persist the state now, not after `_SAVE_DELAY`: a durable made on a client's behalf

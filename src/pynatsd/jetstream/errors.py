@@ -469,6 +469,11 @@ ERRORS: dict[str, tuple[int, int, str]] = {
 }
 
 
+class ResponseLater(Exception):
+    """Raised by an API handler whose response goes out later (a clustered create: the new
+    stream's or consumer's first leader answers it)."""
+
+
 def js_error(name: str, **args: Any) -> ApiError:
     """The API error nats-server's `NewJS<name>Error(...)` builds, placeholders filled in."""
     code, err_code, description = ERRORS[name]

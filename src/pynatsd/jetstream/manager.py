@@ -294,6 +294,12 @@ class AccountJetStream:
                 other.origin_deleted(stream)
 
     def add_consumer(self, stream: Stream, config: ConsumerConfig, name: str) -> Consumer:
+        clustered = self.js.clustered
+        if stream.replicator is not None and clustered is not None:
+            # A clustered stream's consumer is an assignment of the meta group; its first
+            # leader answers the create (jetstream/cluster/clustered.py).
+            clustered.propose_consumer(stream, config.to_json(), name)
+            raise errors.ResponseLater()
         consumer = Consumer(stream, config, now_ns(), name)
         stream.consumers[consumer.name] = consumer
         consumer.start()

@@ -102,10 +102,11 @@ class NrgTransport:
                 return  # our own server's publish (noIcb)
             try:
                 handler(_payload(msg), msg.reply.decode())
+                self.pump()
             except WireError as e:
                 log.warning("RAFT [%s - %s] %s on %s", self.node.id, self.node.group, e, subject)
-                return
-            self.pump()
+            except Exception:  # a fault in one group must not close the route it came on
+                log.exception("RAFT [%s - %s] failed on %s", self.node.id, self.node.group, subject)
 
         sub = InternalSubscription(self._owner, subject, on_message)
         self.account.sublist.insert(sub)
@@ -172,5 +173,9 @@ class NrgTransport:
         self._timer = None
         if self._closed:
             return
-        self.node.tick()
-        self.pump()
+        try:
+            self.node.tick()
+            self.pump()
+        except Exception:  # the group's clock must keep running whatever failed
+            log.exception("RAFT [%s - %s] failed on its timer", self.node.id, self.node.group)
+            self._arm_timer()

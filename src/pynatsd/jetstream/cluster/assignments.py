@@ -63,6 +63,17 @@ def account_of(assignment: dict[str, Any]) -> str:
     return str(client.get("svc") or client.get("acc") or "")
 
 
+def created_ns(text: Any) -> int:
+    """An assignment's `created` (Go's RFC 3339 time) in Unix ns; now when absent or bad."""
+    from pynatsd.gofmt import parse_go_time
+    from pynatsd.jetstream.util import now_ns
+
+    try:
+        return parse_go_time(str(text))[0] if text else now_ns()
+    except ValueError:
+        return now_ns()
+
+
 def encode_entry(op: MetaOp, assignment: dict[str, Any]) -> bytes:
     return bytes((op,)) + json.dumps(assignment, separators=(",", ":")).encode() + b"\n"
 

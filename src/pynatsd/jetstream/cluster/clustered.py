@@ -23,13 +23,23 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
-from pynatsd.jetstream.cluster.assignments import MetaOp, StreamAssignment, encode_entry
+from pynatsd.jetstream.cluster.assignments import (
+    MetaOp,
+    StreamAssignment,
+    created_ns,
+    encode_entry,
+)
+from pynatsd.jetstream.cluster.consumer_replica import ConsumerReplica
 from pynatsd.jetstream.cluster.placement import (
     PeerCandidate,
     PeerLoad,
     PlacementSpec,
     SelectPeerError,
+    consumer_assignment,
+    consumer_replicas,
     create_group_for_stream,
+    group_name_for_consumer,
+    raft_group,
     stream_assignment,
     stream_placement_error,
     sync_subject_for_stream,
@@ -46,6 +56,7 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.api import Handler, JetStreamApi
     from pynatsd.jetstream.cluster.meta import MetaGroup
     from pynatsd.jetstream.manager import AccountJetStream, JetStream
+    from pynatsd.jetstream.stream import Stream
 
 # What only the meta leader answers, and what only a stream's leader answers (by API key).
 META_REQUESTS = frozenset(
@@ -79,6 +90,7 @@ class ClusteredJetStream:
         self.meta = meta
         self.active = False
         self.replicas: dict[tuple[str, str], StreamReplica] = {}
+        self.consumers: dict[tuple[str, str, str], ConsumerReplica] = {}
         self.rng = random.Random()
         meta.on_assignment = self._on_assignment
 
@@ -104,6 +116,8 @@ class ClusteredJetStream:
         for account_streams in self.meta.state.streams.values():
             for sa in list(account_streams.values()):
                 self._place(sa, answer=False)
+                for assignment in list(sa.consumers.values()):
+                    self._place_consumer(assignment, answer=False)
 
     # ----- who answers
     def handler(
@@ -123,6 +137,11 @@ class ClusteredJetStream:
             if meta.is_leader:
                 return _not_found
             return _unavailable if leaderless else None
+        if key[0] == "CONSUMER" and len(rest) >= 2 and key != ("CONSUMER", "CREATE"):
+            if key == ("CONSUMER", "DURABLE", "CREATE"):
+                pass  # the stream's leader takes creates (below)
+            else:
+                return self._consumer_handler(api, key, rest, local)
         replica = self.replica(account, rest[0])
         if replica is None or not replica.is_leader:
             return None
@@ -147,6 +166,76 @@ class ClusteredJetStream:
         if key == ("STREAM", "INFO"):
             return _with_cluster_info(local, replica)
         return local
+
+    def _consumer_handler(
+        self, api: JetStreamApi, key: tuple[str, ...], rest: list[str], local: Handler
+    ) -> Handler | None:
+        """A request for one consumer: its leader answers; with no such consumer, the
+        stream's leader does (it says so)."""
+        account = api.ajs.account.name
+        consumer = self.consumers.get((account, rest[0], rest[1]))
+        if consumer is None:
+            stream = self.replica(account, rest[0])
+            return local if stream is not None and stream.is_leader else None
+        if not consumer.is_leader:
+            return None
+        if key == ("CONSUMER", "DELETE"):
+
+            def delete(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+                removal = dict(consumer.assignment)
+                removal.update(subject=f"$JS.API.CONSUMER.DELETE.{rest[0]}.{rest[1]}", reply=reply)
+                self._forward(MetaOp.REMOVE_CONSUMER, removal)
+                return None
+
+            return delete
+        if key == ("CONSUMER", "INFO"):
+
+            def info(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+                out = local(rest, body, reply)
+                if out is not None:
+                    out["cluster"] = consumer.cluster_info()
+                return out
+
+            return info
+        return local
+
+    def propose_consumer(self, stream: Stream, config_json: dict[str, Any], name: str) -> None:
+        """A consumer create that the stream's leader checked: an assignment for the meta group
+        (forwarded to its leader), placed on the stream's peers, this server preferred."""
+        replica = self.replica(stream.ajs.account.name, stream.name)
+        assert replica is not None
+        api = stream.ajs.api
+        reply = api.current_reply if api is not None else ""
+        replicas = consumer_replicas(config_json, replica.assignment.raw.get("stream") or {})
+        peers = [self.meta.node_id] + [p for p in replica.peers if p != self.meta.node_id]
+        peers = peers[: max(1, min(replicas, len(peers)))]
+        storage = str((config_json.get("mem_storage") and "memory") or stream.config.storage)
+        group = raft_group(
+            group_name_for_consumer(peers, storage),
+            peers,
+            storage,
+            stream.ajs.server.cluster_name,
+            self.meta.node_id,
+        )
+        assignment = consumer_assignment(
+            {"acc": stream.ajs.account.name},
+            now_ns(),
+            name,
+            stream.name,
+            config_json,
+            group,
+            f"$JS.API.CONSUMER.CREATE.{stream.name}.{name}",
+            reply,
+        )
+        self._forward(MetaOp.ASSIGN_CONSUMER, assignment)
+
+    def _forward(self, op: MetaOp, assignment: dict[str, Any]) -> None:
+        """ForwardProposal: to the meta leader, wherever it is."""
+        node, transport = self.meta.node, self.meta.transport
+        if node is None or transport is None:
+            raise errors.js_error("ClusterNotAvail")
+        node.forward_proposal(encode_entry(op, assignment))
+        transport.pump()
 
     def _meta_handlers(self, api: JetStreamApi) -> dict[tuple[str, ...], Handler]:
         ajs = api.ajs
@@ -303,6 +392,12 @@ class ClusteredJetStream:
     def _on_assignment(self, op: MetaOp, assignment: dict[str, Any]) -> None:
         if not self.active:
             return
+        if op is MetaOp.ASSIGN_CONSUMER:
+            self._place_consumer(assignment, answer=not self.meta.replaying)
+            return
+        if op is MetaOp.REMOVE_CONSUMER:
+            self._remove_consumer(assignment)
+            return
         account = str((assignment.get("client") or {}).get("acc", ""))
         name = str((assignment.get("stream") or {}).get("name", ""))
         if op is MetaOp.ASSIGN_STREAM:
@@ -315,12 +410,76 @@ class ClusteredJetStream:
             replica = self.replicas.pop((account, name), None)
             if replica is None:
                 return
+            for key in [k for k in self.consumers if k[:2] == (account, name)]:
+                self.consumers.pop(key).stop()
             node = replica.node
             answers = replica.is_leader or (node is not None and not node.leader)
             self._remove(replica)
             reply = str(assignment.get("reply") or "")
             if answers and reply and not self.meta.replaying:
                 replica.stream.ajs.api_answer(reply, "stream_delete_response", {"success": True})
+
+    def _place_consumer(self, assignment: dict[str, Any], answer: bool) -> None:
+        """processConsumerAssignment: a replica here if this server is one of its peers."""
+        account = str((assignment.get("client") or {}).get("acc", ""))
+        stream_name, name = str(assignment.get("stream", "")), str(assignment.get("name", ""))
+        key = (account, stream_name, name)
+        group = assignment.get("group") or {}
+        peers = list(group.get("peers") or [])
+        stream = self.replica(account, stream_name)
+        if key in self.consumers or self.meta.node_id not in peers or stream is None:
+            return
+        replica = ConsumerReplica(
+            assignment, stream.stream, self.meta.node_id, lambda: self.meta.names
+        )
+        self.consumers[key] = replica
+        replica.create_reply = str(assignment.get("reply") or "") if answer else ""
+        if len(peers) == 1:
+            replica.leader_changed(True)
+            return
+        directory = None
+        if stream.stream.config.storage == "file":
+            directory = self.meta.directory.parent / str(group.get("name", ""))
+        node, bootstrapped = open_group(
+            directory,
+            self.meta.node_id,
+            str(group.get("name", "")),
+            known_peers=peers,
+            cluster_size=len(peers),
+            clock=self.meta.clock,
+            timings=self.meta.timings,
+            managed=True,
+        )
+        replica.node = node
+        server = stream.stream.ajs.server
+        transport = NrgTransport(
+            node,
+            server.system_account,
+            server.publish_internal,
+            replica.apply_entries,
+            replica.leader_changed,
+        )
+        replica.transport = transport
+        replica.recovering = True
+        transport.start()
+        replica.recovering = False
+        if bootstrapped and group.get("preferred") == self.meta.node_id:
+            node.campaign()
+            transport.pump()
+
+    def _remove_consumer(self, assignment: dict[str, Any]) -> None:
+        """processClusterDeleteConsumer: the consumer's leader answers once it is gone."""
+        account = str((assignment.get("client") or {}).get("acc", ""))
+        key = (account, str(assignment.get("stream", "")), str(assignment.get("name", "")))
+        replica = self.consumers.pop(key, None)
+        if replica is None:
+            return
+        node = replica.node
+        answers = replica.is_leader or (node is not None and not node.leader)
+        replica.stop(delete=True)
+        reply = str(assignment.get("reply") or "")
+        if answers and reply and not self.meta.replaying:
+            replica.stream.ajs.api_answer(reply, "consumer_delete_response", {"success": True})
 
     def _place(self, sa: StreamAssignment, answer: bool) -> None:
         """processStreamAssignment: a replica here if this server is one of the peers."""
@@ -332,7 +491,7 @@ class ClusteredJetStream:
             log.error("JetStream cluster: stream '%s > %s' for an account without JetStream", *key)
             return
         config = _config_of(sa)
-        created = _created_ns(sa.raw.get("created"))
+        created = created_ns(sa.raw.get("created"))
         stream = ajs.open_replica(config, created)
         replica = StreamReplica(sa, stream, self.meta.node_id, lambda: self.meta.names)
         stream.replicator = replica
@@ -386,6 +545,8 @@ class ClusteredJetStream:
         ajs.delete_stream(stream)
 
     def stop(self) -> None:
+        for consumer in self.consumers.values():
+            consumer.stop()
         for replica in self.replicas.values():
             if replica.transport is not None:
                 replica.transport.close()
@@ -420,12 +581,3 @@ def _unavailable(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | N
 def _config_of(sa: StreamAssignment) -> StreamConfig:
     config, _ = decode_stream_request(dict(sa.raw.get("stream") or {}))
     return config
-
-
-def _created_ns(text: Any) -> int:
-    from pynatsd.jetstream.util import parse_go_time
-
-    try:
-        return parse_go_time(str(text))[0] if text else now_ns()
-    except ValueError:
-        return now_ns()
