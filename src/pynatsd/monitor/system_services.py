@@ -57,6 +57,10 @@ _MAX_UINT64 = (1 << 64) - 1
 CONNS_REPEAT = 30.0
 
 
+STATSZ_FIRST = 0.25  # nats-server's first STATSZ after start-up
+STATSZ_INTERVAL = 10.0  # and then at most this far apart (statsz_interval)
+
+
 class Skip(Exception):  # nats-server's errSkipZreq
     """The request is not for this server (or has nothing to report): no reply at all."""
 
@@ -84,6 +88,9 @@ class SystemServices:
         self._closed: dict[str, Stats] = {}
         # The 30 s repeat of each account's connection counts while it has connections.
         self._conns_timers: dict[str, asyncio.TimerHandle] = {}
+        # The STATSZ heartbeat of a server in a cluster (heartbeatStatsz): its next delay.
+        self._statsz_timer: asyncio.TimerHandle | None = None
+        self._statsz_delay = STATSZ_FIRST
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -98,7 +105,17 @@ class SystemServices:
                 f"$SYS.REQ.SERVER.{server.server_id}.{name}",
             ):
                 self._subscribe(owner, subject, self._z(handler, raw=name == "IDZ", key=_key(name)))
-        self._subscribe(owner, "$SYS.REQ.SERVER.PING", self._z(servers["STATSZ"], key="statsz"))
+        ping = self._z(servers["STATSZ"], key="statsz")
+
+        def on_ping(sub: InternalSubscription, publisher: Receiver | None, msg: Pub) -> None:
+            # A ping without a reply asks for our STATSZ on its own subject (a new JetStream
+            # meta leader sends one: its peers' STATSZ make them placeable).
+            if msg.reply:
+                ping(sub, publisher, msg)
+            elif "cluster" in self.server.parts:
+                self._send_statsz()
+
+        self._subscribe(owner, "$SYS.REQ.SERVER.PING", on_ping)
         # Commands to this server only: close a client, or tell it the server is going away.
         for name, command in (("KICK", self._kick), ("LDM", self._ldm)):
             subject = f"$SYS.REQ.SERVER.{server.server_id}.{name}"
@@ -112,12 +129,18 @@ class SystemServices:
         server.account_added_hooks.append(self._import_into)
         server.client_closed_hooks.append(self._client_closed)
         server.account_conns_hooks.append(self._conns_changed)
+        if "cluster" in server.parts:
+            loop = asyncio.get_running_loop()
+            self._statsz_timer = loop.call_later(self._statsz_delay, self._statsz_heartbeat)
         if server.closed_clients.maxlen and "monitor" not in server.parts:
             # nats-server keeps closed connections (CONNZ state closed) with or without the
             # HTTP monitor; when it runs, the monitor records them.
             server.client_closed_hooks.append(self._remember_closed)
 
     async def stop(self) -> None:
+        if self._statsz_timer is not None:
+            self._statsz_timer.cancel()
+            self._statsz_timer = None
         if self._import_into in self.server.account_added_hooks:
             self.server.account_added_hooks.remove(self._import_into)
         if self._conns_changed in self.server.account_conns_hooks:
@@ -133,6 +156,20 @@ class SystemServices:
                 sub.closed = True
                 sub.client.account.sublist.remove(sub)
         self._subs = []
+
+    def _statsz_heartbeat(self) -> None:
+        """STATSZ on `$SYS.SERVER.<id>.STATSZ`: first after 250 ms, the wait doubling up to
+        10 s, as nats-server's heartbeatStatsz (its peers learn its JetStream from it)."""
+        self._send_statsz()
+        self._statsz_delay = min(self._statsz_delay * 2, STATSZ_INTERVAL)
+        loop = asyncio.get_running_loop()
+        self._statsz_timer = loop.call_later(self._statsz_delay, self._statsz_heartbeat)
+
+    def _send_statsz(self) -> None:
+        server = self.server
+        body = {"server": server_info(server), "statsz": self._statsz()}
+        subject = f"$SYS.SERVER.{server.server_id}.STATSZ"
+        server.publish_internal(server.system_account, subject, "", b"", go_json(body))
 
     def _remember_closed(self, client: Client) -> None:
         self.server.closed_clients.append(endpoints.closed_connection_info(self.server, client))
