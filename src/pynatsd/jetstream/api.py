@@ -247,6 +247,14 @@ class JetStreamApi:
     # -- dispatch --------------------------------------------------------------------------------
 
     def on_request(self, sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
+        self._handle(ev, publisher, from_system=False)
+
+    def handle_system_request(self, ev: Pub, publisher: Client | None) -> None:
+        """A request another server forwarded through `$SYS` (cluster/system_api.py): the
+        answer goes back there."""
+        self._handle(ev, publisher, from_system=True)
+
+    def _handle(self, ev: Pub, publisher: Client | None, from_system: bool) -> None:
         subject = ev.subject.decode("utf-8", "surrogateescape")
         reply = ev.reply.decode("utf-8", "surrogateescape")
         hs = ev.header_size
@@ -275,6 +283,8 @@ class JetStreamApi:
             # Clustered: one server of the cluster answers each request (cluster/clustered.py).
             chosen = cluster.handler(self, key, rest, handler)
             if chosen is None:
+                if not from_system:
+                    cluster.forward(self.ajs, ev, publisher)
                 return
             handler = chosen
         failed = False
@@ -304,7 +314,12 @@ class JetStreamApi:
         if result is None:
             return
         response = go_json({"type": _PREFIX + rtype, **result})
-        self.ajs.reply(reply, response, b"" if failed else self.reply_header)
+        header = b"" if failed else self.reply_header
+        if from_system:
+            server = self.ajs.server
+            server.publish_internal(server.system_account, reply, "", header, response)
+        else:
+            self.ajs.reply(reply, response, header)
         advisories.api_audit(self.ajs, publisher, subject, body, response)
 
     # -- account ---------------------------------------------------------------------------------

@@ -259,8 +259,13 @@ class AccountJetStream:
         return stream
 
     def api_answer(self, reply: str, rtype: str, result: dict[str, Any]) -> None:
-        """An API response sent later than its request (a clustered create or delete)."""
-        self.reply(reply, go_json({"type": API_TYPE_PREFIX + rtype, **result}))
+        """An API response sent later than its request (a clustered create or delete). A
+        service import's reply (`_R_.…`, a request nats-server forwarded) is in `$SYS`."""
+        data = go_json({"type": API_TYPE_PREFIX + rtype, **result})
+        if reply.startswith("_R_."):
+            self.server.publish_internal(self.server.system_account, reply, "", b"", data)
+        else:
+            self.reply(reply, data)
 
     def stream_configs(self) -> dict[str, StreamConfig]:
         return {name: s.config for name, s in self.streams.items()}

@@ -71,6 +71,7 @@ CATCHUP_MAX_OUTSTANDING = 2 * 1024 * 1024
 PEER_REMOVE_TIMEOUT = 300.0  # a removed peer may rejoin after five minutes
 TRANSFER_CAMPAIGN = 0.01
 
+CATCHUP_ACK_PREFIX = "$NRG.CP."  # where nats-server 2.15.1 wants catch-up entries acked
 INBOX_DIGITS = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 INBOX_SUFFIX_LEN = 8  # replySuffixLen
 
@@ -274,6 +275,7 @@ class RaftNode:
         self.leader_floor = 0  # aflr: tell the upper layer it leads once this is processed
         self.leader_transfer = False  # lxfer
         self.initializing = False
+        self.paused = False  # the upper layer holds its applies (a stream catching up)
         self.votes: set[str] = set()
         self.empty_votes: set[str] = set()
         self.catchup: _FollowerCatchup | None = None
@@ -463,7 +465,7 @@ class RaftNode:
         return peer in self.peers or len(self.peers) < self.cluster_size
 
     def _switch_to_candidate(self) -> None:
-        if self.observer or self.processed < self.commit:
+        if self.observer or self.paused or self.processed < self.commit:
             self._reset_elect(self.timings.min_election / 4)
             return
         change = self.membership_change
@@ -973,6 +975,11 @@ class RaftNode:
         if source is not None and is_new:
             response = AppendEntryResponse(self.pterm, self.pindex, self.id, True)
             self._send(reply, "", encode_append_entry_response(response))
+        elif source == "catchup" and reply.startswith(CATCHUP_ACK_PREFIX):
+            # nats-server 2.15.1 paces a catch-up by these acks (on `$NRG.CP.<inbox>`); they
+            # go to the catch-up's own reply, never to the group's, so they count for no quorum.
+            response = AppendEntryResponse(self.pterm, self.pindex, self.id, True)
+            self._send(reply, "", encode_append_entry_response(response))
 
     def _reconcile(self, ae: AppendEntry, is_new: bool, catching_up: bool, reply: str) -> bool:
         """The entry does not follow our last one. True when, after truncating our tail, it
@@ -1177,6 +1184,24 @@ class RaftNode:
             self.leader_floor = 0
             if self.state is RaftState.LEADER:
                 self.outputs.append(LeaderChanged(True))
+
+    def pause_apply(self) -> bool:
+        """PauseApply: the upper layer holds what it is given until `resume_apply` (a stream
+        catching up from its leader after a snapshot); meanwhile this node does not stand
+        for election. False when it leads (the caller steps down first)."""
+        if self.state is RaftState.LEADER:
+            return False
+        if self.state is RaftState.CANDIDATE:
+            self._step_down(NO_PEER)
+        self.paused = True
+        self._reset_elect(OBSERVER_INTERVAL)
+        return True
+
+    def resume_apply(self) -> None:
+        """ResumeApply: the upper layer is caught up; elections as usual again."""
+        if self.paused:
+            self.paused = False
+            self._reset_election_timeout()
 
     def install_snapshot(self, data: bytes) -> bool:
         """InstallSnapshot: `data` holds the upper layer's state up to `applied`; the log

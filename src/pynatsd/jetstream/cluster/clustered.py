@@ -45,18 +45,22 @@ from pynatsd.jetstream.cluster.placement import (
     sync_subject_for_stream,
 )
 from pynatsd.jetstream.cluster.replica import StreamReplica
+from pynatsd.jetstream.cluster.system_api import SystemApi
 from pynatsd.jetstream.stream_config import StreamConfig, decode_stream_request
 from pynatsd.jetstream.util import now_ns
 from pynatsd.logger import log
 from pynatsd.raft.group import open_group
 from pynatsd.raft.transport import NrgTransport
 from pynatsd.raft.wire import Entry, EntryType
+from pynatsd.server.session import ClientSession
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.api import Handler, JetStreamApi
     from pynatsd.jetstream.cluster.meta import MetaGroup
     from pynatsd.jetstream.manager import AccountJetStream, JetStream
     from pynatsd.jetstream.stream import Stream
+    from pynatsd.protocol.events import Pub
+    from pynatsd.server.client import Client
 
 # What only the meta leader answers, and what only a stream's leader answers (by API key).
 META_REQUESTS = frozenset(
@@ -91,6 +95,7 @@ class ClusteredJetStream:
         self.active = False
         self.replicas: dict[tuple[str, str], StreamReplica] = {}
         self.consumers: dict[tuple[str, str, str], ConsumerReplica] = {}
+        self.system_api = SystemApi(js)
         self.rng = random.Random()
         meta.on_assignment = self._on_assignment
 
@@ -100,6 +105,7 @@ class ClusteredJetStream:
         if self.active:
             return
         self.active = True
+        self.system_api.start()
         log.info("JetStream cluster mode: %s", why)
         for ajs in self.js.accounts.values():
             for name, stream in list(ajs.streams.items()):
@@ -118,6 +124,12 @@ class ClusteredJetStream:
                 self._place(sa, answer=False)
                 for assignment in list(sa.consumers.values()):
                     self._place_consumer(assignment, answer=False)
+
+    def forward(self, ajs: AccountJetStream, msg: Pub, publisher: Client | None) -> None:
+        """A request this server leaves to another: one of its own clients' goes on into
+        `$SYS` too, where nats-server nodes take the API (cluster/system_api.py)."""
+        if isinstance(publisher, ClientSession):
+            self.system_api.forward(ajs, msg, publisher)
 
     # ----- who answers
     def handler(
@@ -537,6 +549,7 @@ class ClusteredJetStream:
             transport.pump()
 
     def _remove(self, replica: StreamReplica) -> None:
+        replica.sync.close()
         if replica.transport is not None:
             replica.transport.close()
         stream = replica.stream
@@ -545,9 +558,11 @@ class ClusteredJetStream:
         ajs.delete_stream(stream)
 
     def stop(self) -> None:
+        self.system_api.stop()
         for consumer in self.consumers.values():
             consumer.stop()
         for replica in self.replicas.values():
+            replica.sync.shutdown()  # a snapshot, as nats-server takes on a clean shutdown
             if replica.transport is not None:
                 replica.transport.close()
             if replica.node is not None:
