@@ -224,3 +224,24 @@ def test_safety_and_recovery_under_random_faults(
     agreed(net, live)
     for term, leaders in net.leaders_by_term.items():
         assert len(leaders) == 1, (term, leaders)
+
+
+def test_a_paused_follower_does_not_stand_for_election() -> None:
+    """PauseApply: while its upper layer catches up, a follower never campaigns, even with
+    its leader gone; once resumed it does again. A leader cannot pause."""
+    net = Network(3, seed=11)
+    leader = net.wait_for_leader()
+    assert leader.node is not None and not leader.node.pause_apply()
+    net.run_for(1)
+    followers = [m for m in net.live() if m.id != leader.id]
+    for member in followers:
+        assert member.node is not None and member.node.pause_apply()
+    net.crash(leader.id)
+    net.run_for(30)
+    assert not net.leaders()
+    paused = followers[0].node
+    assert paused is not None
+    paused.resume_apply()
+    net.drain(followers[0])
+    net.run_for(12)
+    assert [m.id for m in net.leaders()] == [followers[0].id]

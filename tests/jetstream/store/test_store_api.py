@@ -14,6 +14,7 @@ from pynatsd.jetstream.store import (
     MaxMsgsPerSubjectError,
     MemoryStore,
     MsgTooLargeError,
+    SequenceMismatchError,
     StoreClosedError,
     StoredMsg,
     StoreError,
@@ -572,3 +573,63 @@ def test_store_msgs_is_store_msg_for_each(make_store: MakeStore) -> None:
     assert [m.seq for m in batched.load_next_msgs("a", 0, 1000)] == seqs(one_by_one, "a")
     seq, _ = batched.store_msg("z", HDR, b"after")
     assert seq == 202
+
+
+# -- skipping sequences (a catch-up's gaps: nats-server's SkipMsg / SkipMsgs) --------------------
+
+
+def test_skip_on_an_empty_store_moves_the_first_sequence(make_store: MakeStore) -> None:
+    store = make_store()
+    store.skip_msgs(1, 5)
+    st = store.state()
+    assert (st.messages, st.first_seq, st.last_seq, st.num_deleted) == (0, 6, 5, 0)
+    assert store.store_msg("a", b"", b"x", ts=7) == (6, 7)
+    st = store.state()
+    assert (st.messages, st.first_seq, st.last_seq, st.num_deleted) == (1, 6, 6, 0)
+    assert store.load_msg(5) is None and store.load_next_msg(">", 0).seq == 6  # type: ignore[union-attr]
+
+
+def test_skip_after_messages_makes_interior_deletes(make_store: MakeStore) -> None:
+    store = make_store()
+    for i in range(3):
+        store.store_msg("a", b"", b"m%d" % i, ts=10 + i)
+    store.skip_msgs(4, 1)
+    store.skip_msgs(5, 1000)
+    st = store.state()
+    assert (st.messages, st.first_seq, st.last_seq, st.num_deleted) == (3, 1, 1004, 1001)
+    assert st.last_ts == 12  # a skip keeps the last time it has
+    assert store.store_msg("b", HDR, b"next")[0] == 1005
+    st = store.state()
+    assert (st.messages, st.first_seq, st.last_seq, st.num_deleted) == (4, 1, 1005, 1001)
+    assert seqs(store) == [1, 2, 3, 1005]
+    assert store.num_pending(2) == 3
+    assert store.load_prev_msg(">", 1004).seq == 3  # type: ignore[union-attr]
+    assert store.deleted_seqs() == list(range(4, 1005))
+    # Removing the front walks over the skipped run in one step.
+    store.purge(seq=4)
+    st = store.state()
+    assert (st.messages, st.first_seq, st.num_deleted) == (1, 1005, 0)
+
+
+def test_skip_that_does_not_follow_the_last_sequence_is_refused(make_store: MakeStore) -> None:
+    store = make_store()
+    store.store_msg("a", b"", b"x")
+    for first in (1, 3, 0):
+        with pytest.raises(SequenceMismatchError) as info:
+            store.skip_msgs(first, 2)
+        assert info.value.description == "expected sequence does not match store"
+    store.skip_msgs(2, 0)  # nothing to skip
+    st = store.state()
+    assert (st.messages, st.first_seq, st.last_seq) == (1, 1, 1)
+
+
+def test_skip_after_everything_was_removed(make_store: MakeStore) -> None:
+    store = make_store()
+    store.store_msg("a", b"", b"x")
+    store.store_msg("a", b"", b"y")
+    store.remove_msg(1)
+    store.remove_msg(2)
+    store.skip_msgs(3, 4)
+    st = store.state()
+    assert (st.messages, st.first_seq, st.last_seq, st.num_deleted) == (0, 7, 6, 0)
+    assert store.store_msg("a", b"", b"z")[0] == 7

@@ -519,3 +519,46 @@ def test_store_msgs_on_a_full_disk_stores_none(
     store = open_store(tmp_path)
     assert snapshot(store) == after
     store.close()
+
+
+def test_skips_survive_reopen(tmp_path: Path) -> None:
+    """A skipped run is one floor marker on disk: the last sequence, the first one and the
+    interior deletes come back as they were, and the next message gets the next number."""
+    store = open_store(tmp_path)
+    store.skip_msgs(1, 10)  # empty: the first sequence moves
+    store.close()
+    store = open_store(tmp_path)
+    st = store.state()
+    assert (st.messages, st.first_seq, st.last_seq) == (0, 11, 10)
+    for i in range(40):
+        store.store_msg("a", HDR, b"x" * 30, ts=100 + i)
+    store.skip_msgs(51, 100_000)
+    size = sum(os.path.getsize(p) for p in store.segment_paths())
+    before = snapshot(store)
+    deleted = store.deleted_seqs()
+    store.close()
+    store = open_store(tmp_path)
+    assert snapshot(store) == before
+    assert store.deleted_seqs() == deleted
+    assert sum(os.path.getsize(p) for p in store.segment_paths()) == size
+    assert store.store_msg("a", b"", b"after")[0] == 100_051
+    store.close()
+    store = open_store(tmp_path)
+    st = store.state()
+    assert (st.messages, st.first_seq, st.last_seq, st.num_deleted) == (41, 11, 100_051, 100_000)
+    store.close()
+
+
+def test_skips_on_an_empty_store_leave_one_segment(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    for _ in range(100):
+        store.store_msg("a", b"", b"x" * 50)
+    store.purge(seq=101)
+    for first in range(101, 1101):
+        store.skip_msgs(first, 1)
+    assert len(store.segment_paths()) <= 2
+    store.close()
+    store = open_store(tmp_path)
+    st = store.state()
+    assert (st.messages, st.first_seq, st.last_seq) == (0, 1101, 1100)
+    store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -16,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from pynatsd.jetstream.store import (
     FileStore,
     MemoryStore,
+    SequenceMismatchError,
     StreamLimits,
     open_file_store,
     open_memory_store,
@@ -67,6 +69,11 @@ class Model:
         self.msgs[self.last] = (subject, hdr, data)
         self.enforce()
         return self.last
+
+    def skip(self, num: int) -> None:
+        self.last += num
+        if not self.msgs:
+            self.empty_first = self.last + 1
 
     def purge_all(self, new_first: int) -> int:
         n = len(self.msgs)
@@ -131,6 +138,18 @@ class StoreMachine(RuleBasedStateMachine):
         want = self.model.store(subject, hdr, data)
         assert self.mem.store_msg(subject, hdr, data, ts=self.ts)[0] == want
         assert self.file.store_msg(subject, hdr, data, ts=self.ts)[0] == want
+
+    @rule(num=st.sampled_from([0, 1, 1, 3, 40]), off=st.sampled_from([0, 0, 0, -1, 1]))
+    def skip(self, num: int, off: int) -> None:
+        first = self.model.last + 1 + off
+        for store in (self.mem, self.file):
+            if off:
+                with pytest.raises(SequenceMismatchError):
+                    store.skip_msgs(first, num)
+            else:
+                store.skip_msgs(first, num)
+        if not off:
+            self.model.skip(num)
 
     @rule(offset=st.integers(min_value=-2, max_value=3), erase=st.booleans())
     def remove(self, offset: int, erase: bool) -> None:

@@ -35,6 +35,7 @@ from pynatsd.jetstream.cluster.entries import (
     encode_stream_msg,
     encode_stream_purge,
 )
+from pynatsd.jetstream.cluster.replica_sync import ReplicaSync
 from pynatsd.jetstream.errors import ApiError
 from pynatsd.jetstream.util import now_ns, rfc3339_ns
 from pynatsd.logger import log
@@ -70,6 +71,7 @@ class StreamReplica:
         # stream's first leader answers the create).
         self.create_reply = ""
         self.recovering = False  # while the group's log replays at start-up: nobody to answer
+        self.sync = ReplicaSync(self)  # snapshots and catch-ups (replica_sync.py)
 
     @property
     def peers(self) -> list[str]:
@@ -97,6 +99,7 @@ class StreamReplica:
             )
         elif was and not is_leader:
             stream.unsubscribe()
+        self.sync.leader_changed(is_leader)
 
     def answer_create(self, reply: str) -> None:
         out = self.stream.info()
@@ -157,7 +160,13 @@ class StreamReplica:
 
     # ----- applying
     def apply_entries(self, committed: Committed) -> None:
-        for entry in committed.entries:
+        if self.sync.hold(committed):
+            return  # catching up: applied once the store has what the snapshot says
+        for position, entry in enumerate(committed.entries):
+            if entry.type == EntryType.SNAPSHOT:
+                if self.sync.apply_snapshot(entry.data, committed, position):
+                    return  # a catch-up began: the rest waits for it
+                continue
             if entry.type != EntryType.NORMAL or not entry.data:
                 continue
             op = entry.data[0]
@@ -169,6 +178,7 @@ class StreamReplica:
                 self._apply_delete(entry.data)
         if self.node is not None and committed.index:
             self.node.on_applied(committed.index)
+            self.sync.applied(committed)
 
     def _apply_message(self, data: bytes) -> None:
         try:

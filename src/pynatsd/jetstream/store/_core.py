@@ -29,6 +29,7 @@ from .base import (
     MaxMsgsError,
     MaxMsgsPerSubjectError,
     MsgTooLargeError,
+    SequenceMismatchError,
     StoreClosedError,
     StoredMsg,
     StreamLimits,
@@ -187,6 +188,11 @@ class StoreCore:
 
     def _io_maintain(self) -> None:
         """An operation finished; the file store may compact segments now."""
+
+    def _io_skip(self, last: int, ts: int, floor: int) -> None:
+        """Persist that the last sequence is now ``last`` with nothing stored up to it, and
+        that every sequence below ``floor`` is gone."""
+        raise NotImplementedError
 
     # -- properties -------------------------------------------------------------------------
 
@@ -494,6 +500,28 @@ class StoreCore:
             self._drop(s)
         self._io_maintain()
         return len(seqs)
+
+    def skip_msgs(self, first: int, num: int) -> None:
+        """nats-server's SkipMsgs: use up ``num`` sequences from ``first`` with nothing
+        stored (a catch-up's gap), so the next message gets ``first + num``. ``first`` must
+        follow the last sequence (else :class:`SequenceMismatchError`, nothing changes). On
+        an empty store the first sequence moves past them; otherwise they are interior
+        deletes. One record on disk, whatever ``num``."""
+        self._check_open()
+        if first != self._last + 1:
+            raise SequenceMismatchError()
+        if num <= 0:
+            return
+        last = first + num - 1
+        ts = self._last_ts or time.time_ns()  # as Go: the last time only when there is none
+        floor = self._plan_floor((), last + 1)
+        self._io_skip(last, ts, floor)
+        if self._recs:
+            self._dmap.extend(range(first, last + 1))
+        else:
+            self._first = floor
+        self._last = last
+        self._last_ts = ts
 
     def remove_msg(self, seq: int, erase: bool = False) -> bool:
         """Remove one message; ``erase`` also overwrites its bytes on disk."""

@@ -18,6 +18,7 @@ __all__ = [
     "MaxMsgsError",
     "MaxMsgsPerSubjectError",
     "MsgTooLargeError",
+    "SequenceMismatchError",
     "StoreClosedError",
     "StoreError",
     "StoredMsg",
@@ -112,6 +113,13 @@ class StoreClosedError(StoreError):
     description = "store is closed"
 
 
+class SequenceMismatchError(StoreError):
+    """ErrSequenceMismatch: a skip (or a catch-up's message) does not follow the last
+    sequence."""
+
+    description = "expected sequence does not match store"
+
+
 class ConsumerStateStore(Protocol):
     """Persisted consumer state (delivered, ack floor, pending, redelivered) as a JSON-able dict."""
 
@@ -143,8 +151,10 @@ class StreamStore(Protocol):
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None: ...
     def load_prev_msg(self, filter_subject: str, start_seq: int) -> StoredMsg | None: ...
     def remove_msg(self, seq: int, erase: bool = False) -> bool: ...
+    def skip_msgs(self, first: int, num: int) -> None: ...
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int: ...
     def state(self) -> StreamState: ...
+    def deleted_seqs(self) -> list[int]: ...
     def subjects_state(self, filter_subject: str = ">") -> dict[str, int]: ...
     def num_pending(
         self, start_seq: int, filter_subject: str = "", last_per_subject: bool = False

@@ -703,6 +703,16 @@ class FileStore(StoreCore):
         seg, _ = self._append(rec)
         seg.note(self._last, self._last_ts, floor, tombs)
 
+    def _io_skip(self, last: int, ts: int, floor: int) -> None:
+        # A floor marker whose seq is the new last sequence: recovery takes the highest seq
+        # of any record as the last one, and every sequence after the last live message as
+        # an interior delete, so the skipped run needs no tombstones.
+        rec = encode_record(KIND_FLOOR, last, ts, floor, b"", b"", b"")
+        seg, _ = self._append(rec)
+        seg.note(last, ts, floor, [])
+        if not self._recs:
+            self._delete_dead_segments()  # the marker in the active segment says it all
+
     def _erase_in_place(self, seq: int) -> None:
         rec = self._recs[seq]
         loc = rec[3]

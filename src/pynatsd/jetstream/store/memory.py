@@ -38,6 +38,9 @@ class MemoryStore(StoreCore):
     def _io_purge_all(self, floor: int, last: int) -> None:
         pass
 
+    def _io_skip(self, last: int, ts: int, floor: int) -> None:
+        pass
+
     def _io_read(self, seq: int, rec: Rec) -> StoredMsg | None:
         msg: StoredMsg = rec[3]
         return msg
