@@ -248,3 +248,33 @@ async def test_durable_consumer_survives_its_leader(tmp_path: Path, kinds: list[
             for nc in clients:
                 if nc.is_connected:
                     await nc.close()
+
+
+@pytest.mark.parametrize("kinds", KINDS)
+async def test_kv_bucket_on_r3(tmp_path: Path, kinds: list[str]) -> None:
+    """A key-value bucket with three replicas, used from every node."""
+    async with cluster_of(kinds, tmp_path) as cluster:
+        clients = [await connect(cluster, i) for i in range(3)]
+        try:
+            await eventually_async(lambda: meta_ready(clients[0]), 30, "a meta leader")
+
+            async def bucket() -> object:
+                try:
+                    js = clients[0].jetstream(timeout=5)
+                    return await js.create_key_value(bucket="CFG", replicas=3)
+                except (nats.errors.TimeoutError, nats.js.errors.APIError):
+                    return None
+
+            await eventually_async(bucket, 30, "a KV bucket")
+            for i, nc in enumerate(clients):
+                kv = await nc.jetstream(timeout=10).key_value("CFG")
+                assert await kv.put(f"k{i}", b"v%d" % i) == i + 1
+            for nc in clients:
+                kv = await nc.jetstream(timeout=10).key_value("CFG")
+                assert [(await kv.get(f"k{i}")).value for i in range(3)] == [b"v0", b"v1", b"v2"]
+            kv = await clients[1].jetstream(timeout=10).key_value("CFG")
+            await kv.delete("k0")
+            assert sorted(await kv.keys()) == ["k1", "k2"]
+        finally:
+            for nc in clients:
+                await nc.close()
