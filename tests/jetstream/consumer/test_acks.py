@@ -1,11 +1,13 @@
-"""`AckTracker` alone, through its `AckOwner`: acks, the ack floor, naks, terms, the ack wait
-and redelivery."""
+"""`AckTracker` alone, through its `AckOwner` (with the `Redelivery` it queues naks on): acks,
+the ack floor, naks, terms."""
 
 from __future__ import annotations
 
 from _consumer_fakes import NS, FakeConsumer
 
-from pynatsd.jetstream.consumer.acks import TERM_UNACKED_DELETED, AckTracker
+from pynatsd.jetstream.consumer.acks import AckTracker
+from pynatsd.jetstream.consumer.redelivery import Redelivery
+from pynatsd.jetstream.consumer.status import TERM_UNACKED_DELETED
 from pynatsd.protocol.events import Pub
 
 PREFIX = b"$JS.ACK.S.C."
@@ -13,7 +15,7 @@ PREFIX = b"$JS.ACK.S.C."
 
 def tracker(**config: object) -> tuple[AckTracker, FakeConsumer]:
     owner = FakeConsumer(**config)
-    return AckTracker(owner, owner.state, PREFIX), owner
+    return AckTracker(owner, owner.state, Redelivery(owner, owner.state), PREFIX), owner
 
 
 def deliver(acks: AckTracker, owner: FakeConsumer, n: int, now: int = 1) -> None:
@@ -21,7 +23,7 @@ def deliver(acks: AckTracker, owner: FakeConsumer, n: int, now: int = 1) -> None
     for _ in range(n):
         seq = owner.state.sseq
         owner.stream.add(f"s.{seq}")
-        acks.track_pending(seq, owner.state.dseq, now)
+        acks._redelivery.track_pending(seq, owner.state.dseq, now)
         owner.state.sseq += 1
         owner.state.dseq += 1
 
@@ -88,7 +90,7 @@ def test_a_nak_queues_a_redelivery_and_wakes_the_pump() -> None:
     acks, owner = tracker()
     deliver(acks, owner, 2)
     acks.on_ack(None, None, ack_msg(2, 2, b"-NAK"))  # type: ignore[arg-type]
-    assert list(acks.rdq) == [2] and acks.rdqi == {2}
+    assert list(acks._redelivery.rdq) == [2] and acks._redelivery.rdqi == {2}
     assert owner.called("advise_nak") == [("advise_nak", 2, 2, 1)]
     assert owner.called("signal")
 
@@ -97,7 +99,7 @@ def test_a_nak_with_a_delay_waits_instead() -> None:
     acks, owner = tracker()
     deliver(acks, owner, 1)
     acks.on_ack(None, None, ack_msg(1, 1, b'-NAK {"delay": 5000000000}'))  # type: ignore[arg-type]
-    assert not acks.rdq
+    assert not acks._redelivery.rdq
     assert owner.state.pending[1].ts > 0
 
 
@@ -117,27 +119,6 @@ def test_next_asks_the_owner_for_more() -> None:
     assert owner.ajs.replies == []
 
 
-def test_what_passes_its_ack_wait_is_queued_for_redelivery() -> None:
-    acks, owner = tracker()
-    deliver(acks, owner, 2, now=0)  # delivered long ago
-    assert len(owner.ajs.loop.pending()) == 1  # the ack wait timer
-    owner.ajs.loop.fire()
-    assert list(acks.rdq) == [1, 2] and owner.called("signal")
-    assert len(owner.ajs.loop.pending()) == 1  # and again for what still waits
-
-
-def test_what_reached_max_deliver_is_dropped_with_the_advisory() -> None:
-    acks, owner = tracker(max_deliver=1)
-    deliver(acks, owner, 2, now=0)
-    owner.ajs.loop.fire()
-    assert not acks.rdq and owner.state.pending == {}
-    assert owner.called("advise_max_deliver") == [
-        ("advise_max_deliver", 1, 1),
-        ("advise_max_deliver", 2, 1),
-    ]
-    assert (owner.state.adflr, owner.state.asflr) == (2, 2)
-
-
 def test_a_removed_message_is_terminated() -> None:
     acks, owner = tracker()
     deliver(acks, owner, 2)
@@ -152,10 +133,10 @@ def test_a_removed_message_is_terminated() -> None:
 def test_a_purge_acknowledges_what_went() -> None:
     acks, owner = tracker()
     deliver(acks, owner, 4)
-    acks.add_to_rdq(2)
+    acks._redelivery.add_to_rdq(2)
     owner.stream.store.purge()
     acks.purged(5)
-    assert owner.state.pending == {} and not acks.rdq
+    assert owner.state.pending == {} and not acks._redelivery.rdq
     assert (owner.state.adflr, owner.state.asflr) == (4, 4)
 
 

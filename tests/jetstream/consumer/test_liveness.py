@@ -1,20 +1,19 @@
-"""`Liveness` alone, through its `LivenessOwner`, with a real `PullQueue` and `AckTracker`:
+"""`Liveness` alone, through its `LivenessOwner`, with a real `PullQueue` and `Redelivery`:
 interest in a push consumer's deliver subject, and deletion when inactive."""
 
 from __future__ import annotations
 
 from _consumer_fakes import NS, FakeConsumer
 
-from pynatsd.jetstream.consumer.acks import AckTracker
 from pynatsd.jetstream.consumer.liveness import Liveness
+from pynatsd.jetstream.consumer.redelivery import Redelivery
 from pynatsd.jetstream.consumer.waiting import PullQueue
 
 
 def liveness(**config: object) -> tuple[Liveness, PullQueue, FakeConsumer]:
     owner = FakeConsumer(**config)
     queue = PullQueue(owner)
-    acks = AckTracker(owner, owner.state, b"$JS.ACK.S.C.")
-    return Liveness(owner, queue, acks), queue, owner
+    return Liveness(owner, queue, Redelivery(owner, owner.state)), queue, owner
 
 
 def test_a_push_consumer_follows_interest_in_its_deliver_subject() -> None:

@@ -1,6 +1,6 @@
-"""`DeliveryPump` alone, through its `PumpOwner`, driving the real parts it works on (acks,
-the reader, the request queue, priority groups, the count, flow control): what goes out, to
-whom, with which ack reply."""
+"""`DeliveryPump` alone, through its `PumpOwner`, driving the real parts it works on
+(redelivery, the reader, the request queue, priority groups, the count, flow control): what
+goes out, to whom, with which ack reply."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pynatsd.jetstream.consumer.flow import PushFlow
 from pynatsd.jetstream.consumer.priority import PriorityGroups
 from pynatsd.jetstream.consumer.pump import DeliveryPump
 from pynatsd.jetstream.consumer.reader import StreamReader
+from pynatsd.jetstream.consumer.redelivery import Redelivery
 from pynatsd.jetstream.consumer.waiting import PullQueue
 from pynatsd.server.subscription import InternalClient, InternalSubscription
 
@@ -22,14 +23,14 @@ def pump(n: int = 3, **config: object) -> tuple[DeliveryPump, PullQueue, FakeCon
     owner = FakeConsumer(**{"max_waiting": 512, **config})
     for i in range(1, n + 1):
         owner.stream.add(f"s.{i}", b"m%d" % i)
-    acks = AckTracker(owner, owner.state, PREFIX)
+    redelivery = Redelivery(owner, owner.state)
+    acks = AckTracker(owner, owner.state, redelivery, PREFIX)
     queue = PullQueue(owner)
     owner.waiting = queue.requests
     count = PendingCount(owner)
-    reader = StreamReader(owner, acks, count, queue.requests)
-    p = DeliveryPump(
-        owner, acks, reader, queue, PriorityGroups(owner, queue), count, PushFlow(owner), PREFIX
-    )
+    reader = StreamReader(owner, acks, redelivery, count, queue.requests)
+    priority = PriorityGroups(owner, queue)
+    p = DeliveryPump(owner, redelivery, reader, queue, priority, count, PushFlow(owner), PREFIX)
     return p, queue, owner
 
 

@@ -1,5 +1,5 @@
-"""`StreamReader` alone, through its `ReaderOwner`, with a real `AckTracker` and
-`PendingCount`: redeliveries first, then the skip list, then the stream."""
+"""`StreamReader` alone, through its `ReaderOwner`, with a real `Redelivery`, `AckTracker`
+and `PendingCount`: redeliveries first, then the skip list, then the stream."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from _consumer_fakes import FakeConsumer
 from pynatsd.jetstream.consumer.acks import AckTracker
 from pynatsd.jetstream.consumer.count import PendingCount
 from pynatsd.jetstream.consumer.reader import StreamReader
+from pynatsd.jetstream.consumer.redelivery import Redelivery
 from pynatsd.jetstream.consumer.waiting import PullRequest
 
 
-def reader(**config: object) -> tuple[StreamReader, AckTracker, FakeConsumer]:
+def reader(**config: object) -> tuple[StreamReader, Redelivery, FakeConsumer]:
     owner = FakeConsumer(**config)
     for i in range(1, 6):
         owner.stream.add(f"s.{i}", b"%d" % i)
-    acks = AckTracker(owner, owner.state, b"$JS.ACK.S.C.")
+    redelivery = Redelivery(owner, owner.state)
+    acks = AckTracker(owner, owner.state, redelivery, b"$JS.ACK.S.C.")
     waiting: deque[PullRequest] = deque([PullRequest("r", 10, 0, False, 0, 0, 0)])
-    return StreamReader(owner, acks, PendingCount(owner), waiting), acks, owner
+    return StreamReader(owner, acks, redelivery, PendingCount(owner), waiting), redelivery, owner
 
 
 def next_seq(r: StreamReader) -> tuple[int, int] | None:

@@ -3,7 +3,8 @@
 A port of nats-server's `server/consumer.go` to one event loop. `Consumer` holds its parts,
 each a small object with one job that gets from the consumer only what the protocol in its
 module names: `state` (state.py: the sequences, the ack floor and what is pending, saved and
-reported), `acks` (acks.py: acks, the ack wait and redelivery), `queue` (waiting.py: pull
+reported), `acks` (acks.py: what an ack does), `redelivery` (redelivery.py: the ack wait,
+the redelivery queue, max_deliver), `queue` (waiting.py: pull
 requests), `priority` (priority.py: priority groups of pull requests), `count` (count.py: the
 messages not yet delivered), `reader` (reader.py: which message next), `flow` (flow.py: a push
 consumer's flow control and heartbeats), `pump` (pump.py: the delivery loop), `reset`
@@ -28,6 +29,7 @@ from pynatsd.jetstream.consumer.pacing import Pacing
 from pynatsd.jetstream.consumer.priority import PriorityGroups
 from pynatsd.jetstream.consumer.pump import DeliveryPump
 from pynatsd.jetstream.consumer.reader import StreamReader
+from pynatsd.jetstream.consumer.redelivery import Redelivery
 from pynatsd.jetstream.consumer.reset import ConsumerReset
 from pynatsd.jetstream.consumer.start import select_starting_seq
 from pynatsd.jetstream.consumer.state import NS, ConsumerState
@@ -98,19 +100,20 @@ class Consumer:
             self.pacing = Pacing(config, stream.store.state().last_seq, self._burst())
 
         ack_prefix = f"$JS.ACK.{stream.name}.{name}.".encode()
-        self.acks = AckTracker(self, self.state, ack_prefix)
+        self.redelivery = Redelivery(self, self.state)
+        self.acks = AckTracker(self, self.state, self.redelivery, ack_prefix)
         self.queue = PullQueue(self)
         self.waiting = self.queue.requests  # Go's waiting: the pull requests, in order
         self.priority = PriorityGroups(self, self.queue)
         self.count = PendingCount(self)
         self.flow = PushFlow(self)
-        self.reader = StreamReader(self, self.acks, self.count, self.waiting)
+        self.reader = StreamReader(self, self.acks, self.redelivery, self.count, self.waiting)
         self.pump = DeliveryPump(
-            self, self.acks, self.reader, self.queue, self.priority, self.count, self.flow,
+            self, self.redelivery, self.reader, self.queue, self.priority, self.count, self.flow,
             ack_prefix,
         )  # fmt: skip
         self.reset = ConsumerReset(self)
-        self.liveness = Liveness(self, self.queue, self.acks)
+        self.liveness = Liveness(self, self.queue, self.redelivery)
 
         self.signal = self.pump.signal
         self.pump_round = self.pump.pump
@@ -188,7 +191,7 @@ class Consumer:
             self.ajs.watch_interest(self)
             self.flow.reset_heartbeat()
         self._update_pause_timer()
-        self.acks.schedule_pending_check()
+        self.redelivery.schedule_pending_check()
         self.save()
         self.signal()
 
@@ -209,7 +212,7 @@ class Consumer:
             self._pause_tmr.cancel()
         self._pause_tmr = None
         self.liveness.stop()
-        self.acks.stop()
+        self.redelivery.stop()
         self.queue.stop()
         self.flow.stop()
         self.priority.stop()
@@ -333,7 +336,7 @@ class Consumer:
             self.filters = cfg.filters()
             self.count.refilter()
         if cfg.ack_wait != old.ack_wait:
-            self.acks.ack_wait_changed()
+            self.redelivery.ack_wait_changed()
         if cfg.rate_limit_bps != old.rate_limit_bps:
             if self.pacing is None and Pacing.wanted(cfg):
                 self.pacing = Pacing(cfg, self.stream.store.state().last_seq, self._burst())
@@ -384,10 +387,10 @@ class Consumer:
     # -- what the parts ask of the consumer --------------------------------------------------------
 
     def backlog(self) -> int:
-        return self.num_pending() + len(self.acks.rdq)
+        return self.num_pending() + len(self.redelivery.rdq)
 
     def forget_delivered(self) -> None:
-        self.acks.clear()
+        self.redelivery.clear()
         self.reader.ahead.clear()
         self.count.forget()
 
@@ -421,12 +424,13 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.consumer.priority import PriorityOwner
     from pynatsd.jetstream.consumer.pump import PumpOwner
     from pynatsd.jetstream.consumer.reader import ReaderOwner
+    from pynatsd.jetstream.consumer.redelivery import RedeliveryOwner
     from pynatsd.jetstream.consumer.reset import ResetOwner
     from pynatsd.jetstream.consumer.waiting import PullOwner
 
     def _owns_every_part(c: Consumer) -> tuple[
         AckOwner, CountOwner, FlowOwner, LivenessOwner, PriorityOwner, PumpOwner,
-        ReaderOwner, ResetOwner, PullOwner,
+        ReaderOwner, RedeliveryOwner, ResetOwner, PullOwner,
     ]:  # fmt: skip
         """For mypy: the consumer is what each of its parts takes it for."""
-        return c, c, c, c, c, c, c, c, c
+        return c, c, c, c, c, c, c, c, c, c

@@ -3,7 +3,7 @@ and the timer that deletes a consumer nobody used for its inactive threshold.
 
 From nats-server's `server/consumer.go`: updateDeliveryInterest, deleteNotActive and the
 activity that restarts the countdown (a pull request, a delivery to one, an ack). What this
-needs of its consumer is a `LivenessOwner`; it reads the `PullQueue` and the `AckTracker`.
+needs of its consumer is a `LivenessOwner`; it reads the `PullQueue` and the `Redelivery`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pynatsd.logger import log
 if TYPE_CHECKING:
     import asyncio
 
-    from pynatsd.jetstream.consumer.acks import AckTracker
     from pynatsd.jetstream.consumer.ports import ConsumedStream
+    from pynatsd.jetstream.consumer.redelivery import Redelivery
     from pynatsd.jetstream.consumer.state import ConsumerState
     from pynatsd.jetstream.consumer.waiting import PullQueue
     from pynatsd.jetstream.consumer_config import ConsumerConfig
@@ -69,10 +69,10 @@ class LivenessOwner(Protocol):
 class Liveness:
     """Interest in the deliver subject and the delete-when-inactive timer."""
 
-    def __init__(self, owner: LivenessOwner, queue: PullQueue, acks: AckTracker) -> None:
+    def __init__(self, owner: LivenessOwner, queue: PullQueue, redelivery: Redelivery) -> None:
         self._owner = owner
         self._queue = queue
-        self._acks = acks
+        self._redelivery = redelivery
         self._dtmr: asyncio.TimerHandle | None = None  # Go's dtmr: delete-when-inactive timer
 
     def start(self) -> None:
@@ -172,7 +172,7 @@ class Liveness:
             now = now_ns()
             delay = 0
             for seq, p in owner.state.pending.items():
-                due = p.ts + self._acks.ack_wait_for(seq) + dthresh
+                due = p.ts + self._redelivery.ack_wait_for(seq) + dthresh
                 delay = max(delay, due - now)
             if delay > 0:
                 self._count_down(delay)

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from pynatsd.jetstream.consumer.acks import AckTracker
 from pynatsd.jetstream.consumer.count import PendingCount
 from pynatsd.jetstream.consumer.flow import PushFlow
 from pynatsd.jetstream.consumer.priority import PriorityGroups, pin_header
 from pynatsd.jetstream.consumer.pullrun import PullRun
 from pynatsd.jetstream.consumer.reader import StreamReader
+from pynatsd.jetstream.consumer.redelivery import Redelivery
 from pynatsd.jetstream.consumer.state import ConsumerState, Pending
 from pynatsd.jetstream.consumer.status import pending_extra, status
 from pynatsd.jetstream.consumer.waiting import PullQueue
@@ -102,7 +102,7 @@ class DeliveryPump:
     def __init__(
         self,
         owner: PumpOwner,
-        acks: AckTracker,
+        redelivery: Redelivery,
         reader: StreamReader,
         queue: PullQueue,
         priority: PriorityGroups,
@@ -114,7 +114,7 @@ class DeliveryPump:
         self._state = owner.state
         self._stream = owner.stream
         self._ajs = owner.ajs
-        self._acks = acks
+        self._redelivery = redelivery
         self._reader = reader
         self._queue = queue
         self._waiting = queue.requests
@@ -184,7 +184,7 @@ class DeliveryPump:
         budget = _PUMP_BUDGET
         owner = self._owner
         state = self._state
-        acks = self._acks
+        redelivery = self._redelivery
         flow = self._flow
         waiting = self._waiting
         config = owner.config
@@ -221,14 +221,14 @@ class DeliveryPump:
                 self.signal()  # more to do: continue after other work had its turn
                 yielded = True
                 break
-            if fast_pull and not acks.rdq and state.lss is None and not reader.ahead:
+            if fast_pull and not redelivery.rdq and state.lss is None and not reader.ahead:
                 sent = self._pull_run(budget)
                 if sent:
                     budget -= sent
                     continue
             found = reader.next_msg()
             if found is None:
-                hit_max_ack_pending = acks.at_max_ack_pending()
+                hit_max_ack_pending = redelivery.at_max_ack_pending()
                 if pacing is not None:
                     pacing.caught_up(state.sseq)
                 break
@@ -384,8 +384,8 @@ class DeliveryPump:
         if self._owner.dthresh > 0:
             self._queue.waiting_last = now
         if not ack_none:
-            acks = self._acks
-            acks.expect_acks_by(now + acks.ack_wait_for(state.sseq - 1))
+            redelivery = self._redelivery
+            redelivery.expect_acks_by(now + redelivery.ack_wait_for(state.sseq - 1))
         self._owner.save()
         return sent
 
@@ -397,7 +397,7 @@ class DeliveryPump:
 
     def _did_not_deliver(self, seq: int) -> None:
         """A push delivery reached nobody: the consumer is not active after all."""
-        self._acks.dec_delivery_count(seq)
+        self._redelivery.dec_delivery_count(seq)
         self._owner.interest_lost()
 
     def _deliver(
@@ -422,7 +422,7 @@ class DeliveryPump:
         if ack_none:
             state.adflr, state.asflr = dseq, msg.seq
         else:
-            self._acks.track_pending(msg.seq, dseq, now)
+            self._redelivery.track_pending(msg.seq, dseq, now)
         ajs = self._ajs
         if wr is None:
             delivered = ajs.deliver_push(dsubj, msg.subject, reply, header, data)

@@ -5,7 +5,8 @@ From nats-server's `server/consumer.go`: getNextMsg, and the "redo" of loopAndGa
 that puts back a message no one could take. Within one pump round the stream is read a run
 at a time (the read-ahead), which the pump forgets at the end of the round. What the reader
 needs of its consumer is a `ReaderOwner`; it moves the state's sequences, the redelivery
-queue of the `AckTracker` and the `PendingCount`.
+queue (`Redelivery`) and the `PendingCount`, and terminates (`AckTracker`) a redelivery whose
+message is gone.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Protocol
 
-from pynatsd.jetstream.consumer.acks import TERM_UNACKED_DELETED
+from pynatsd.jetstream.consumer.status import TERM_UNACKED_DELETED
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.consumer.acks import AckTracker
     from pynatsd.jetstream.consumer.count import PendingCount
     from pynatsd.jetstream.consumer.ports import ConsumedStream
+    from pynatsd.jetstream.consumer.redelivery import Redelivery
     from pynatsd.jetstream.consumer.state import ConsumerState
     from pynatsd.jetstream.consumer.waiting import PullRequest
     from pynatsd.jetstream.consumer_config import ConsumerConfig
@@ -56,6 +58,7 @@ class StreamReader:
         self,
         owner: ReaderOwner,
         acks: AckTracker,
+        redelivery: Redelivery,
         count: PendingCount,
         waiting: deque[PullRequest],
     ) -> None:
@@ -63,6 +66,7 @@ class StreamReader:
         self._state = owner.state
         self._stream = owner.stream
         self._acks = acks
+        self._redelivery = redelivery
         self._count = count
         self._waiting = waiting  # the pull requests: a round reads ahead what they want
         self.ahead: deque[StoredMsg] = deque()  # read-ahead of one pump round
@@ -78,39 +82,39 @@ class StreamReader:
             state.sseq -= 1
             if self._count.npc is not None:
                 self._count.npc += 1
-        elif seq not in self._acks.rdqi:
-            self._acks.dec_delivery_count(seq)
-            self._acks.add_to_rdq(seq, front=True)
+        elif seq not in self._redelivery.rdqi:
+            self._redelivery.dec_delivery_count(seq)
+            self._redelivery.add_to_rdq(seq, front=True)
 
     def next_msg(self) -> tuple[StoredMsg, int] | None:
         """Go's getNextMsg: redeliveries first, then the skip list, then the stream. Returns
         the message and its delivery count (Go's dc: 1 for a first delivery)."""
         store = self._stream.store
         state = self._state
-        acks = self._acks
+        redelivery = self._redelivery
         max_deliver = self._owner.config.max_deliver
         self.from_lss = False
-        rdq = acks.rdq
+        rdq = redelivery.rdq
         while rdq:
             seq = rdq.popleft()
-            acks.rdqi.discard(seq)
-            dc = acks.inc_delivery_count(seq)
+            redelivery.rdqi.discard(seq)
+            dc = redelivery.inc_delivery_count(seq)
             if max_deliver > 0 and dc > max_deliver:
                 if dc == max_deliver + 1:
                     self._owner.advise_max_deliver(seq, dc - 1)
                 p = state.pending.pop(seq, None)
                 if p is not None:
-                    acks.move_ack_floor(p.dseq, seq)
+                    state.move_ack_floor(p.dseq, seq)
                 continue
             msg = store.load_msg(seq)
             if msg is None:
-                acks.dec_delivery_count(seq)
+                redelivery.dec_delivery_count(seq)
                 p = state.pending.get(seq)
                 if p is not None:
-                    acks.process_term(seq, p.dseq, dc - 1, TERM_UNACKED_DELETED)
+                    self._acks.process_term(seq, p.dseq, dc - 1, TERM_UNACKED_DELETED)
                 continue
             return msg, dc
-        if acks.at_max_ack_pending():
+        if redelivery.at_max_ack_pending():
             return None
         if state.lss is not None:
             while state.lss:

@@ -4,7 +4,8 @@ nats-server keeps these in its `consumer` struct (`server/consumer.go`: o.sseq, 
 o.adflr, o.asflr, o.pending, o.rdc, o.lss) and saves them as a `ConsumerState`
 (`server/store.go`). Here they are one dataclass that every part of the consumer reads and
 moves (`acks.py` the floor and the pending map, `pump.py` the sequences), which the consumer
-saves (`stored`, `restore`) and reports (`delivered_json`, `ack_floor_json`). Where a field
+saves (`stored`, `restore`) and reports (`delivered_json`, `ack_floor_json`); the ack floor
+moves here (`move_ack_floor`), whoever acknowledged. Where a field
 keeps Go's name, its comment says what the name means.
 """
 
@@ -30,7 +31,7 @@ class Pending:
 @dataclass(slots=True)
 class ConsumerState:
     """Go's ConsumerState plus where the stream walk stands. No behaviour beyond moving
-    its own fields together."""
+    its own fields together (the ack floor, a reset, saving and reporting)."""
 
     sseq: int = 1  # Go's o.sseq, stream sequence: the next stream message to look at
     dseq: int = 1  # Go's o.dseq, delivery (consumer) sequence: what the next delivery gets
@@ -61,6 +62,33 @@ class ConsumerState:
         self.adflr, self.asflr = 0, seq - 1
         self.delivered_sseq = seq - 1
         self.ldt = self.lat = 0
+
+    def acked_floor(self, p: Pending, sseq: int) -> None:
+        """The ack floor once `p`, the pending message at `sseq`, is acknowledged (explicit
+        policy). move_ack_floor's usual case first: acks in delivery order, the next message
+        still pending."""
+        if p.dseq == self.adflr + 1 and self.pending:
+            nxt = self.pending.get(sseq + 1)
+            if nxt is not None and nxt.dseq > 0:
+                self.adflr, self.asflr = nxt.dseq - 1, sseq
+                return
+        self.move_ack_floor(p.dseq, sseq)
+
+    def move_ack_floor(self, dseq: int, sseq: int) -> None:
+        """The ack floor once delivery `dseq` of stream sequence `sseq` no longer waits for
+        its ack (acknowledged, terminated, gone)."""
+        pending = self.pending
+        if not pending:
+            self.adflr = self.dseq - 1
+            self.asflr = self.sseq - 1
+        elif dseq == self.adflr + 1:
+            self.adflr, self.asflr = dseq, sseq
+            for ss in range(sseq + 1, self.sseq):
+                p = pending.get(ss)
+                if p is not None:
+                    if p.dseq > 0:
+                        self.adflr, self.asflr = p.dseq - 1, ss - 1
+                    break
 
     def stored(self) -> dict[str, Any]:
         """The fields of the consumer's saved state (after its name, config and creation)."""

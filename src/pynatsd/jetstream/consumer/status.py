@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+# nats-server's reason for a +TERM it makes itself when a pending message goes
+# (consumer.go's ackTermUnackedLimitsReason).
+TERM_UNACKED_DELETED = "Unacknowledged message was deleted"
+
 
 def status(code: int, description: str, extra: str = "") -> bytes:
     """A status-only header block (`NATS/1.0 404 No Messages`...)."""
