@@ -100,3 +100,55 @@ def test_the_graph_sees_imports_inside_functions() -> None:
     graph = _import_graph()
     assert {"jetstream", "monitor", "server"} <= set(graph["assembly"])
     assert "assembly" in graph["runner"]
+
+
+def _module_graph(package: str) -> dict[str, set[str]]:
+    """File-level imports between the modules of `package` and the rest of pynatsd: module ->
+    the pynatsd modules (files) it imports, every kind of import counted."""
+    root = PACKAGE.parent
+
+    def is_module(name: str) -> bool:
+        file = root / name.replace(".", "/")
+        return file.with_suffix(".py").exists() or (file / "__init__.py").exists()
+
+    graph: dict[str, set[str]] = defaultdict(set)
+    for path in (PACKAGE / package.replace(".", "/")).rglob("*.py"):
+        rel = path.relative_to(root).with_suffix("")
+        name = ".".join(rel.parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from package import module` imports the module (the package's __init__
+                # runs first, as for any module of it, and is not counted).
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    targets.append(sub if is_module(sub) else node.module)
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            graph[name].update(t for t in targets if t.startswith("pynatsd.") and is_module(t))
+    return graph
+
+
+def test_the_parts_of_a_consumer_never_import_their_owner() -> None:
+    # Each part of jetstream/consumer/ gets what it uses of the consumer, the stream and the
+    # account's JetStream as a protocol (ports.py, and one per part): none imports the
+    # consumer, the stream or the manager, so the parts form no circle with them.
+    package = "pynatsd.jetstream.consumer"
+    face = {package, f"{package}.consumer"}
+    owners = face | {"pynatsd.jetstream.stream", "pynatsd.jetstream.manager"}
+    graph = _module_graph("jetstream.consumer")
+    parts = {m for m in graph if m not in face}
+    assert len(parts) >= 10, sorted(graph)
+    for part in parts:
+        assert not graph[part] & owners, (part, graph[part] & owners)
+    # Nor do the parts reach their owner through another module.
+    seen: set[str] = set()
+    todo = [t for p in parts for t in graph[p] if not t.startswith(package + ".")]
+    outside = _module_graph("jetstream")
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        assert module not in owners, module
+        todo.extend(outside.get(module, ()))

@@ -68,8 +68,8 @@ def test_changed_source_never_runs_its_old_extension(tmp_path: Path) -> None:
 
 
 def test_this_process_runs_the_path_it_reports() -> None:
-    import pynatsd.jetstream.ack_subjects
-    import pynatsd.jetstream.pullrun
+    import pynatsd.jetstream.consumer.ack_subjects
+    import pynatsd.jetstream.consumer.pullrun
     import pynatsd.jetstream.store.records
     import pynatsd.protocol.frames
     import pynatsd.protocol.parser
@@ -89,8 +89,8 @@ def test_this_process_runs_the_path_it_reports() -> None:
         pynatsd.server.outbound,
         pynatsd.server.plans,
         pynatsd.server.subscribe,
-        pynatsd.jetstream.ack_subjects,
-        pynatsd.jetstream.pullrun,
+        pynatsd.jetstream.consumer.ack_subjects,
+        pynatsd.jetstream.consumer.pullrun,
         pynatsd.jetstream.store.records,
     ]
     assert {m.__name__ for m in modules} == set(native.COMPILED_MODULES)

@@ -38,9 +38,9 @@ COMPILED_MODULES = (
     "pynatsd.server.outbound",
     "pynatsd.server.plans",
     "pynatsd.server.subscribe",
-    "pynatsd.jetstream.pullrun",
+    "pynatsd.jetstream.consumer.pullrun",
     "pynatsd.jetstream.store.records",
-    "pynatsd.jetstream.ack_subjects",
+    "pynatsd.jetstream.consumer.ack_subjects",
 )
 """The modules setup.py compiles (it reads this tuple); each must also work as plain Python."""
 

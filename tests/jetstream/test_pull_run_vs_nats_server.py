@@ -2,7 +2,7 @@
 messages go round-robin (Go's waitQueue: a request that wants more goes to the back, a served
 one leaves), each in the frame and with the ack reply nats-server gives, headers kept for a
 client that takes them and stripped for one that does not. Side by side with nats-server, on
-the wire (pynatsd hands such a batch out in one run: jetstream/pullrun.py)."""
+the wire (pynatsd hands such a batch out in one run: jetstream/consumer/pullrun.py)."""
 
 from __future__ import annotations
 

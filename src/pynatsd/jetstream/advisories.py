@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import random
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pynatsd.jetstream.util import ZERO_TIME, go_json, now_ns, parse_go_time, rfc3339_ns
 from pynatsd.server.events import client_info
 
 if TYPE_CHECKING:
-    from pynatsd.jetstream.consumer_state import ConsumerState
+    from pynatsd.jetstream.consumer_config import ConsumerConfig
     from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.jetstream.stream import Stream
     from pynatsd.server.session import ClientSession
@@ -41,9 +41,6 @@ _METRIC = "io.nats.jetstream.metric.v1."
 CREATE = "create"
 DELETE = "delete"
 MODIFY = "modify"
-
-# nats-server's reasons for a +TERM it makes itself (consumer.go's ackTerm*Reason).
-TERM_UNACKED_DELETED = "Unacknowledged message was deleted"
 
 
 class Nuid:
@@ -191,14 +188,30 @@ def restore_complete(
 # -- consumers -------------------------------------------------------------------------------
 
 
-def _consumer_event(o: ConsumerState, kind: str) -> dict[str, Any]:
+class AdvisedConsumer(Protocol):
+    """What a consumer's advisories read of it (`consumer.Consumer`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> ConsumerConfig: ...
+
+    @property
+    def stream(self) -> Stream: ...
+
+    @property
+    def ajs(self) -> AccountJetStream: ...
+
+
+def _consumer_event(o: AdvisedConsumer, kind: str) -> dict[str, Any]:
     event = _typed_event(kind)
     event["stream"] = o.stream.name
     event["consumer"] = o.name
     return event
 
 
-def consumer_action(o: ConsumerState, action: str) -> None:
+def consumer_action(o: AdvisedConsumer, action: str) -> None:
     """JSConsumerActionAdvisory on `$JS.EVENT.ADVISORY.CONSUMER.CREATED|DELETED.<s>.<c>`
     (nats-server sends none when a consumer is updated)."""
     token = "CREATED" if action == CREATE else "DELETED"
@@ -210,7 +223,7 @@ def consumer_action(o: ConsumerState, action: str) -> None:
     _send(o.ajs, subject, event)
 
 
-def consumer_pause(o: ConsumerState) -> None:
+def consumer_pause(o: AdvisedConsumer) -> None:
     """JSConsumerPauseAdvisory: the consumer's `pause_until` as its config holds it (Go's
     zero time when unset; `pause_until` has `omitempty`, which a struct never satisfies)
     and whether that is still ahead."""
@@ -223,7 +236,7 @@ def consumer_pause(o: ConsumerState) -> None:
     _send(o.ajs, subject, event)
 
 
-def paused_ahead(o: ConsumerState) -> bool:
+def paused_ahead(o: AdvisedConsumer) -> bool:
     """Is the consumer paused until a time still to come? (nats-server's create request
     sends a pause advisory after its reply when so)."""
     until = o.config.pause_until
@@ -235,7 +248,7 @@ def paused_ahead(o: ConsumerState) -> bool:
         return False
 
 
-def max_deliver(o: ConsumerState, sseq: int, deliveries: int) -> None:
+def max_deliver(o: AdvisedConsumer, sseq: int, deliveries: int) -> None:
     """JSConsumerDeliveryExceededAdvisory: a message reached `max_deliver`."""
     subject = f"{ADVISORY_PREFIX}.CONSUMER.MAX_DELIVERIES.{o.stream.name}.{o.name}"
     if not o.ajs.has_interest(subject):
@@ -246,7 +259,7 @@ def max_deliver(o: ConsumerState, sseq: int, deliveries: int) -> None:
     _send(o.ajs, subject, event)
 
 
-def nak(o: ConsumerState, dseq: int, sseq: int, deliveries: int) -> None:
+def nak(o: AdvisedConsumer, dseq: int, sseq: int, deliveries: int) -> None:
     """JSConsumerDeliveryNakAdvisory: a delivery was -NAKed."""
     subject = f"{ADVISORY_PREFIX}.CONSUMER.MSG_NAKED.{o.stream.name}.{o.name}"
     if not o.ajs.has_interest(subject):
@@ -258,7 +271,7 @@ def nak(o: ConsumerState, dseq: int, sseq: int, deliveries: int) -> None:
     _send(o.ajs, subject, event)
 
 
-def terminated(o: ConsumerState, dseq: int, sseq: int, deliveries: int, reason: str) -> None:
+def terminated(o: AdvisedConsumer, dseq: int, sseq: int, deliveries: int, reason: str) -> None:
     """JSConsumerDeliveryTerminatedAdvisory: a +TERM (by the client, or by the server for a
     pending message that was deleted); `reason` is left out when empty."""
     subject = f"{ADVISORY_PREFIX}.CONSUMER.MSG_TERMINATED.{o.stream.name}.{o.name}"
@@ -281,7 +294,9 @@ def sample_freq(text: str) -> int:
         return 0
 
 
-def ack_metric(o: ConsumerState, dseq: int, sseq: int, deliveries: int, delivered_ns: int) -> None:
+def ack_metric(
+    o: AdvisedConsumer, dseq: int, sseq: int, deliveries: int, delivered_ns: int
+) -> None:
     """JSConsumerAckMetric on `$JS.EVENT.METRIC.CONSUMER.ACK.<s>.<c>`: an explicit ack of a
     pending message, sampled at the consumer's `sample_freq` (nats-server's shouldSample:
     always at 100 or more, else when a draw below 100 is at most the frequency).
@@ -307,17 +322,19 @@ def ack_metric(o: ConsumerState, dseq: int, sseq: int, deliveries: int, delivere
     _send(o.ajs, subject, event)
 
 
-def group_pinned(o: ConsumerState, group: str, pin_id: str) -> None:
+def group_pinned(o: AdvisedConsumer, group: str, pin_id: str) -> None:
     """JSConsumerGroupPinnedAdvisory: a priority group pinned a new client."""
     _group_event(o, "PINNED", "consumer_group_pinned", group, "pinned_id", pin_id)
 
 
-def group_unpinned(o: ConsumerState, group: str, reason: str) -> None:
+def group_unpinned(o: AdvisedConsumer, group: str, reason: str) -> None:
     """JSConsumerGroupUnpinnedAdvisory: the pin ended ("admin": the UNPIN API, "timeout")."""
     _group_event(o, "UNPINNED", "consumer_group_unpinned", group, "reason", reason)
 
 
-def _group_event(o: ConsumerState, token: str, kind: str, group: str, key: str, value: str) -> None:
+def _group_event(
+    o: AdvisedConsumer, token: str, kind: str, group: str, key: str, value: str
+) -> None:
     subject = f"{ADVISORY_PREFIX}.CONSUMER.{token}.{o.stream.name}.{o.name}"
     if not o.ajs.has_interest(subject):
         return

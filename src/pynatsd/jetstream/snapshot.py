@@ -219,19 +219,20 @@ def _snapshot_bytes(stream: Stream, with_consumers: bool) -> Iterator[bytes]:
 def _consumer_snapshot(consumer: Consumer, last_seq: int) -> dict[str, Any]:
     """Go's SnapshotConsumerState: the config and ConsumerState, bounded by the stream's last
     sequence at the start of the snapshot."""
-    delivered_seq = min(consumer.delivered_sseq, last_seq)
+    cs = consumer.state
+    delivered_seq = min(cs.delivered_sseq, last_seq)
     state: dict[str, Any] = {
-        "delivered": {"consumer_seq": consumer.dseq - 1, "stream_seq": delivered_seq},
-        "ack_floor": {"consumer_seq": consumer.adflr, "stream_seq": min(consumer.asflr, last_seq)},
+        "delivered": {"consumer_seq": cs.dseq - 1, "stream_seq": delivered_seq},
+        "ack_floor": {"consumer_seq": cs.adflr, "stream_seq": min(cs.asflr, last_seq)},
     }
     pending = {
         str(seq): {"sequence": p.dseq, "ts": p.ts}
-        for seq, p in sorted(consumer.pending.items())
+        for seq, p in sorted(cs.pending.items())
         if seq <= last_seq
     }
     if pending:
         state["pending"] = pending
-    redelivered = {str(seq): n for seq, n in sorted(consumer.rdc.items()) if seq <= last_seq}
+    redelivered = {str(seq): n for seq, n in sorted(cs.rdc.items()) if seq <= last_seq}
     if redelivered:
         state["redelivered"] = redelivered
     return {"config": consumer.config.to_reply(False), "state": state}

@@ -47,7 +47,6 @@ from pynatsd.transform import SubjectTransform
 
 if TYPE_CHECKING:
     from pynatsd.jetstream.consumer import Consumer
-    from pynatsd.jetstream.consumer_state import ConsumerState
     from pynatsd.jetstream.manager import AccountJetStream
     from pynatsd.jetstream.stream_config import StreamConfig, StreamSource
     from pynatsd.server.client import Client
@@ -999,7 +998,7 @@ class Stream:
             consumer.on_msg_removed(seq)
         return True
 
-    def on_acked(self, consumer: ConsumerState, seq: int) -> None:
+    def on_acked(self, consumer: Consumer, seq: int) -> None:
         """A consumer acknowledged (or, with ack none, was handed) `seq`: work-queue and
         interest streams drop it once no consumer needs it any more (Go's ackMsg)."""
         retention = self.config.retention

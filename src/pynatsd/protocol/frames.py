@@ -79,7 +79,7 @@ def pulled_msg_frame(
 ) -> bytes:
     """`stored_msg_frame` of a pull consumer's first delivery, its `$JS.ACK` reply
     (`<ack_prefix>1.<seq>.<dseq>.<ts>.<pending>`) made in the same formatting pass: one
-    allocation per message fetched (jetstream/pullrun.py)."""
+    allocation per message fetched (jetstream/consumer/pullrun.py)."""
     if header:
         hlen = len(header)
         return b"HMSG %s %s %s1.%d.%d.%d.%d %d %d\r\n%s%s\r\n" % (

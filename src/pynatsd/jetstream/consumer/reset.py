@@ -12,22 +12,26 @@ as new. `{"seq": N}` moves it to stream sequence N instead, which the deliver po
 other policies none ("not allowed"). Either way the consumer starts counting deliveries from
 1 again, and the reply is the consumer info plus `reset_seq`, the sequence it resumes from
 (with the stream's identity in a `Nats-Stream-Identity` header when the request had one).
+What the reset needs of its consumer is a `ResetOwner`.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.config import api_level_unmet
-from pynatsd.jetstream.delivery import Delivery
 from pynatsd.jetstream.errors import ApiError, js_error
 from pynatsd.jetstream.gostruct import RawNumber, decode_int, json_kind
 from pynatsd.jetstream.util import go_json, go_unmarshal_syntax_error, parse_go_time
 from pynatsd.protocol.headers import header_value
 
 if TYPE_CHECKING:
+    from pynatsd.jetstream.consumer.ports import ConsumedStream, ConsumerHost
+    from pynatsd.jetstream.consumer.state import ConsumerState
+    from pynatsd.jetstream.consumer_config import ConsumerConfig
+    from pynatsd.jetstream.store.base import StoredMsg
     from pynatsd.protocol.events import Pub
     from pynatsd.server.client import Client
     from pynatsd.server.subscription import InternalSubscription
@@ -65,15 +69,47 @@ def decode_reset_request(body: bytes) -> int:
     return decode_int(value, f"{_REQUEST}.seq", "uint64")
 
 
-class ConsumerReset(Delivery):
+class ResetOwner(Protocol):
+    """What the reset uses of its consumer."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def config(self) -> ConsumerConfig: ...
+
+    @property
+    def stream(self) -> ConsumedStream: ...
+
+    @property
+    def ajs(self) -> ConsumerHost: ...
+
+    @property
+    def state(self) -> ConsumerState: ...
+
+    def info_reply(self, full_metadata: bool = True) -> dict[str, Any]: ...
+
+    def forget_delivered(self) -> None:
+        """Nothing to redeliver, no ack timer, no read-ahead, the pending count afresh."""
+
+    def load_next(self, start: int) -> StoredMsg | None:
+        """The first message at or after `start` that the consumer's filters take."""
+
+    def save(self) -> None: ...
+
+    def signal(self) -> None: ...
+
+
+class ConsumerReset:
     """Moving a consumer's starting point."""
 
-    def info_reply(self, full_metadata: bool = True) -> dict[str, Any]:
-        raise NotImplementedError  # consumer.py
+    def __init__(self, owner: ResetOwner) -> None:
+        self._owner = owner
 
-    def _on_reset(self, sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
+    def on_reset(self, sub: InternalSubscription, publisher: Client | None, ev: Pub) -> None:
         """Go's processResetReq."""
-        if not ev.reply or self.closed:
+        owner = self._owner
+        if not ev.reply or owner.closed:
             return
         hs = ev.header_size
         header = ev.payload[:hs] if hs > 0 else b""
@@ -88,21 +124,23 @@ class ConsumerReset(Delivery):
             out["error"] = e.to_json()
             out["reset_seq"] = 0
         else:
-            out.update(self.info_reply())
+            out.update(owner.info_reply())
             out["reset_seq"] = seq
             if header_value(header, "Nats-Stream-Identity") is not None:
                 # The requester checks it was this stream, not one recreated under its name.
-                identity = self.stream.identity()
+                identity = owner.stream.identity()
                 reply_header = f"NATS/1.0\r\nNats-Stream-Identity: {identity}\r\n\r\n".encode()
-        self.ajs.reply(ev.reply, go_json(out), reply_header)
+        owner.ajs.reply(ev.reply, go_json(out), reply_header)
 
     def reset_to(self, seq: int) -> int:
         """Go's resetStartingSeqLocked: deliver from stream sequence `seq` (0: the ack floor)
         on. Returns the sequence the consumer resumes from."""
-        cfg = self.config
+        owner = self._owner
+        cfg = owner.config
+        state = owner.state
         policy = cfg.deliver_policy
         if seq == 0:
-            seq = self.asflr + 1
+            seq = state.asflr + 1
         elif policy == "by_start_sequence":
             if seq < cfg.opt_start_seq:
                 raise js_error("ConsumerInvalidReset", err="below start seq")
@@ -111,42 +149,34 @@ class ConsumerReset(Delivery):
                 ts = parse_go_time(cfg.opt_start_time)[0]
             except ValueError:
                 ts = 0
-            if seq < self.stream.store.seq_for_time(ts):
+            if seq < owner.stream.store.seq_for_time(ts):
                 raise js_error("ConsumerInvalidReset", err="below start time")
         elif policy != "all":
             raise js_error("ConsumerInvalidReset", err="not allowed")
         seq = max(seq, 1)
         # Go's resetLocalStartingSeq: nothing pending, nothing to redeliver, deliveries
         # counted from 1 again.
-        self.pending.clear()
-        self.rdc.clear()
-        self.rdq.clear()
-        self.rdqi.clear()
-        self._cancel(self._ptmr)
-        self._ptmr = None
-        self.sseq, self.dseq = seq, 1
-        self.adflr, self.asflr = 0, seq - 1
-        self.delivered_sseq = seq - 1
-        self.ldt = self.lat = 0
-        self._ahead.clear()
-        self.forget_pending_count()
-        self.save()
-        if self.stream.config.retention == "interest":
+        state.reset_to(seq)
+        owner.forget_delivered()
+        owner.save()
+        if owner.stream.config.retention == "interest":
             self._drop_uninteresting()
-        self.signal()
+        owner.signal()
         return seq
 
     def _drop_uninteresting(self) -> None:
         """Go's checkStateForInterestStream after a reset: messages below the new start that
         no other consumer needs leave an interest stream, as if this one had acked them."""
-        store = self.stream.store
-        st = store.state()
-        if self.asflr > st.last_seq:
+        owner = self._owner
+        stream = owner.stream
+        state = owner.state
+        st = stream.store.state()
+        if state.asflr > st.last_seq:
             return  # as Go: the floor is past the stream, nothing is checked
         seq = st.first_seq
-        while seq <= self.asflr:
-            msg = self._load_next(seq)
-            if msg is None or msg.seq > self.asflr:
+        while seq <= state.asflr:
+            msg = owner.load_next(seq)
+            if msg is None or msg.seq > state.asflr:
                 break
-            self.stream.on_acked(self, msg.seq)
+            stream.on_acked(owner, msg.seq)
             seq = msg.seq + 1

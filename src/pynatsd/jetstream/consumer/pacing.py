@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     import asyncio
 
     from pynatsd.jetstream.consumer_config import ConsumerConfig
-    from pynatsd.jetstream.stream import Stream
 
 # Go waits only for replay gaps above a millisecond.
 _MIN_REPLAY_GAP = 1_000_000
@@ -29,14 +28,17 @@ FOREVER = 365 * 86400.0
 
 
 class Pacing:
-    def __init__(self, config: ConsumerConfig, stream: Stream) -> None:
+    """`last_seq`: the stream's last sequence when the consumer starts; `burst`: the
+    largest message the stream may hold (its max_msg_size, else the server's max_payload)."""
+
+    def __init__(self, config: ConsumerConfig, last_seq: int, burst: int) -> None:
         self.replay = config.replay_policy == "original"
         # Replay ends once the consumer is past what the stream held at the start (Go's lseq).
-        self.replay_until = stream.store.state().last_seq if self.replay else 0
+        self.replay_until = last_seq if self.replay else 0
         self.lts = 0  # Go's lts: the stored time of the last message delivered
         self.rate = 0.0  # bytes per second
         self.burst = 0
-        self.set_rate(config.rate_limit_bps, stream)
+        self.set_rate(config.rate_limit_bps, burst)
         self._replay_served = 0  # the sequence whose replay wait is over
         self._rate_served = 0  # the sequence whose rate wait is over
         self.timer: asyncio.TimerHandle | None = None
@@ -45,11 +47,10 @@ class Pacing:
     def wanted(config: ConsumerConfig) -> bool:
         return config.replay_policy == "original" or config.rate_limit_bps > 0
 
-    def set_rate(self, bps: int, stream: Stream) -> None:
+    def set_rate(self, bps: int, burst: int) -> None:
         """Go's setRateLimit: bits per second as bytes, a burst of one largest message."""
         self.rate = bps / 8 if bps > 0 else 0.0
-        max_size = stream.config.max_msg_size
-        self.burst = max_size if max_size > 0 else stream.ajs.server.options.max_payload
+        self.burst = burst
         self._tokens = float(self.burst)
         self._at = time.monotonic()
 

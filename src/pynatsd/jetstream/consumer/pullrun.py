@@ -1,8 +1,8 @@
-"""The per-message loop of a pull consumer's run of first deliveries (`Delivery._pull_run`).
+"""The per-message loop of a pull consumer's run of first deliveries (pump.py's `_pull_run`).
 
 Compiled by mypyc (docs/performance.md): nats-server's counterpart is the body of
 consumer.go's loopAndGatherMsgs for one message (getNextMsg, waitQueue.pop, deliverMsg) run in
-a loop. `Delivery._pull_run` decides that a run may go (simple requests, receivers with an
+a loop. `DeliveryPump._pull_run` decides that a run may go (simple requests, receivers with an
 outbound queue), reads the messages from the store and resolves each waiting request's receiver
 once; this module then hands the messages out: the requests taken in Go's waitQueue order (a
 request that wants more goes to the back), the `$JS.ACK` reply of each message built natively
@@ -45,7 +45,7 @@ class PullRun:
     seq: int  # the stream sequence of the last message handed out (0: none)
     pending: dict[int, Any] | None  # stream seq -> Pending; None for ack policy none
     now: int  # the delivery time of the run (ns)
-    # Pending(dseq, ts), pending.py's class: interpreted code reads its fields, which a slots
+    # Pending(dseq, ts), state.py's class: interpreted code reads its fields, which a slots
     # class keeps as Python ints (a compiled class would box them at each read).
     new_pending: Callable[[int, int], Any]
 

@@ -16,17 +16,26 @@ the pinned/unpinned advisories, the waitQueue's addPrioritized and popAndRequeue
 - `prioritized`: requests are served by their `priority`, 0 first, arrival order within one.
 
 nats-server supports one group per consumer for pins (its state names the first group only);
-so does this. A consumer without a priority policy never calls into this module.
+so does this. A consumer without a priority policy never calls into this module. What the
+groups need of their consumer is a `PriorityOwner`; the queue itself is the consumer's
+`PullQueue`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pynatsd.jetstream import advisories
-from pynatsd.jetstream.consumer_state import NS, pending_extra, status
+from pynatsd.jetstream.consumer.state import NS
+from pynatsd.jetstream.consumer.status import pending_extra, status
 from pynatsd.jetstream.util import now_ns, rfc3339_ns
-from pynatsd.jetstream.waiting import PriorityRequest, PullQueue, PullRequest
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from pynatsd.jetstream.consumer.ports import ConsumerHost
+    from pynatsd.jetstream.consumer.state import ConsumerState
+    from pynatsd.jetstream.consumer.waiting import PriorityRequest, PullQueue, PullRequest
+    from pynatsd.jetstream.consumer_config import ConsumerConfig
 
 # Go's waitQueue orders a request without priority fields after every other one.
 _NO_PRIORITY = 2**31 - 1
@@ -44,16 +53,52 @@ def _priority_of(wr: PullRequest) -> int:
     return wr.pg.priority if wr.pg is not None else _NO_PRIORITY
 
 
-class PriorityGroups(PullQueue):
+class PriorityOwner(Protocol):
+    """What the priority groups use of their consumer."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def config(self) -> ConsumerConfig: ...
+
+    @property
+    def ajs(self) -> ConsumerHost: ...
+
+    @property
+    def state(self) -> ConsumerState:
+        """What awaits acks (`min_ack_pending`)."""
+
+    def num_pending(self) -> int:
+        """Messages not yet delivered (`min_pending`)."""
+
+    def signal(self) -> None: ...
+
+    def new_pin_id(self) -> str: ...
+
+    def advise_pinned(self, group: str, pin_id: str) -> None: ...
+
+    def advise_unpinned(self, group: str, reason: str) -> None: ...
+
+
+class PriorityGroups:
     """The pull request queue with a priority policy: who may get the next message."""
 
-    def _accept_priority_request(self, reply: str, pg: PriorityRequest) -> bool:
+    def __init__(self, owner: PriorityOwner, queue: PullQueue) -> None:
+        self._owner = owner
+        self._queue = queue
+        self.pin_id = ""  # Go's currentPinId: the pinned client's id (pinned_client policy)
+        self.pinned_ts = 0  # Go's pinnedTS: when that pin was given (ns)
+        self._pin_tmr: asyncio.TimerHandle | None = None  # Go's pinnedTtl: the pin's expiry
+
+    def accept_priority_request(self, reply: str, pg: PriorityRequest) -> bool:
         """The checks processNextMsgRequest makes of a request's priority fields, in Go's
         order; a refused request is answered here."""
-        policy = self.config.priority_policy
+        config = self._owner.config
+        policy = config.priority_policy
 
         def refuse(code: int, text: str) -> bool:
-            self._send_status(reply, status(code, text))
+            self._queue.send_status(reply, status(code, text))
             return False
 
         if (pg.min_pending or pg.min_ack_pending) and policy != "overflow":
@@ -66,7 +111,7 @@ class PriorityGroups(PullQueue):
             return True
         if not pg.group:
             return refuse(400, "Bad Request - Priority Group missing")
-        if pg.group not in self.config.priority_groups:
+        if pg.group not in config.priority_groups:
             return refuse(400, "Bad Request - Invalid Priority Group")
         if self.pin_id:
             if pg.id == self.pin_id:
@@ -77,11 +122,11 @@ class PriorityGroups(PullQueue):
 
     # -- the queue -------------------------------------------------------------------------------
 
-    def _add_prioritized(self, wr: PullRequest) -> None:
+    def add_prioritized(self, wr: PullRequest) -> None:
         """Go's insertAtPosition: before the first waiting request with a higher number
         (walking from the head, as Go does: cycling may have left the queue out of order)."""
         priority = _priority_of(wr)
-        waiting = self.waiting
+        waiting = self._queue.requests
         for i, other in enumerate(waiting):
             if _priority_of(other) > priority:
                 waiting.insert(i, wr)
@@ -90,16 +135,19 @@ class PriorityGroups(PullQueue):
 
     def _cycle(self) -> None:
         """Go's waitQueue.cycle: the head goes to the back (in every policy)."""
-        self.waiting.rotate(-1)
+        self._queue.requests.rotate(-1)
 
     def _end_wrong_pin(self, wr: PullRequest) -> None:
-        self.waiting.popleft()
-        self._send_status(wr.reply, status(423, "Nats-Wrong-Pin-Id", pending_extra(wr.n, wr.b)))
+        self._queue.requests.popleft()
+        self._queue.send_status(
+            wr.reply, status(423, "Nats-Wrong-Pin-Id", pending_extra(wr.n, wr.b))
+        )
 
-    def _next_waiting_priority(self, size: int, now: int) -> PullRequest | None:
+    def next_waiting(self, size: int, now: int) -> PullRequest | None:
         """Go's nextWaiting for a consumer with a priority policy."""
-        policy = self.config.priority_policy
-        waiting = self.waiting
+        policy = self._owner.config.priority_policy
+        queue = self._queue
+        waiting = queue.requests
         need_new_pin = not self.pin_id and policy == "pinned_client"
         cycled = 0
         while waiting:
@@ -107,7 +155,7 @@ class PriorityGroups(PullQueue):
             pg = wr.pg
             if wr.expires_ns and now >= wr.expires_ns:
                 waiting.popleft()
-                self._send_status(
+                queue.send_status(
                     wr.reply, status(408, "Request Timeout", pending_extra(wr.n, wr.b))
                 )
                 continue
@@ -141,12 +189,14 @@ class PriorityGroups(PullQueue):
                 if cycled >= len(waiting):
                     return None
                 continue
-            if wr.b > 0 and not self._take_bytes(wr, size):
+            if wr.b > 0 and not queue.take_bytes(wr, size):
                 if assigned_pin:
                     self._unassign_pin()
                 waiting.popleft()
                 continue
-            if wr.interest_gen != self.ajs.account.sublist.genid and not self._find_target(wr):
+            if wr.interest_gen != self._owner.ajs.account.sublist.genid and not queue.find_target(
+                wr
+            ):
                 waiting.popleft()
                 continue
             wr.d += 1
@@ -156,7 +206,7 @@ class PriorityGroups(PullQueue):
             elif len(waiting) > 1:
                 waiting.popleft()
                 if policy == "prioritized":
-                    self._add_prioritized(wr)  # Go's popAndRequeue
+                    self.add_prioritized(wr)  # Go's popAndRequeue
                 else:
                     waiting.append(wr)
             return wr
@@ -165,9 +215,9 @@ class PriorityGroups(PullQueue):
     def _overflowing(self, pg: PriorityRequest) -> bool:
         """Whether the consumer is far enough behind for an overflow request. The message
         being handed out is still counted as pending (Go compares with npc+1)."""
-        if pg.min_pending > 0 and pg.min_pending <= self.num_pending() + 1:
+        if pg.min_pending > 0 and pg.min_pending <= self._owner.num_pending() + 1:
             return True
-        return pg.min_ack_pending > 0 and pg.min_ack_pending <= len(self.pending)
+        return pg.min_ack_pending > 0 and pg.min_ack_pending <= len(self._owner.state.pending)
 
     # -- the pin ---------------------------------------------------------------------------------
 
@@ -176,44 +226,45 @@ class PriorityGroups(PullQueue):
         pg = wr.pg
         if pg is None or not pg.group:
             return
-        self.pin_id = advisories.new_nuid()
+        self.pin_id = self._owner.new_pin_id()
         self.pinned_ts = now_ns()
         pg.id = self.pin_id
         self._set_pin_timer(pg.group)
-        advisories.group_pinned(self, pg.group, self.pin_id)
+        self._owner.advise_pinned(pg.group, self.pin_id)
 
     def _unassign_pin(self) -> None:
         """Go's unassignPinId."""
         self.pin_id = ""
         self.pinned_ts = 0
-        self._cancel(self._pin_tmr)
-        self._pin_tmr = None
+        self.stop()
 
     def _set_pin_timer(self, group: str) -> None:
         """Go's setPinnedTimer: the pin ends `priority_timeout` after it was last used."""
-        self._cancel(self._pin_tmr)
-        self._pin_tmr = self.ajs.loop.call_later(
-            self.config.priority_timeout / NS, self._on_pin_timeout, group
+        owner = self._owner
+        if self._pin_tmr is not None:
+            self._pin_tmr.cancel()
+        self._pin_tmr = owner.ajs.loop.call_later(
+            owner.config.priority_timeout / NS, self._on_pin_timeout, group
         )
 
     def _on_pin_timeout(self, group: str) -> None:
         self._pin_tmr = None
-        if self.closed or not self.pin_id:
+        if self._owner.closed or not self.pin_id:
             return
         self._unassign_pin()
-        advisories.group_unpinned(self, group, "timeout")
-        self.signal()
+        self._owner.advise_unpinned(group, "timeout")
+        self._owner.signal()
 
     def unpin(self, group: str) -> None:
         """`$JS.API.CONSUMER.UNPIN`: end the pin, whoever holds it; the next request of the
         group to get a message is pinned anew."""
         self._unassign_pin()
-        advisories.group_unpinned(self, group, "admin")
-        self.signal()
+        self._owner.advise_unpinned(group, "admin")
+        self._owner.signal()
 
-    def priority_groups_info(self) -> list[dict[str, Any]]:
+    def info(self) -> list[dict[str, Any]]:
         """Consumer info's `priority_groups` (Go's PriorityGroupState), for the first group."""
-        groups = self.config.priority_groups
+        groups = self._owner.config.priority_groups
         if not groups:
             return []
         state: dict[str, Any] = {"group": groups[0]}
@@ -221,3 +272,8 @@ class PriorityGroups(PullQueue):
             state["pinned_client_id"] = self.pin_id
         state["pinned_ts"] = rfc3339_ns(self.pinned_ts)
         return [state]
+
+    def stop(self) -> None:
+        if self._pin_tmr is not None:
+            self._pin_tmr.cancel()
+        self._pin_tmr = None

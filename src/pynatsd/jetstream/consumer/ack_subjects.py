@@ -2,7 +2,7 @@
 
 nats-server's counterpart is `ackReplyInfo` (server/consumer.go), which reads the tokens of
 `$JS.ACK.<stream>.<consumer>.<delivered count>.<stream seq>.<consumer seq>.<ts>.<pending>`
-(see delivery.py) one by one. A consumer's run of acks from one read (`AckTracker._on_acks`)
+(see pump.py) one by one. A consumer's run of acks from one read (`AckTracker.on_acks`)
 hands its whole list here instead of splitting each subject into nine `bytes` and converting
 three of them with `int()`.
 

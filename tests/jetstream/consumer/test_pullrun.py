@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pynatsd import native
-from pynatsd.jetstream import pullrun
-from pynatsd.jetstream.pending import Pending
+from pynatsd.jetstream.consumer import pullrun
+from pynatsd.jetstream.consumer.state import Pending
 from pynatsd.jetstream.store.base import StoredMsg
 from pynatsd.protocol.frames import stored_msg_frame
 
@@ -32,7 +32,7 @@ class Req:
 
 
 def _drive(module: ModuleType, reqs: list[Req], msgs: list[StoredMsg], ack: bool, npc: int) -> Any:
-    """What `Delivery._pull_run` does with a `PullRun`: returns each receiver's frames, what
+    """What `DeliveryPump._pull_run` does with a `PullRun`: returns each receiver's frames, what
     went to the caller, the queue left, the counters and the pending entries."""
     pending: dict[int, Pending] | None = {3: Pending(1, 5)} if ack else None
     run = module.PullRun(PREFIX, 10, npc, pending, NOW, Pending)
@@ -137,5 +137,5 @@ def test_compiled_run_is_the_pure_run(
     reqs: list[Req], msgs: list[StoredMsg], ack: bool, npc: int
 ) -> None:
     assert native.is_compiled(pullrun)
-    pure = native.load_pure("pynatsd.jetstream.pullrun")
+    pure = native.load_pure("pynatsd.jetstream.consumer.pullrun")
     assert _drive(pullrun, reqs, msgs, ack, npc) == _drive(pure, reqs, msgs, ack, npc)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pynatsd.jetstream.ack_subjects import NOT_PLAIN, plain_ack_sequences
+from pynatsd.jetstream.consumer.ack_subjects import NOT_PLAIN, plain_ack_sequences
 from pynatsd.protocol.events import Pub
 
 PREFIX = b"$JS.ACK.S.C."
@@ -47,7 +47,7 @@ def test_plain_acks_and_the_rest(
 
 
 def _general(subject: bytes) -> tuple[int, int, int] | None:
-    """The general path's reading (`AckTracker._on_ack`): None where it finds no sequence."""
+    """The general path's reading (`AckTracker.on_ack`): None where it finds no sequence."""
     tokens = subject.split(b".")
     if len(tokens) < 9:
         return None
