@@ -110,6 +110,7 @@ _ARITY: dict[tuple[str, ...], tuple[int, int | None]] = {
     ("CONSUMER", "UNPIN"): (2, 2),
     ("CONSUMER", "NAMES"): (1, 1),
     ("CONSUMER", "LIST"): (1, 1),
+    ("CONSUMER", "LEADER", "STEPDOWN"): (2, 2),
 }
 
 # Fields an error reply still carries because their Go types have no `omitempty`.
@@ -196,6 +197,12 @@ def _check_fields(req: dict[str, Any], allowed: tuple[str, ...]) -> None:
             raise errors.invalid_json(f'json: unknown field "{key}"')
 
 
+def _cluster_only(rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
+    """A request only clustered JetStream answers (a leader stepdown): on one server it fails
+    as nats-server's does (clustered JetStream takes it in cluster/clustered.py)."""
+    raise js_error("ClusterRequired")
+
+
 def purge_stream(stream: Stream, subject: str, seq: int, keep: int) -> dict[str, Any]:
     """The purge itself and its response."""
     purged = stream.purge(subject=subject, seq=seq, keep=keep)
@@ -242,6 +249,11 @@ class JetStreamApi:
             ("CONSUMER", "LIST"): ("consumer_list_response", self.consumer_list),
             ("CONSUMER", "PAUSE"): ("consumer_pause_response", self.consumer_pause),
             ("CONSUMER", "UNPIN"): ("consumer_unpin_response", self.consumer_unpin),
+            ("STREAM", "LEADER", "STEPDOWN"): ("stream_leader_stepdown_response", _cluster_only),
+            ("CONSUMER", "LEADER", "STEPDOWN"): (
+                "consumer_leader_stepdown_response",
+                _cluster_only,
+            ),
         }
 
     # -- dispatch --------------------------------------------------------------------------------

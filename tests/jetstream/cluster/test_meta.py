@@ -132,6 +132,30 @@ def test_nats_server_hands_the_meta_lead_to_pynatsd_and_takes_it_back(tmp_path: 
             assert reply.get("success") is True, reply
         eventually(lambda: agreed_leader(cluster, [0, 1, 2]) == py, ELECTION, "py leads")
         eventually(lambda: replicas_current(cluster, 2) == {"n1", "n2"}, 15, "Go current")
+        # Asked the same way, the pynatsd leader hands the lead back to the Go node named.
+        reply = asyncio.run(
+            system_request(
+                cluster.nodes[2].port,
+                "$JS.API.META.LEADER.STEPDOWN",
+                {"placement": {"preferred": "n1"}},
+            )
+        )
+        assert reply == {
+            "type": "io.nats.jetstream.api.v1.meta_leader_stepdown_response",
+            "success": True,
+        }
+        eventually(lambda: agreed_leader(cluster, [0, 1, 2]) == "n1", ELECTION, "n1 leads")
+        at = index_of(cluster, "n1")
+        eventually(lambda: py in replicas_current(cluster, at), 15, "py current again")
+        reply = asyncio.run(
+            system_request(
+                cluster.nodes[0].port,
+                "$JS.API.META.LEADER.STEPDOWN",
+                {"placement": {"preferred": py}},
+            )
+        )
+        assert reply.get("success") is True, reply
+        eventually(lambda: agreed_leader(cluster, [0, 1, 2]) == py, ELECTION, "py leads again")
         cluster.kill(2)
         new = eventually(lambda: agreed_leader(cluster, [0, 1], py), ELECTION, "Go leader")
         assert new in ("n1", "n2")

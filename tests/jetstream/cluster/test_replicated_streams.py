@@ -6,6 +6,7 @@ lost, duplicated or reordered, a new leader takes over, and the restarted node h
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -278,3 +279,48 @@ async def test_kv_bucket_on_r3(tmp_path: Path, kinds: list[str]) -> None:
         finally:
             for nc in clients:
                 await nc.close()
+
+
+@pytest.mark.parametrize("kinds", KINDS)
+async def test_stream_leader_stepdown(tmp_path: Path, kinds: list[str]) -> None:
+    """`$JS.API.STREAM.LEADER.STEPDOWN.<stream>`: the leader answers and hands over; the
+    stream goes on under a new leader with nothing lost."""
+    async with cluster_of(kinds, tmp_path) as cluster:
+        clients = [await connect(cluster, i) for i in range(3)]
+        try:
+            await eventually_async(lambda: meta_ready(clients[0]), 30, "a meta leader")
+            config = StreamConfig(name="STEP", subjects=["step.>"], num_replicas=3)
+            assert await add_stream(clients[0], config) is not None
+            js = clients[1].jetstream(timeout=10)
+            for i in range(5):
+                await js.publish("step.a", b"s%d" % i)
+            before = await info_from(clients[0], "STEP")
+            assert before is not None and before.cluster is not None
+            reply = await clients[2].request("$JS.API.STREAM.LEADER.STEPDOWN.STEP", b"", timeout=10)
+            assert json.loads(reply.data) == {
+                "type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
+                "success": True,
+            }
+
+            async def new_leader() -> str:
+                seen = await info_from(clients[0], "STEP")
+                if seen is None or seen.cluster is None:
+                    return ""
+                leader = seen.cluster.leader or ""
+                return leader if leader != before.cluster.leader else ""
+
+            await eventually_async(new_leader, FAILOVER, "a new stream leader")
+            ack = await eventually_async(
+                lambda: _publish(clients[2], "step.b"), FAILOVER, "a publish after"
+            )
+            assert ack == 6
+        finally:
+            for nc in clients:
+                await nc.close()
+
+
+async def _publish(nc: Client, subject: str) -> int:
+    try:
+        return (await nc.jetstream(timeout=3).publish(subject, b"after")).seq
+    except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError):
+        return 0

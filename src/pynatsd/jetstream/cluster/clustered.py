@@ -19,6 +19,7 @@ before then stop (their files stay), as they would on a nats-server that joins a
 
 from __future__ import annotations
 
+import json
 import random
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ from pynatsd.jetstream.stream_config import StreamConfig, decode_stream_request
 from pynatsd.jetstream.util import now_ns
 from pynatsd.logger import log
 from pynatsd.raft.group import open_group
+from pynatsd.raft.node import RaftNode
 from pynatsd.raft.transport import NrgTransport
 from pynatsd.raft.wire import Entry, EntryType
 from pynatsd.server.session import ClientSession
@@ -175,6 +177,8 @@ class ClusteredJetStream:
             return delete
         if key == ("STREAM", "UPDATE"):
             return _not_replicated_yet
+        if key == ("STREAM", "LEADER", "STEPDOWN"):
+            return self._stepdown(replica.node, replica.transport)
         if key == ("STREAM", "INFO"):
             return _with_cluster_info(local, replica)
         return local
@@ -191,6 +195,8 @@ class ClusteredJetStream:
             return local if stream is not None and stream.is_leader else None
         if not consumer.is_leader:
             return None
+        if key == ("CONSUMER", "LEADER", "STEPDOWN"):
+            return self._stepdown(consumer.node, consumer.transport)
         if key == ("CONSUMER", "DELETE"):
 
             def delete(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
@@ -210,6 +216,34 @@ class ClusteredJetStream:
 
             return info
         return local
+
+    def _stepdown(self, node: RaftNode | None, transport: NrgTransport | None) -> Handler:
+        """jsStreamLeaderStepDownRequest and its consumer twin: the leader hands over (to the
+        preferred server if the request names one) and says so; an R1 group just says so."""
+
+        def stepdown(rest: list[str], body: bytes, reply: str) -> dict[str, Any] | None:
+            preferred = self.preferred_peer(body)
+            if node is not None:
+                node.step_down(preferred)
+                if transport is not None:
+                    transport.pump()
+            return {"success": True}
+
+        return stepdown
+
+    def preferred_peer(self, body: bytes) -> str:
+        """The node id of `placement.preferred` (a server name) in a stepdown request."""
+        try:
+            request = json.loads(body) if body.strip() else {}
+        except ValueError:
+            raise errors.js_error("InvalidJSON", err=str(body)) from None
+        name = str(((request or {}).get("placement") or {}).get("preferred") or "")
+        if not name:
+            return ""
+        for node_id, server_name in self.meta.names.items():
+            if server_name == name:
+                return node_id
+        raise errors.js_error("ClusterNoPeers", err=f"preferred server {name!r} not known")
 
     def propose_consumer(self, stream: Stream, config_json: dict[str, Any], name: str) -> None:
         """A consumer create that the stream's leader checked: an assignment for the meta group

@@ -23,6 +23,8 @@ import json
 import secrets
 from typing import TYPE_CHECKING, Any
 
+from pynatsd.jetstream.errors import ApiError
+from pynatsd.jetstream.util import API_TYPE_PREFIX, go_json
 from pynatsd.logger import log
 from pynatsd.protocol.headers import header_value
 from pynatsd.server.msgtrace import set_header
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from pynatsd.server.client import Client
 
 REQUEST_INFO = "Nats-Request-Info"  # ClientInfoHdr
+META_STEPDOWN = b"$JS.API.META.LEADER.STEPDOWN"
 FORWARDED = "Pynatsd-Forwarded"
 RESPONSE_TTL = 30.0  # a forwarded request's reply route lives this long at most
 
@@ -99,6 +102,27 @@ class SystemApi:
         header = bytes(msg.payload[:hs]) if hs > 0 else b""
         ajs.reply(reply, bytes(msg.payload[hs:] if hs > 0 else msg.payload), header)
 
+    def _meta_stepdown(self, msg: Pub, header: bytes) -> None:
+        """jsLeaderStepDownRequest: a system user asks the meta leader to hand over."""
+        clustered = self.js.clustered
+        meta = self.js.meta
+        if clustered is None or meta is None or not meta.is_leader or meta.node is None:
+            return
+        body = bytes(msg.payload[len(header) :])
+        result: dict[str, Any] = {"success": True}
+        try:
+            preferred = clustered.preferred_peer(body)
+        except ApiError as e:
+            result = {"error": e.to_json()}
+        else:
+            meta.node.step_down(preferred)
+        server = self.js.server
+        data = go_json({"type": API_TYPE_PREFIX + "meta_leader_stepdown_response", **result})
+        if msg.reply:
+            server.publish_internal(server.system_account, msg.reply, "", b"", data)
+        if meta.transport is not None:
+            meta.transport.pump()
+
     # ----- a request nats-server forwarded into $SYS
     def _on_system_request(
         self, sub: InternalSubscription, publisher: Client | None, msg: Pub
@@ -107,6 +131,9 @@ class SystemApi:
             return  # our own forward
         hs = msg.header_size
         header = bytes(msg.payload[:hs]) if hs > 0 else b""
+        if msg.subject == META_STEPDOWN:
+            self._meta_stepdown(msg, header)
+            return
         if not header or header_value(header, FORWARDED) is not None:
             return  # a pynatsd node forwarded it: we had it in the account already
         text = header_value(header, REQUEST_INFO)
