@@ -9,12 +9,19 @@ with its store kept or wiped, the leader sends it a snapshot and it catches up o
 and the deleted ones not. Then the two others die, one comes back with nothing, and the
 caught-up node, now the leader, serves every message to clients and catches the wiped one up
 in turn.
+
+And with nats-server on the other side: a nats-server leader (its own snapshot policy, past
+8 MiB of log) catches a pynatsd follower up, compressed records included, and hands it the
+lead; a pynatsd leader's snapshot and records catch a nats-server follower up, which then
+serves the same messages.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import random
 import shutil
 import urllib.request
 from pathlib import Path
@@ -28,7 +35,7 @@ from nats.aio.client import Client
 from nats.js.api import StreamConfig
 
 from pynatsd.jetstream.cluster.replica_sync import SNAPSHOT_ENV
-from support.cluster import PY, ProcessCluster
+from support.cluster import GO, PY, ProcessCluster
 from support.eventually import eventually_async
 
 STREAM = "CATCH"
@@ -202,3 +209,143 @@ def _async(check: Any) -> Any:
 
 async def _is(value: Any, expected: str) -> bool:
     return await value == expected
+
+
+# -- with nats-server: one side Go, the other pynatsd ---------------------------------------------
+
+
+async def create_stream(nc: Client, **config: Any) -> object:
+    async def attempt() -> object:
+        try:
+            return await nc.jetstream(timeout=5).add_stream(
+                StreamConfig(name=STREAM, subjects=["c.>"], num_replicas=3, **config)
+            )
+        except (nats.errors.TimeoutError, nats.js.errors.APIError):
+            return None  # no meta leader yet, or a peer not selectable yet
+
+    return await eventually_async(attempt, 40, "the stream created", interval=0.5)
+
+
+async def publish_until_acked(nc: Client, subject: str, data: bytes) -> int:
+    async def attempt() -> int:
+        try:
+            return (await nc.jetstream(timeout=3).publish(subject, data)).seq
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.Error):
+            return 0
+
+    return await eventually_async(attempt, WAIT, "a publish acked")
+
+
+def same_state(cluster: ProcessCluster, a: int, b: int) -> bool:
+    x, y = stream_state(cluster, a), stream_state(cluster, b)
+    keys = ("messages", "bytes", "first_seq", "last_seq", "num_deleted")
+    return x is not None and y is not None and all(x.get(k) == y.get(k) for k in keys)
+
+
+async def test_a_nats_server_leader_catches_up_a_pynatsd_follower(tmp_path: Path) -> None:
+    """nats-server snapshots once 8 MiB went through its log, compacts it, and catches the
+    pynatsd follower up with its records: compressed ones (op 14) for large compressible
+    messages, skips and delete ranges for the deleted ones."""
+    stores = {i: f'jetstream {{ store_dir: "{js_dir(tmp_path, i)}" }}\n' for i in range(3)}
+    cluster = ProcessCluster([GO, GO, PY], tmp_path, node_config=stores)
+    cluster.start()
+    nc = await nats.connect(cluster.nodes[0].url, allow_reconnect=False)
+    try:
+        await create_stream(nc)
+        first = await publish_until_acked(nc, "c.first", b"before")
+        cluster.kill(2)  # pynatsd; a nats-server node leads now or did already
+        sent: dict[int, bytes] = {first: b"before"}
+        rng = random.Random(7)
+        for i in range(130):
+            # Random bytes fill nats-server's log past 8 MiB; every fourth compresses well.
+            data = bytes([i % 251]) * 65536 if i % 4 == 0 else rng.randbytes(100_000)
+            sent[await publish_until_acked(nc, f"c.{i % 3}", data)] = data
+        js = nc.jetstream(timeout=10)
+        deleted = {5, 20, 21, 22, 23, 60}
+        for seq in sorted(deleted):
+            assert await js.delete_msg(STREAM, seq)
+        await eventually_async(
+            _async(lambda: all(snapshot_indexes(tmp_path, i) for i in (0, 1))),
+            WAIT,
+            "nats-server's snapshots",
+        )
+        cluster.restart(2)
+        await eventually_async(_async(lambda: same_state(cluster, 2, 0)), WAIT, "caught up")
+        assert "Catchup for stream" in cluster.nodes[2].log_text()
+        # The pynatsd node takes the lead (nats-server hands it over) and serves it all.
+        nc2 = await nats.connect(cluster.nodes[2].url, allow_reconnect=False)
+        try:
+
+            async def pynatsd_leads() -> bool:
+                if await leader_name(nc2) == "n3":
+                    return True
+                with contextlib.suppress(nats.errors.TimeoutError):
+                    await nc.request(
+                        f"$JS.API.STREAM.LEADER.STEPDOWN.{STREAM}",
+                        b'{"placement":{"preferred":"n3"}}',
+                        timeout=2,
+                    )
+                return False
+
+            await eventually_async(pynatsd_leads, WAIT, "pynatsd leads", interval=2.0)
+            js2 = nc2.jetstream(timeout=10)
+            for seq, data in sorted(sent.items()):
+                if seq in deleted:
+                    with pytest.raises(nats.js.errors.NotFoundError):
+                        await js2.get_msg(STREAM, seq)
+                else:
+                    assert (await js2.get_msg(STREAM, seq)).data == data, seq
+        finally:
+            await nc2.close()
+    finally:
+        if nc.is_connected:
+            await nc.close()
+        cluster.stop()
+
+
+async def test_a_pynatsd_leader_catches_up_a_nats_server_follower(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pynatsd's snapshot (nats-server's binary stream state) and records are what
+    nats-server's follower takes: it ends with the same state, and serves the same messages."""
+    monkeypatch.setenv(SNAPSHOT_ENV, "entries=200,interval=2,jitter=0")
+    stores = {i: f'jetstream {{ store_dir: "{js_dir(tmp_path, i)}" }}\n' for i in range(3)}
+    cluster = ProcessCluster([PY, PY, GO], tmp_path, node_config=stores)
+    cluster.start()
+    nc = await nats.connect(cluster.nodes[0].url, allow_reconnect=False)
+    try:
+        await create_stream(nc, allow_direct=True)
+        await publish_until_acked(nc, "c.first", b"before")
+        cluster.kill(2)  # nats-server; a pynatsd node leads now or did already
+        await publish_until_acked(nc, "c.again", b"again")
+        sent: dict[int, Sent] = {}
+        await publish_many(nc, 0, PUBLISHED, sent)
+        js = nc.jetstream(timeout=10)
+        for seq in sorted(DELETED):
+            assert await js.delete_msg(STREAM, seq)
+        for i in (0, 1):
+            await eventually_async(
+                _async(lambda i=i: max(snapshot_indexes(tmp_path, i), default=0) > 1000),
+                WAIT,
+                f"a snapshot past index 1000 on node {i}",
+            )
+        cluster.restart(2)
+        await eventually_async(_async(lambda: same_state(cluster, 2, 0)), WAIT, "caught up")
+        assert "Catchup for stream '$G > CATCH' complete" in cluster.nodes[2].log_text()
+        # nats-server's replica answers direct gets from its own clients.
+        nc2 = await nats.connect(cluster.nodes[2].url, allow_reconnect=False)
+        try:
+            js2 = nc2.jetstream(timeout=10)
+            for seq in (3, 100, 401, 402, 999, PUBLISHED + 2):
+                if seq in DELETED:
+                    continue
+                msg = await eventually_async(
+                    lambda seq=seq: js2.get_msg(STREAM, seq, direct=True), 20, f"direct {seq}"
+                )
+                assert (msg.subject, msg.data) == sent[seq][:2], seq
+        finally:
+            await nc2.close()
+    finally:
+        if nc.is_connected:
+            await nc.close()
+        cluster.stop()
