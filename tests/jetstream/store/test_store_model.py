@@ -71,6 +71,8 @@ class Model:
         return self.last
 
     def skip(self, num: int) -> None:
+        if num == 0:
+            return  # nothing to use up, nothing changes
         self.last += num
         if not self.msgs:
             self.empty_first = self.last + 1
