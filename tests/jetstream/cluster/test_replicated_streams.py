@@ -6,6 +6,7 @@ lost, duplicated or reordered, a new leader takes over, and the restarted node h
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -59,6 +60,20 @@ async def add_stream(nc: Client, config: StreamConfig) -> object:
     return await eventually_async(attempt, 30, "stream created", interval=0.5)
 
 
+async def publish(nc: Client, subject: str, data: bytes) -> nats.js.api.PubAck:
+    """An acked publish as an application makes it: a new stream's subjects reach the other
+    servers a moment after its creation is answered (both servers), so "no responders" (the
+    message was not stored) is tried again for a while."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        try:
+            return await nc.jetstream(timeout=10).publish(subject, data)
+        except nats.js.errors.NoStreamResponseError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
 async def info_from(nc: Client, name: str) -> nats.js.api.StreamInfo | None:
     try:
         return await nc.jetstream(timeout=2).stream_info(name)
@@ -82,8 +97,7 @@ async def test_r3_stream_survives_its_leader(tmp_path: Path, kinds: list[str]) -
 
             acked = []
             for i in range(60):
-                js = clients[i % 3].jetstream(timeout=5)
-                ack = await js.publish(f"orders.{i % 7}", b"order-%d" % i)
+                ack = await publish(clients[i % 3], f"orders.{i % 7}", b"order-%d" % i)
                 acked.append(ack.seq)
             assert acked == list(range(1, 61))
             for nc in clients:
@@ -132,7 +146,7 @@ async def test_r1_streams_names_and_delete_from_any_node(tmp_path: Path, kinds: 
                 )
                 assert created is not None
             for i, nc in enumerate(clients):
-                ack = await nc.jetstream(timeout=5).publish(f"s{(i + 1) % 3}.a", b"x")
+                ack = await publish(nc, f"s{(i + 1) % 3}.a", b"x")
                 assert ack.stream == f"S{(i + 1) % 3}" and ack.seq == 1
             names = await clients[2].jetstream(timeout=5).streams_info()
             assert sorted(s.config.name for s in names) == ["S0", "S1", "S2"]
@@ -156,7 +170,7 @@ async def test_purge_and_delete_reach_every_replica(tmp_path: Path, kinds: list[
             assert await add_stream(clients[0], config) is not None
             js = clients[0].jetstream(timeout=10)
             for i in range(20):
-                await js.publish(f"ev.{i % 4}", b"e%d" % i)
+                await publish(clients[0], f"ev.{i % 4}", b"e%d" % i)
             assert await js.delete_msg("EVENTS", 6)
             assert await js.purge_stream("EVENTS", subject="ev.1") is True
             before = await info_from(clients[0], "EVENTS")
@@ -199,7 +213,7 @@ async def test_durable_consumer_survives_its_leader(tmp_path: Path, kinds: list[
             assert await add_stream(clients[0], config) is not None
             js = clients[0].jetstream(timeout=10)
             for i in range(20):
-                await js.publish("jobs.new", b"job-%d" % i)
+                await publish(clients[0], "jobs.new", b"job-%d" % i)
             consumer_config = nats.js.api.ConsumerConfig(
                 durable_name="WORKER", ack_policy="explicit", ack_wait=2.0
             )
@@ -291,9 +305,8 @@ async def test_stream_leader_stepdown(tmp_path: Path, kinds: list[str]) -> None:
             await eventually_async(lambda: meta_ready(clients[0]), 30, "a meta leader")
             config = StreamConfig(name="STEP", subjects=["step.>"], num_replicas=3)
             assert await add_stream(clients[0], config) is not None
-            js = clients[1].jetstream(timeout=10)
             for i in range(5):
-                await js.publish("step.a", b"s%d" % i)
+                await publish(clients[1], "step.a", b"s%d" % i)
             before = await info_from(clients[0], "STEP")
             assert before is not None and before.cluster is not None
             reply = await clients[2].request("$JS.API.STREAM.LEADER.STEPDOWN.STEP", b"", timeout=10)
