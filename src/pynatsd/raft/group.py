@@ -51,7 +51,7 @@ def open_group(
     timings: Timings = NATS_TIMINGS,
     observer: bool = False,
     managed: bool = False,
-    sync_always: bool = True,
+    sync_always: bool = False,
     rng: random.Random | None = None,
 ) -> tuple[RaftNode, bool]:
     """The group's node, and whether it was bootstrapped (new) rather than recovered.

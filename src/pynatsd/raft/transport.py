@@ -67,6 +67,7 @@ class NrgTransport:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._closed = False
+        self._flush_scheduled = False
 
     def start(self) -> None:
         node = self.node
@@ -86,7 +87,7 @@ class NrgTransport:
         if self._closed:
             return
         self.node.close()
-        self.pump()
+        self._carry_out()
         self._closed = True
         for sub in self._subs.values():
             self._owner.unsubscribe(sub)
@@ -140,9 +141,27 @@ class NrgTransport:
 
     # ----- out
     def pump(self) -> None:
-        """Carry out everything the node asked for, then set its timer."""
+        """Carry out what the node asked for at the end of this turn of the event loop: what
+        arrived in one read of a route is handled first, then the log is made durable once
+        (group commit) and only then do the node's messages go out (a vote or a success is
+        never sent for something not yet on disk)."""
+        if not self._flush_scheduled and not self._closed:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        try:
+            self._carry_out()
+        except Exception:  # the group must go on whatever its upper layer did
+            log.exception("RAFT [%s - %s] failed", self.node.id, self.node.group)
+            if not self._closed:
+                self._arm_timer()
+
+    def _carry_out(self) -> None:
         node = self.node
         while outputs := node.take_outputs():
+            node.log.sync()
             for output in outputs:
                 if isinstance(output, Publish):
                     self._publish(self.account, output.subject, output.reply, b"", output.payload)
@@ -175,7 +194,7 @@ class NrgTransport:
             return
         try:
             self.node.tick()
-            self.pump()
+            self._carry_out()
         except Exception:  # the group's clock must keep running whatever failed
             log.exception("RAFT [%s - %s] failed on its timer", self.node.id, self.node.group)
             self._arm_timer()

@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.stream import Stream
 
 
+# At most this many entries in one append entry (nats-server: 4096, or 256 KiB of them).
+MAX_ENTRIES_PER_APPEND = 4096
+
+
 class StreamReplica:
     """The replica: its assignment, its local stream, its group's node (None for R1), and
     whether this server leads it."""
@@ -70,6 +74,7 @@ class StreamReplica:
         # The create request to answer once this replica first leads (nats-server: the
         # stream's first leader answers the create).
         self.create_reply = ""
+        self._proposals: list[Entry] = []  # proposed this turn, not yet sent
         self.recovering = False  # while the group's log replays at start-up: nobody to answer
         self.sync = ReplicaSync(self)  # snapshots and catch-ups (replica_sync.py)
 
@@ -150,13 +155,26 @@ class StreamReplica:
         self._propose(encode_msg_delete(delete))
 
     def _propose(self, entry: bytes) -> bool:
+        """Entries proposed in one turn of the event loop go out as one append entry (one log
+        write and one fsync on every replica, as nats-server batches its proposals)."""
         if self.node is None:
             self.apply_entries(Committed(0, (Entry(EntryType.NORMAL, entry),)))
             return True
-        accepted = self.node.propose((Entry(EntryType.NORMAL, entry),))
-        if self.transport is not None:
-            self.transport.pump()
-        return accepted
+        if not self.node.is_leader:
+            return False
+        pending = self._proposals
+        pending.append(Entry(EntryType.NORMAL, entry))
+        if len(pending) == 1:
+            self.stream.ajs.loop.call_soon(self._flush_proposals)
+        return True
+
+    def _flush_proposals(self) -> None:
+        entries, self._proposals = tuple(self._proposals), []
+        if entries and self.node is not None:
+            for start in range(0, len(entries), MAX_ENTRIES_PER_APPEND):
+                self.node.propose(entries[start : start + MAX_ENTRIES_PER_APPEND])
+            if self.transport is not None:
+                self.transport.pump()
 
     # ----- applying
     def apply_entries(self, committed: Committed) -> None:
