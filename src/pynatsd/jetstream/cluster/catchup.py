@@ -65,6 +65,7 @@ from pynatsd.jetstream.store.base import (
     StoreError,
     StreamState,
 )
+from pynatsd.raft.node import Publish, Subscribe, Unsubscribe
 
 __all__ = [
     "CatchupError",
@@ -128,27 +129,7 @@ GO_TIMINGS = CatchupTimings()
 # -- what the objects ask for --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Publish:
-    """Publish `payload` to `subject` in the system account, with `reply`."""
-
-    subject: str
-    reply: str
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Subscribe:
-    """Listen on `subject` (the follower's inbox, the leader's `$JSC.ACK.<8>.*`)."""
-
-    subject: str
-
-
-@dataclass(frozen=True, slots=True)
-class Unsubscribe:
-    subject: str
-
-
+# The same requests a RAFT node makes of its transport (raft/node.py).
 Output = Publish | Subscribe | Unsubscribe
 
 
