@@ -203,6 +203,16 @@ def _cluster_only(rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
     raise js_error("ClusterRequired")
 
 
+def names_matching(configs: dict[str, list[str]], subject: str) -> list[str]:
+    """The stream names, sorted, whose subjects collide with `subject` ("" takes all): what a
+    names or list request with a subject filter gets."""
+    return sorted(
+        name
+        for name, subjects in configs.items()
+        if not subject or any(subjects_collide(subject, x) for x in subjects)
+    )
+
+
 def purge_stream(stream: Stream, subject: str, seq: int, keep: int) -> dict[str, Any]:
     """The purge itself and its response."""
     purged = stream.purge(subject=subject, seq=seq, keep=keep)
@@ -551,12 +561,16 @@ class JetStreamApi:
 
     def _filtered_streams(self, req: dict[str, Any], struct: str) -> list[Stream]:
         subject = _str_field(req, "subject", struct)
-        streams = sorted(self.ajs.streams.values(), key=lambda s: s.name)
-        if subject:
-            streams = [
-                s for s in streams if any(subjects_collide(subject, x) for x in s.config.subjects)
-            ]
-        return streams
+        streams = self.ajs.streams
+        configs = {name: stream.config.subjects for name, stream in streams.items()}
+        return [streams[name] for name in names_matching(configs, subject)]
+
+    def list_request(self, body: bytes, struct: str) -> tuple[int, str]:
+        """A names or list request's (offset, subject filter), checked as nats-server does."""
+        req = _paged_body(body, struct)
+        _check_fields(req, ("offset", "subject"))
+        offset = max(_int_field(req, "offset", struct, "int"), 0)
+        return offset, _str_field(req, "subject", struct)
 
     def stream_names(self, rest: list[str], body: bytes, reply: str) -> dict[str, Any]:
         if rest:

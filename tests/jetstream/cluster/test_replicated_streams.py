@@ -266,8 +266,9 @@ async def test_durable_consumer_survives_its_leader(tmp_path: Path, kinds: list[
 
 
 @pytest.mark.parametrize("kinds", KINDS)
-async def test_kv_bucket_on_r3(tmp_path: Path, kinds: list[str]) -> None:
-    """A key-value bucket with three replicas, used from every node."""
+async def test_kv_and_object_buckets_on_r3(tmp_path: Path, kinds: list[str]) -> None:
+    """Key-value and object store buckets with three replicas, used from every node (their
+    watchers find the stream by its subject: STREAM.NAMES with a subject filter)."""
     async with cluster_of(kinds, tmp_path) as cluster:
         clients = [await connect(cluster, i) for i in range(3)]
         try:
@@ -290,6 +291,15 @@ async def test_kv_bucket_on_r3(tmp_path: Path, kinds: list[str]) -> None:
             kv = await clients[1].jetstream(timeout=10).key_value("CFG")
             await kv.delete("k0")
             assert sorted(await kv.keys()) == ["k1", "k2"]
+
+            js = clients[2].jetstream(timeout=10)
+            store = await js.create_object_store(
+                "FILES", config=nats.js.api.ObjectStoreConfig(replicas=3)
+            )
+            blob = bytes(range(256)) * 1000  # several chunks
+            await store.put("blob", blob)
+            other = await clients[0].jetstream(timeout=10).object_store("FILES")
+            assert (await other.get("blob")).data == blob
         finally:
             for nc in clients:
                 await nc.close()

@@ -24,6 +24,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream import errors
+from pynatsd.jetstream.api import names_matching
 from pynatsd.jetstream.cluster.assignments import (
     MetaOp,
     StreamAssignment,
@@ -289,8 +290,8 @@ class ClusteredJetStream:
             ("INFO",): lambda rest, body, reply: self._account_info(api, rest, body, reply),
             ("STREAM", "CREATE"): lambda rest, body, reply: self._create(api, rest, body, reply),
             ("STREAM", "DELETE"): lambda rest, body, reply: self._delete(ajs, rest, reply),
-            ("STREAM", "NAMES"): lambda rest, body, reply: self._names(ajs),
-            ("STREAM", "LIST"): lambda rest, body, reply: self._list(ajs),
+            ("STREAM", "NAMES"): lambda rest, body, reply: self._names(api, rest, body),
+            ("STREAM", "LIST"): lambda rest, body, reply: self._list(api, rest, body),
         }
 
     def replica(self, account: str, name: str) -> StreamReplica | None:
@@ -401,16 +402,33 @@ class ClusteredJetStream:
             raise errors.js_error("ClusterNotLeader")
         return None
 
-    def _names(self, ajs: AccountJetStream) -> dict[str, Any]:
-        names = sorted(self.meta.state.streams.get(ajs.account.name, {}))
-        return {"total": len(names), "offset": 0, "limit": 1024, "streams": names}
+    def _matching(
+        self, api: JetStreamApi, rest: list[str], body: bytes, struct: str
+    ) -> tuple[int, list[str]]:
+        """A names or list request against the assignments: (offset, the names it takes)."""
+        if rest:
+            raise errors.bad_request()
+        offset, subject = api.list_request(body, struct)
+        streams = self.meta.state.streams.get(api.ajs.account.name, {})
+        configs = {
+            name: list(sa.raw.get("stream", {}).get("subjects") or [])
+            for name, sa in streams.items()
+        }
+        return offset, names_matching(configs, subject)
 
-    def _list(self, ajs: AccountJetStream) -> dict[str, Any]:
+    def _names(self, api: JetStreamApi, rest: list[str], body: bytes) -> dict[str, Any]:
+        offset, names = self._matching(api, rest, body, "JSApiStreamNamesRequest")
+        page = names[offset : offset + 1024]
+        return {"total": len(names), "offset": offset, "limit": 1024, "streams": page}
+
+    def _list(self, api: JetStreamApi, rest: list[str], body: bytes) -> dict[str, Any]:
         """Every stream's info: a replica here gives its own, another stream its config (the
         meta leader of nats-server asks each stream's leader; not yet done here)."""
+        ajs = api.ajs
+        offset, names = self._matching(api, rest, body, "JSApiStreamListRequest")
         streams = self.meta.state.streams.get(ajs.account.name, {})
         items = []
-        for name in sorted(streams):
+        for name in names[offset : offset + 256]:
             replica = self.replica(ajs.account.name, name)
             if replica is not None:
                 info = replica.stream.info()
@@ -424,7 +442,7 @@ class ClusteredJetStream:
                     "cluster": {"name": ajs.server.cluster_name},
                 }
             items.append(info)
-        return {"total": len(items), "offset": 0, "limit": 256, "streams": items}
+        return {"total": len(names), "offset": offset, "limit": 256, "streams": items}
 
     def _propose(self, op: MetaOp, assignment: dict[str, Any]) -> bool:
         node, transport = self.meta.node, self.meta.transport
