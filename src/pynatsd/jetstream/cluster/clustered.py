@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pynatsd.jetstream import errors
 from pynatsd.jetstream.api import names_matching
@@ -52,7 +52,7 @@ from pynatsd.jetstream.stream_config import StreamConfig, decode_stream_request
 from pynatsd.jetstream.util import now_ns
 from pynatsd.logger import log
 from pynatsd.raft.group import open_group
-from pynatsd.raft.node import RaftNode
+from pynatsd.raft.node import Committed, RaftNode
 from pynatsd.raft.transport import NrgTransport
 from pynatsd.raft.wire import Entry, EntryType
 from pynatsd.server.session import ClientSession
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from pynatsd.jetstream.stream import Stream
     from pynatsd.protocol.events import Pub
     from pynatsd.server.client import Client
+    from pynatsd.server.server import Server
 
 # What only the meta leader answers, and what only a stream's leader answers (by API key).
 META_REQUESTS = frozenset(
@@ -87,6 +88,17 @@ _EMPTY_STATE = {
 # A peer not heard from for this long is placed last (nats-server marks a server offline
 # after 150 s without its STATSZ; the meta group's heartbeats tell sooner).
 OFFLINE_AFTER = 10.0
+
+
+class GroupMember(Protocol):
+    """A stream or consumer replica as its RAFT group runs it."""
+
+    node: RaftNode | None
+    transport: NrgTransport | None
+    recovering: bool
+
+    def apply_entries(self, committed: Committed) -> None: ...
+    def leader_changed(self, is_leader: bool) -> None: ...
 
 
 class ClusteredJetStream:
@@ -501,35 +513,8 @@ class ClusteredJetStream:
         if len(peers) == 1:
             replica.leader_changed(True)
             return
-        directory = None
-        if stream.stream.config.storage == "file":
-            directory = self.meta.directory.parent / str(group.get("name", ""))
-        node, bootstrapped = open_group(
-            directory,
-            self.meta.node_id,
-            str(group.get("name", "")),
-            known_peers=peers,
-            cluster_size=len(peers),
-            clock=self.meta.clock,
-            timings=self.meta.timings,
-            managed=True,
-        )
-        replica.node = node
-        server = stream.stream.ajs.server
-        transport = NrgTransport(
-            node,
-            server.system_account,
-            server.publish_internal,
-            replica.apply_entries,
-            replica.leader_changed,
-        )
-        replica.transport = transport
-        replica.recovering = True
-        transport.start()
-        replica.recovering = False
-        if bootstrapped and group.get("preferred") == self.meta.node_id:
-            node.campaign()
-            transport.pump()
+        file_backed = stream.stream.config.storage == "file"
+        self._run_group(replica, group, peers, file_backed, stream.stream.ajs.server)
 
     def _remove_consumer(self, assignment: dict[str, Any]) -> None:
         """processClusterDeleteConsumer: the consumer's leader answers once it is gone."""
@@ -569,35 +554,46 @@ class ClusteredJetStream:
         self._start_group(replica, ajs, peers)
 
     def _start_group(self, replica: StreamReplica, ajs: AccountJetStream, peers: list[str]) -> None:
+        file_backed = replica.stream.config.storage == "file"
+        self._run_group(replica, replica.assignment.group, peers, file_backed, ajs.server)
+
+    def _run_group(
+        self,
+        member: GroupMember,
+        group: dict[str, Any],
+        peers: list[str],
+        file_backed: bool,
+        server: Server,
+    ) -> None:
+        """createRaftGroup: a stream's or consumer's group opened (its directory beside the meta
+        group's, or in memory) and run; what its log replays is applied before anything new,
+        and the preferred peer of a new group stands first (a quick first leader)."""
         meta = self.meta
-        directory = None
-        if replica.stream.config.storage == "file":
-            directory = meta.directory.parent / replica.group_name
+        name = str(group.get("name", ""))
         node, bootstrapped = open_group(
-            directory,
+            meta.directory.parent / name if file_backed else None,
             meta.node_id,
-            replica.group_name,
+            name,
             known_peers=peers,
             cluster_size=len(peers),
             clock=meta.clock,
             timings=meta.timings,
             managed=True,
         )
-        replica.node = node
+        member.node = node
         transport = NrgTransport(
             node,
-            ajs.server.system_account,
-            ajs.server.publish_internal,
-            replica.apply_entries,
-            replica.leader_changed,
+            server.system_account,
+            server.publish_internal,
+            member.apply_entries,
+            member.leader_changed,
         )
-        replica.transport = transport
-        replica.recovering = True
-        transport.start()  # applies what the group's log replays
-        replica.recovering = False
-        preferred = str(replica.assignment.group.get("preferred") or "")
-        if bootstrapped and preferred == meta.node_id:
-            node.campaign()  # the preferred peer stands first: a quick first leader
+        member.transport = transport
+        member.recovering = True
+        transport.start()
+        member.recovering = False
+        if bootstrapped and group.get("preferred") == meta.node_id:
+            node.campaign()
             transport.pump()
 
     def _remove(self, replica: StreamReplica) -> None:

@@ -29,6 +29,7 @@ from pynatsd.jetstream.cluster.entries import (
     decode_consumer_entry,
     encode_consumer_entry,
 )
+from pynatsd.jetstream.cluster.peers import cluster_block
 from pynatsd.jetstream.consumer import Consumer
 from pynatsd.jetstream.consumer_config import ConsumerConfig
 from pynatsd.jetstream.util import now_ns
@@ -268,34 +269,15 @@ class ConsumerReplica:
 
     # ----- monitoring
     def cluster_info(self) -> dict[str, Any]:
-        server = self.stream.ajs.server
-        out: dict[str, Any] = {"name": server.cluster_name}
-        node = self.node
-        names = self.names()
-        if node is None:
-            out["leader"] = server.server_name
-            return out
-        out["raft_group"] = str(self.group.get("name", ""))
-        if node.leader:
-            out["leader"] = names.get(node.leader, node.leader)
-        replicas = []
-        now = node.clock()
-        for peer in self.group.get("peers") or []:
-            if peer == self.node_id:
-                continue
-            progress = node.peers.get(peer)
-            heard = now - progress.heard if progress is not None and progress.heard else None
-            replicas.append(
-                {
-                    "name": names.get(peer, f"Server name unknown at this time (peerID: {peer})"),
-                    "current": heard is not None and heard < node.timings.lost_quorum,
-                    "active": int((heard or 0) * 1e9),
-                    "peer": peer,
-                }
-            )
-        if replicas:
-            out["replicas"] = sorted(replicas, key=lambda r: r["name"])
-        return out
+        """The `cluster` block of consumer info (clusterInfo)."""
+        return cluster_block(
+            self.stream.ajs.server,
+            self.node,
+            str(self.group.get("name", "")),
+            self.group.get("peers") or [],
+            self.node_id,
+            self.names(),
+        )
 
 
 def _copy(state: dict[str, Any]) -> dict[str, Any]:

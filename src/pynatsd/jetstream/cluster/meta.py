@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pynatsd.jetstream.cluster.assignments import MetaEntryError, MetaOp, MetaState, decode_entry
+from pynatsd.jetstream.cluster.peers import replica_infos
 from pynatsd.jetstream.util import go_hash
 from pynatsd.logger import log
 from pynatsd.raft.group import open_group
-from pynatsd.raft.node import NATS_TIMINGS, Committed, RaftNode, RaftState, Timings
+from pynatsd.raft.node import NATS_TIMINGS, Committed, RaftNode, Timings
 from pynatsd.raft.transport import NrgTransport
 from pynatsd.raft.wire import EntryType
 
@@ -200,28 +201,4 @@ class MetaGroup:
         node = self.node
         if node is None:
             return []
-        now = node.clock()
-        leading = node.state is RaftState.LEADER
-        out = []
-        for peer, progress in node.peers.items():
-            if peer == self.node_id:
-                continue
-            heard = now - progress.heard if progress.heard else None
-            recent = heard is not None and heard < node.timings.lost_quorum
-            if leading:
-                lag = max(0, node.commit - progress.last_index)
-                current = recent and lag == 0
-            else:
-                lag = 0
-                current = peer == node.leader and heard is not None and heard < 2.0
-            info: dict[str, Any] = {
-                "name": self.names.get(peer, f"Server name unknown at this time (peerID: {peer})"),
-                "current": current,
-                "active": int((heard or 0) * 1e9),
-                "peer": peer,
-            }
-            if lag:
-                info["lag"] = lag
-            out.append(info)
-        out.sort(key=lambda r: r["name"])
-        return out
+        return replica_infos(node, list(node.peers), self.node_id, self.names)

@@ -35,6 +35,7 @@ from pynatsd.jetstream.cluster.entries import (
     encode_stream_msg,
     encode_stream_purge,
 )
+from pynatsd.jetstream.cluster.peers import cluster_block
 from pynatsd.jetstream.cluster.replica_sync import ReplicaSync
 from pynatsd.jetstream.errors import ApiError
 from pynatsd.jetstream.util import now_ns, rfc3339_ns
@@ -272,43 +273,11 @@ class StreamReplica:
     # ----- monitoring
     def cluster_info(self) -> dict[str, Any]:
         """The `cluster` block of stream info (clusterInfo)."""
-        stream = self.stream
-        server = stream.ajs.server
-        out: dict[str, Any] = {"name": server.cluster_name}
-        node = self.node
-        if node is None:
-            out["leader"] = server.server_name
-            return out
-        out["raft_group"] = self.group_name
-        names = self.names()
-        if node.leader:
-            out["leader"] = names.get(node.leader, node.leader)
-        out["system_account"] = True
-        out["traffic_account"] = "$SYS"
-        now = node.clock()
-        replicas = []
-        for peer in self.peers:
-            if peer == self.node_id:
-                continue
-            progress = node.peers.get(peer)
-            heard = now - progress.heard if progress is not None and progress.heard else None
-            info: dict[str, Any] = {
-                "name": names.get(peer, f"Server name unknown at this time (peerID: {peer})"),
-                "current": False,
-                "active": int((heard or 0) * 1e9),
-                "peer": peer,
-            }
-            if node.is_leader and progress is not None:
-                lag = max(0, node.commit - progress.last_index)
-                info["current"] = (
-                    heard is not None and heard < node.timings.lost_quorum and lag == 0
-                )
-                if lag:
-                    info["lag"] = lag
-            elif peer == node.leader:
-                info["current"] = heard is not None and heard < 2.0
-            replicas.append(info)
-        replicas.sort(key=lambda r: r["name"])
-        if replicas:
-            out["replicas"] = replicas
-        return out
+        return cluster_block(
+            self.stream.ajs.server,
+            self.node,
+            self.group_name,
+            self.peers,
+            self.node_id,
+            self.names(),
+        )
